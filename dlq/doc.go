@@ -1,0 +1,2 @@
+// Package dlq TODO.
+package dlq

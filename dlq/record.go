@@ -1,0 +1,73 @@
+package dlq
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome statuses.
+const (
+	StatusSucceeded    = "succeeded"
+	StatusDeadLettered = "dead_lettered"
+)
+
+// Outcome is how one job ended: the message the workers publish on RESULTS
+// (status succeeded) or DLQ (status dead_lettered), and the row the sink
+// indexes. It holds what makes a failure reproducible: the original job,
+// every raw model output, the diagnostics per attempt, the attempts used.
+type Outcome struct {
+	JobID  string `json:"job_id"`
+	Schema string `json:"schema"`
+	// SchemaVersion is the hash of the canonical schema text.
+	SchemaVersion string `json:"schema_version,omitempty"`
+	// Run is 0 for the job as submitted and n for its n-th replay.
+	Run    int    `json:"run,omitempty"`
+	Status string `json:"status"`
+	// Class is the failure class of a dead letter (grammar, schema,
+	// truncated, no_progress, transport, request_error, invalid_job,
+	// unknown_schema, exhausted); empty on success.
+	Class  string `json:"class,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Hint   string `json:"hint,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// Attempts is the number of model calls made (transport retries aside).
+	Attempts int `json:"attempts"`
+	// Data is the validated result; only on success.
+	Data json.RawMessage `json:"data,omitempty"`
+	// Job is the job as it arrived (the raw message for an invalid job).
+	Job json.RawMessage `json:"job,omitempty"`
+	// Trace has one entry per model call, successes included.
+	Trace      []Attempt `json:"trace,omitempty"`
+	Deliveries int       `json:"deliveries,omitempty"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+}
+
+// Attempt is the trace of one model call.
+type Attempt struct {
+	N            int          `json:"n"`
+	Temperature  float64      `json:"temperature"`
+	Raw          string       `json:"raw"`
+	Repairs      []string     `json:"repairs,omitempty"`
+	Class        string       `json:"class,omitempty"` // "" when this attempt's output was valid
+	FinishReason string       `json:"finish_reason,omitempty"`
+	Diagnostics  []Diagnostic `json:"diagnostics,omitempty"`
+	// DiagnosticsOmitted counts diagnostics past the cap.
+	DiagnosticsOmitted int   `json:"diagnostics_omitted,omitempty"`
+	PromptTokens       int   `json:"prompt_tokens,omitempty"`
+	CompletionTokens   int   `json:"completion_tokens,omitempty"`
+	CachedTokens       int   `json:"cached_tokens,omitempty"`
+	ReasoningTokens    int   `json:"reasoning_tokens,omitempty"`
+	LatencyMS          int64 `json:"latency_ms"`
+	TransportRetries   int   `json:"transport_retries,omitempty"`
+}
+
+// Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;
+// the store keeps its own copy of the shape so it depends on nothing else).
+type Diagnostic struct {
+	Path     string `json:"path"`
+	Keyword  string `json:"keyword"`
+	Message  string `json:"message,omitempty"`
+	Expected string `json:"expected,omitempty"`
+	Received string `json:"received,omitempty"`
+}

@@ -1,0 +1,2 @@
+// Package heal TODO.
+package heal

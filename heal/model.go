@@ -1,0 +1,118 @@
+package heal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Model is what the loop calls: one chat completion. Implementations live in
+// package llm. A Model retries transport failures itself (on its own budget,
+// never visible to the loop as attempts) and returns an *Error for failures it
+// could not get past.
+type Model interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+}
+
+// Message is one turn of the conversation.
+type Message struct {
+	Role    string `json:"role"` // "system", "user" or "assistant"
+	Content string `json:"content"`
+}
+
+// Request is one model call. Messages must not be modified by the Model.
+type Request struct {
+	Messages    []Message
+	Temperature float64
+	MaxTokens   int // 0: the provider's default
+	// Schema is the job's JSON Schema, for providers that can constrain
+	// output to it (OpenAI json_schema response format) and for the simulator.
+	Schema   json.RawMessage
+	SchemaID string
+	// JobID and Attempt identify the call (the simulator seeds from them).
+	JobID   string
+	Attempt int
+}
+
+// Finish reasons, normalised from each provider's spelling.
+const (
+	FinishStop   = "stop"
+	FinishLength = "length" // truncated: max tokens reached
+	FinishOther  = "other"
+)
+
+// Response is one model answer.
+type Response struct {
+	Content string
+	// FinishReason is normalised (FinishStop, FinishLength, FinishOther);
+	// RawFinishReason is the provider's own word.
+	FinishReason    string
+	RawFinishReason string
+	Usage           Usage
+	Latency         time.Duration // of the successful call
+	// TransportRetries counts the calls that failed with a transport error
+	// before this one succeeded.
+	TransportRetries int
+}
+
+// Usage is token accounting for one attempt, as the provider reported it.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
+}
+
+// Total is prompt plus completion tokens.
+func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
+
+// ErrorKind says how the loop treats a model failure.
+type ErrorKind string
+
+const (
+	// KindTransport: timeouts, connection errors, 408, 409, 429, 5xx, after
+	// the model's own retries. Not the job's fault: the job is retried later.
+	KindTransport ErrorKind = "transport"
+	// KindAuth: 401, 403. The worker stops taking jobs.
+	KindAuth ErrorKind = "auth"
+	// KindRequest: 400, unknown model and the like. Dead-lettered, not retried.
+	KindRequest ErrorKind = "request_error"
+)
+
+// Error is a model failure the loop branches on. Message must never hold a
+// secret.
+type Error struct {
+	Kind       ErrorKind
+	Provider   string // "openai", "anthropic", "sim"
+	StatusCode int    // HTTP status, 0 when none
+	Message    string // the provider's message, or the transport error
+	// Retries is how many transport retries were spent before giving up.
+	Retries int
+	// KeyEnv names the environment variable holding the key (for auth errors).
+	KeyEnv string
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("%s: %s", e.Provider, e.Kind)
+	if e.StatusCode != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Kind == KindAuth && e.KeyEnv != "" {
+		s += " (check " + e.KeyEnv + ")"
+	}
+	return s
+}
+
+// KindOf returns the kind of a model error, or "" when err is not an *Error.
+func KindOf(err error) ErrorKind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return ""
+}

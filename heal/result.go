@@ -1,0 +1,58 @@
+package heal
+
+import (
+	"time"
+
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// Class is a failure class, decided by code, never by the model.
+type Class string
+
+const (
+	ClassNone       Class = ""
+	ClassGrammar    Class = "grammar"   // no parsable JSON after sanitizing (healable)
+	ClassSchema     Class = "schema"    // valid JSON, invalid against the schema (healable)
+	ClassTruncated  Class = "truncated" // finish reason length or unterminated JSON
+	ClassNoProgress Class = "no_progress"
+	ClassTransport  Class = "transport"
+	ClassAuth       Class = "auth"
+	ClassRequest    Class = "request_error"
+	ClassExhausted  Class = "exhausted"
+	// Set by the worker, never by the loop: the model is not called.
+	ClassInvalidJob    Class = "invalid_job"
+	ClassUnknownSchema Class = "unknown_schema"
+)
+
+// Result is how a job's loop ended.
+type Result struct {
+	// Data is the validated JSON when Class is ClassNone.
+	Data  []byte
+	Class Class
+	// Reason says in words why the loop stopped; Hint what to do about it.
+	Reason string
+	Hint   string
+	// Attempts has one entry per model call that returned an answer.
+	Attempts []Attempt
+	// Err is the model error behind ClassTransport, ClassAuth, ClassRequest.
+	Err error
+}
+
+// OK reports whether the job succeeded.
+func (r Result) OK() bool { return r.Class == ClassNone }
+
+// Attempt is the trace of one model call.
+type Attempt struct {
+	N           int
+	Temperature float64
+	Raw         string   // the model's output as received
+	Stages      []string // sanitizer stages applied
+	Class       Class    // ClassNone when the output validated
+	// FinishReason is the provider's own word.
+	FinishReason       string
+	Diagnostics        []schemas.Diagnostic
+	DiagnosticsOmitted int
+	Usage              Usage
+	Latency            time.Duration
+	TransportRetries   int
+}

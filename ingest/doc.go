@@ -1,0 +1,2 @@
+// Package ingest TODO.
+package ingest

@@ -1,0 +1,2 @@
+// Package llm TODO.
+package llm

@@ -1,0 +1,2 @@
+// Package report TODO.
+package report

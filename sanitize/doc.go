@@ -1,0 +1,2 @@
+// Package sanitize TODO.
+package sanitize

@@ -1,0 +1,2 @@
+// Package schemas TODO.
+package schemas

@@ -1,0 +1,2 @@
+// Package scripts TODO.
+package scripts

@@ -1,0 +1,2 @@
+// Package worker TODO.
+package worker
