@@ -19,8 +19,8 @@ import (
 // Lint rules: each names a way a schema contradicts itself, so that no
 // output can satisfy it.
 const (
-	RuleInvalidJSON       = "invalid_json"        // the file is not JSON
-	RuleCompile           = "compile_error"       // the validator refuses the schema
+	RuleInvalidJSON       = "invalid_json"  // the file is not JSON
+	RuleCompile           = "compile_error" // the validator refuses the schema
 	RuleMinAboveMax       = "minimum_above_maximum"
 	RuleMinLengthAboveMax = "min_length_above_max_length"
 	RuleMinItemsAboveMax  = "min_items_above_max_items"

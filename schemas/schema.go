@@ -126,7 +126,7 @@ func schemaFiles(fsys fs.FS, prefix string) ([]string, map[string]string, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing schemas in %s: %w", prefix, err)
 	}
-	ids := map[string]string{} // file -> id
+	ids := map[string]string{}  // file -> id
 	seen := map[string]string{} // id -> file
 	var files []string
 	for _, e := range entries {
