@@ -8,8 +8,6 @@ import (
 	"context"
 	"log/slog"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Subjects and stream names.
@@ -39,39 +37,28 @@ type Config struct {
 	CredsFile, TLSCert, TLSKey, TLSCA string
 	// Replicas for the streams (1; 3 on a cluster).
 	Replicas int
-	// DuplicateWindow of the streams (default 2 minutes... see README).
+	// DuplicateWindow of the streams (default 2 minutes): a job, result or
+	// dead letter published again with the same Nats-Msg-Id inside it is
+	// stored once. Keep it at least twice the workers' AckWait so a job
+	// redelivered after a lost ack finds its result deduplicated; beyond it
+	// the sink's idempotent upserts keep one outcome per job id. Every id in
+	// the window is held in the server's memory.
 	DuplicateWindow time.Duration
-	Logger          *slog.Logger
+	// SyncAlways makes the embedded server fsync every write before it acks
+	// (survives power loss; costs publish rate, see the package doc). Without
+	// it, acknowledged messages are already written to the kernel and survive
+	// kill -9 of the process; fsync happens every SyncInterval.
+	SyncAlways bool
+	// SyncInterval of the embedded server's store (default 2 minutes, the
+	// server's own default) when SyncAlways is false.
+	SyncInterval time.Duration
+	Logger       *slog.Logger
 }
-
-// Conn is a connection to NATS with the streams set up.
-type Conn struct{}
-
-// Connect starts or joins the embedded server (or dials Config.URL), connects
-// and creates the streams idempotently.
-func Connect(ctx context.Context, cfg Config) (*Conn, error) { panic("unimplemented") }
-
-// JetStream returns the JetStream context.
-func (c *Conn) JetStream() jetstream.JetStream { panic("unimplemented") }
-
-// URL is the client URL of the server in use (the embedded one's too).
-func (c *Conn) URL() string { panic("unimplemented") }
-
-// Close drains the connection and, if this Conn started the embedded
-// server, shuts it down last. Safe to call twice.
-func (c *Conn) Close() error { panic("unimplemented") }
 
 // SubmitStats counts what Submit did.
 type SubmitStats struct {
 	Published  int // newly stored
 	Duplicates int // already in the stream (same job id inside the duplicate window)
-}
-
-// Submit publishes jobs on pipeline.jobs.<schema> with Nats-Msg-Id = msgID(job)
-// (the job id; replays pass their own), waiting for every ack. progress, if
-// not nil, is called with the count done so far.
-func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done int)) (SubmitStats, error) {
-	panic("unimplemented")
 }
 
 // SubmitItem is one job to publish: its raw JSON, its schema (the subject
@@ -168,21 +155,27 @@ type WorkerConfig struct {
 	UntilIdle bool
 	// Gate, if set, is called before each fetch; it blocks while the model
 	// is unavailable (circuit breaker open) and returns ctx's error.
-	Gate   func(ctx context.Context) error
-	Logger *slog.Logger
-}
-
-// RunWorkers consumes jobs with the durable "workers" pull consumer until ctx
-// is done (graceful: stop fetching, wait up to ShutdownGrace, nak the rest),
-// until idle (UntilIdle), or until a handler returns ActionStop.
-func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) error {
-	panic("unimplemented")
+	Gate func(ctx context.Context) error
+	// MaxAckPending of the consumer (default max(1024, 4*Concurrency)); it
+	// is shared by every worker process on the consumer and counts jobs
+	// waiting for a delayed redelivery too.
+	MaxAckPending int
+	// FetchWait is the longest one fetch waits for jobs (default 1s): the
+	// runtime re-checks ctx, Gate and idleness at least this often.
+	FetchWait time.Duration
+	Logger    *slog.Logger
 }
 
 // SinkMsg is one RESULTS or DLQ message handed to the sink.
 type SinkMsg struct {
 	Subject string
 	Data    []byte
+	// MsgID is the message's Nats-Msg-Id (the job id for results and dead
+	// letters), Stream and Sequence where it is stored, Time when.
+	MsgID    string
+	Stream   string
+	Sequence uint64
+	Time     time.Time
 }
 
 // SinkConfig configures RunSink.
@@ -191,11 +184,4 @@ type SinkConfig struct {
 	MaxWait   time.Duration // longest a message waits for its batch (default 100ms)
 	UntilIdle bool          // return once both streams are fully consumed and Idle() was observed... see README
 	Logger    *slog.Logger
-}
-
-// RunSink consumes RESULTS and DLQ with the durable "sink" consumer and calls
-// write with batches; messages are acked only after write returns nil (on
-// error they are redelivered after a delay).
-func (c *Conn) RunSink(ctx context.Context, cfg SinkConfig, write func(ctx context.Context, batch []SinkMsg) error) error {
-	panic("unimplemented")
 }

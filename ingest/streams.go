@@ -1,0 +1,201 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streamConfigs are the three streams, all on file storage.
+func (c *Conn) streamConfigs() []jetstream.StreamConfig {
+	base := func(name, subject, desc string, ret jetstream.RetentionPolicy) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: desc,
+			Subjects:    []string{subject + ".>"},
+			Retention:   ret,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.cfg.Replicas,
+			Duplicates:  c.cfg.DuplicateWindow,
+			Discard:     jetstream.DiscardOld,
+			MaxMsgs:     -1,
+			MaxBytes:    -1,
+			MaxAge:      0,
+			AllowDirect: true,
+		}
+	}
+	return []jetstream.StreamConfig{
+		base(StreamJobs, SubjectJobs, "pipeline jobs (work queue, Nats-Msg-Id = job id)", jetstream.WorkQueuePolicy),
+		base(StreamResults, SubjectResults, "pipeline results (Nats-Msg-Id = job id)", jetstream.LimitsPolicy),
+		base(StreamDLQ, SubjectDLQ, "pipeline dead letters (Nats-Msg-Id = job id)", jetstream.LimitsPolicy),
+	}
+}
+
+// ensureStreams creates the streams or updates them to the configuration;
+// running it again changes nothing.
+func (c *Conn) ensureStreams(ctx context.Context) error {
+	for _, sc := range c.streamConfigs() {
+		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("creating or updating stream %s (%s, replicas %d): %w", sc.Name, sc.Subjects[0], sc.Replicas, err)
+		}
+	}
+	return nil
+}
+
+// Defaults of WorkerConfig.
+const (
+	DefaultConcurrency   = 16
+	DefaultAckWait       = 60 * time.Second
+	DefaultMaxDeliver    = 5
+	DefaultShutdownGrace = 30 * time.Second
+	DefaultFetchWait     = time.Second
+	maxRequestExpires    = time.Minute
+	consumerMaxWaiting   = 512
+)
+
+func (cfg WorkerConfig) withDefaults() WorkerConfig {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.MaxDeliver == 0 {
+		cfg.MaxDeliver = DefaultMaxDeliver
+	}
+	if len(cfg.BackOff) > 0 {
+		// The server replaces AckWait with BackOff[0]: say so in the config.
+		cfg.AckWait = cfg.BackOff[0]
+	}
+	if cfg.Heartbeat <= 0 {
+		shortest := cfg.AckWait
+		for _, b := range cfg.BackOff {
+			shortest = min(shortest, b)
+		}
+		cfg.Heartbeat = shortest / 3
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = DefaultShutdownGrace
+	}
+	if cfg.MaxAckPending <= 0 {
+		cfg.MaxAckPending = max(1024, 4*cfg.Concurrency)
+	}
+	if cfg.FetchWait <= 0 {
+		cfg.FetchWait = DefaultFetchWait
+	}
+	return cfg
+}
+
+func (cfg WorkerConfig) validate() error {
+	if cfg.MaxDeliver < 1 {
+		return fmt.Errorf("max deliver %d: must be at least 1", cfg.MaxDeliver)
+	}
+	if cfg.MaxAckPending < cfg.Concurrency {
+		return fmt.Errorf("max ack pending %d is below concurrency %d: delivery would stop silently", cfg.MaxAckPending, cfg.Concurrency)
+	}
+	if len(cfg.BackOff) > cfg.MaxDeliver {
+		return fmt.Errorf("backoff has %d steps, more than max deliver %d", len(cfg.BackOff), cfg.MaxDeliver)
+	}
+	for i, b := range cfg.BackOff {
+		if b <= 0 {
+			return fmt.Errorf("backoff step %d is %v: must be positive", i, b)
+		}
+		if cfg.Heartbeat >= b {
+			return fmt.Errorf("heartbeat %v is not inside backoff step %d (%v)", cfg.Heartbeat, i, b)
+		}
+	}
+	if cfg.Heartbeat >= cfg.AckWait {
+		return fmt.Errorf("heartbeat %v is not inside ack wait %v", cfg.Heartbeat, cfg.AckWait)
+	}
+	return nil
+}
+
+// workerConsumerConfig spells out every setting of the "workers" consumer.
+func (c *Conn) workerConsumerConfig(cfg WorkerConfig) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:           WorkerConsumer,
+		Description:       "pipeline workers",
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           cfg.AckWait,
+		MaxDeliver:        cfg.MaxDeliver,
+		BackOff:           slices.Clone(cfg.BackOff),
+		FilterSubject:     SubjectJobs + ".>",
+		ReplayPolicy:      jetstream.ReplayInstantPolicy,
+		MaxWaiting:        consumerMaxWaiting,
+		MaxAckPending:     cfg.MaxAckPending,
+		MaxRequestBatch:   cfg.MaxAckPending,
+		MaxRequestExpires: maxRequestExpires,
+		InactiveThreshold: 0,
+		Replicas:          c.cfg.Replicas,
+	}
+}
+
+// ensureConsumer creates the durable consumer, or updates it when its
+// configuration drifted from want. When the server refuses the update the
+// error lists what differs.
+func (c *Conn) ensureConsumer(ctx context.Context, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	existing, err := s.Consumer(ctx, want.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		cons, err := s.CreateConsumer(ctx, want)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+			return nil, fmt.Errorf("creating consumer %s on %s: %w", want.Durable, stream, err)
+		}
+		if err == nil {
+			return cons, nil
+		}
+		// Another process created it meanwhile: fall through to the check.
+		existing, err = s.Consumer(ctx, want.Durable)
+		if err != nil {
+			return nil, fmt.Errorf("looking up consumer %s on %s: %w", want.Durable, stream, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("looking up consumer %s on %s: %w", want.Durable, stream, err)
+	}
+	diff := consumerDiff(existing.CachedInfo().Config, want)
+	if len(diff) == 0 {
+		return existing, nil
+	}
+	c.log.Info("consumer configuration drifted; updating", "stream", stream, "consumer", want.Durable, "differs", strings.Join(diff, "; "))
+	cons, err := s.UpdateConsumer(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("updating consumer %s on %s (differs: %s): %w", want.Durable, stream, strings.Join(diff, "; "), err)
+	}
+	return cons, nil
+}
+
+// consumerDiff names the settings we own whose values differ.
+func consumerDiff(have, want jetstream.ConsumerConfig) []string {
+	var d []string
+	add := func(name string, h, w any) {
+		if fmt.Sprint(h) != fmt.Sprint(w) {
+			d = append(d, fmt.Sprintf("%s %v, want %v", name, h, w))
+		}
+	}
+	add("deliver_policy", have.DeliverPolicy, want.DeliverPolicy)
+	add("ack_policy", have.AckPolicy, want.AckPolicy)
+	add("ack_wait", have.AckWait, want.AckWait)
+	add("max_deliver", have.MaxDeliver, want.MaxDeliver)
+	add("backoff", have.BackOff, want.BackOff)
+	add("filter_subject", have.FilterSubject, want.FilterSubject)
+	add("replay_policy", have.ReplayPolicy, want.ReplayPolicy)
+	add("max_waiting", have.MaxWaiting, want.MaxWaiting)
+	add("max_ack_pending", have.MaxAckPending, want.MaxAckPending)
+	add("max_batch", have.MaxRequestBatch, want.MaxRequestBatch)
+	add("max_expires", have.MaxRequestExpires, want.MaxRequestExpires)
+	add("inactive_threshold", have.InactiveThreshold, want.InactiveThreshold)
+	if want.Replicas > 0 {
+		add("num_replicas", have.Replicas, want.Replicas)
+	}
+	return d
+}
