@@ -38,6 +38,10 @@ func (s *Schema) Validate(doc []byte, max int) (diags []Diagnostic, omitted int,
 	if err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrNotJSON, err)
 	}
+	if d, ok := hugeNumber(v, nil); ok {
+		d.Received = (&collector{doc: doc}).received(d.Path)
+		return []Diagnostic{d}, 0, nil
+	}
 	verr := s.compiled.Validate(v)
 	if verr == nil {
 		return nil, 0, nil
@@ -54,6 +58,43 @@ func (s *Schema) Validate(doc []byte, max int) (diags []Diagnostic, omitted int,
 		diags = diags[:max:max]
 	}
 	return diags, omitted, nil
+}
+
+// maxExponent bounds the decimal exponent of numbers Validate accepts. The
+// validator compares numbers as exact rationals, and 1e999999999 would take
+// it minutes and gigabytes: such a number (far outside float64) is reported
+// as a diagnostic instead.
+const maxExponent = 400
+
+// hugeNumber finds the first number whose exponent is beyond maxExponent.
+func hugeNumber(v any, path []string) (Diagnostic, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		i := strings.IndexAny(string(x), "eE")
+		if i < 0 {
+			return Diagnostic{}, false
+		}
+		exp, err := strconv.Atoi(strings.TrimPrefix(string(x[i+1:]), "+"))
+		if err == nil && exp >= -maxExponent && exp <= maxExponent {
+			return Diagnostic{}, false
+		}
+		return Diagnostic{Path: pointer(path), Keyword: "type",
+			Message:  "number exponent out of range",
+			Expected: fmt.Sprintf("a number with an exponent between -%d and %d", maxExponent, maxExponent)}, true
+	case []any:
+		for i, e := range x {
+			if d, ok := hugeNumber(e, append(path, strconv.Itoa(i))); ok {
+				return d, true
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if d, ok := hugeNumber(e, append(path, k)); ok {
+				return d, true
+			}
+		}
+	}
+	return Diagnostic{}, false
 }
 
 // collector turns the validator's error tree into diagnostics.
@@ -149,7 +190,7 @@ func (c *collector) alternatives(e *jsonschema.ValidationError, keyword string, 
 // (typical of nullable fields: anyOf [{type: string}, {type: null}]).
 func allTypeOnly(bs []*jsonschema.Schema) bool {
 	for _, b := range bs {
-		if b.Types == nil || b.Types.IsEmpty() || b.Enum != nil || b.Const != nil {
+		if b.Types == nil || b.Types.IsEmpty() || describe(b) != strings.Join(b.Types.ToStrings(), " or ") {
 			return false
 		}
 	}
