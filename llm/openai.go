@@ -1,0 +1,200 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+
+	"github.com/llmpipeline/pipeline/heal"
+)
+
+// OpenAI speaks the OpenAI chat-completions protocol over HTTP: the public
+// API or any compatible server (vLLM, Ollama, llama.cpp, LiteLLM). Safe for
+// concurrent use.
+type OpenAI struct {
+	cfg Config
+	c   caller
+	url string
+	own bool // the HTTP client is ours (Close releases its connections)
+}
+
+var _ heal.Model = (*OpenAI)(nil)
+
+// NewOpenAI returns an OpenAI-compatible client. Config's zero fields take
+// their defaults; a broken Config is an error wrapping ErrConfig.
+func NewOpenAI(cfg Config) (*OpenAI, error) {
+	own := cfg.HTTPClient == nil
+	cfg = cfg.withDefaults(ProviderOpenAI)
+	if err := cfg.validate(ProviderOpenAI); err != nil {
+		return nil, err
+	}
+	o := &OpenAI{cfg: cfg, url: cfg.BaseURL + "/chat/completions", own: own}
+	o.c = caller{
+		provider: ProviderOpenAI,
+		cfg:      cfg,
+		header: func(h http.Header) {
+			if cfg.APIKey != "" {
+				h.Set("Authorization", "Bearer "+cfg.APIKey)
+			}
+		},
+		errMessage: openAIErrorMessage,
+	}
+	return o, nil
+}
+
+// Provider returns "openai".
+func (o *OpenAI) Provider() string { return ProviderOpenAI }
+
+// Close releases the idle connections of the client's own HTTP client (not
+// of one passed in Config). Safe to call twice.
+func (o *OpenAI) Close() error {
+	if o.own {
+		o.cfg.HTTPClient.CloseIdleConnections()
+	}
+	return nil
+}
+
+type openAIRequest struct {
+	Model       string         `json:"model"`
+	Messages    []heal.Message `json:"messages"`
+	Temperature float64        `json:"temperature"`
+	MaxTokens   int            `json:"max_tokens,omitempty"`
+	Format      *openAIFormat  `json:"response_format,omitempty"`
+}
+
+type openAIFormat struct {
+	Type       string            `json:"type"`
+	JSONSchema *openAIJSONSchema `json:"json_schema,omitempty"`
+}
+
+type openAIJSONSchema struct {
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
+}
+
+type openAIResponse struct {
+	Choices []struct {
+		Message struct {
+			Content *string `json:"content"`
+			Refusal *string `json:"refusal"`
+		} `json:"message"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+var schemaNameRe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// Complete sends one chat completion. It sends max_tokens rather than
+// max_completion_tokens: every OpenAI-compatible server (vLLM, Ollama,
+// llama.cpp) and OpenAI's non-reasoning models accept it, while the newer
+// field is OpenAI-only. (OpenAI's o-series reject max_tokens with a 400,
+// which surfaces as a request_error naming the field.)
+func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+	body := openAIRequest{
+		Model:       o.cfg.Model,
+		Messages:    req.Messages,
+		Temperature: req.Temperature,
+		MaxTokens:   req.MaxTokens,
+	}
+	if body.MaxTokens == 0 {
+		body.MaxTokens = o.cfg.MaxTokens
+	}
+	switch o.cfg.ResponseFormat {
+	case FormatJSONObject:
+		body.Format = &openAIFormat{Type: "json_object"}
+	case FormatJSONSchema:
+		if len(req.Schema) == 0 {
+			body.Format = &openAIFormat{Type: "json_object"}
+			break
+		}
+		name := schemaNameRe.ReplaceAllString(req.SchemaID, "_")
+		if name == "" {
+			name = "extraction"
+		}
+		if len(name) > 64 {
+			name = name[:64]
+		}
+		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: name, Schema: req.Schema, Strict: true}}
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+	}
+	var out heal.Response
+	parse := func(b []byte) *failure {
+		var r openAIResponse
+		if err := json.Unmarshal(b, &r); err != nil {
+			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+		}
+		if len(r.Choices) == 0 {
+			msg := "response has no choices"
+			if r.Error != nil && r.Error.Message != "" {
+				msg = r.Error.Message
+			}
+			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: msg}
+		}
+		ch := r.Choices[0]
+		out = heal.Response{}
+		if ch.Message.Content != nil {
+			out.Content = *ch.Message.Content
+		} else if ch.Message.Refusal != nil {
+			out.Content = *ch.Message.Refusal
+		}
+		if ch.FinishReason != nil {
+			out.RawFinishReason = *ch.FinishReason
+		}
+		out.FinishReason = normaliseFinish(out.RawFinishReason)
+		out.Usage = heal.Usage{
+			PromptTokens:     r.Usage.PromptTokens,
+			CompletionTokens: r.Usage.CompletionTokens,
+			CachedTokens:     r.Usage.PromptTokensDetails.CachedTokens,
+			ReasoningTokens:  r.Usage.CompletionTokensDetails.ReasoningTokens,
+		}
+		return nil
+	}
+	retries, latency, err := o.c.post(ctx, o.url, data, parse)
+	if err != nil {
+		return heal.Response{}, err
+	}
+	out.Latency = latency
+	out.TransportRetries = retries
+	return out, nil
+}
+
+// openAIErrorMessage reads {"error":{"message":...}} (or a bare string
+// error, as some compatible servers send), else the start of the body.
+func openAIErrorMessage(body []byte) string {
+	var e struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && len(e.Error) > 0 {
+		var obj struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+		}
+		if json.Unmarshal(e.Error, &obj) == nil && obj.Message != "" {
+			return truncate(obj.Message, 500)
+		}
+		var s string
+		if json.Unmarshal(e.Error, &s) == nil && s != "" {
+			return truncate(s, 500)
+		}
+	}
+	return truncate(string(body), 300)
+}
