@@ -117,6 +117,9 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 		return fmt.Errorf("subscribing to max-deliveries advisories: %w", err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.Flush(); err != nil {
+		return fmt.Errorf("subscribing to max-deliveries advisories: %w", err)
+	}
 
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var bg sync.WaitGroup
@@ -251,7 +254,9 @@ func (r *runner) idle(ctx context.Context) (bool, error) {
 	if info.NumPending > 0 || info.NumAckPending > 0 {
 		return false, nil
 	}
-	swept, err := r.sweep(ctx, info.AckFloor.Stream)
+	// Nothing pending or unacked: every job at or below the last delivered
+	// sequence that is still stored has used up its deliveries.
+	swept, err := r.sweep(ctx, info.Delivered.Stream)
 	if err != nil {
 		return false, err
 	}
@@ -556,16 +561,17 @@ func (r *runner) orphanLoop(ctx context.Context) {
 	}
 }
 
-// sweep handles jobs still in the work queue at or below the consumer's ack
-// floor: they can never be delivered again (they reached MaxDeliver) and
-// their advisory was missed. It returns how many it handled.
-func (r *runner) sweep(ctx context.Context, ackFloor uint64) (int, error) {
-	if ackFloor == 0 {
+// sweep handles jobs still in the work queue at or below upTo, the last
+// delivered sequence of a consumer with nothing pending or unacked: they
+// can never be delivered again (they reached MaxDeliver) and their advisory
+// was missed. It returns how many it handled.
+func (r *runner) sweep(ctx context.Context, upTo uint64) (int, error) {
+	if upTo == 0 {
 		return 0, nil
 	}
 	n := 0
 	seq := uint64(1)
-	for seq <= ackFloor {
+	for seq <= upTo {
 		raw, err := r.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(SubjectJobs+".>"))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return n, nil
@@ -573,7 +579,7 @@ func (r *runner) sweep(ctx context.Context, ackFloor uint64) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("reading stranded jobs from %s at %d: %w", StreamJobs, seq, err)
 		}
-		if raw.Sequence > ackFloor {
+		if raw.Sequence > upTo {
 			return n, nil
 		}
 		seq = raw.Sequence + 1
