@@ -1,0 +1,112 @@
+package worker
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// Metrics are the worker's Prometheus metrics. Labels stay low-cardinality:
+// schema ids, classes and attempt numbers, never job ids.
+type Metrics struct {
+	jobs             *prometheus.CounterVec
+	attempts         *prometheus.HistogramVec
+	healed           *prometheus.CounterVec
+	transportRetries *prometheus.CounterVec
+	modelLatency     *prometheus.HistogramVec
+	tokens           *prometheus.CounterVec
+	repairs          *prometheus.CounterVec
+	// Gauges the caller sets (see Set*).
+	InFlight      prometheus.Gauge
+	Pending       prometheus.Gauge
+	AckPending    prometheus.Gauge
+	Breaker       *prometheus.GaugeVec
+	DLQRows       prometheus.Gauge
+	RetentionTrim prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_jobs_total", Help: "Jobs finished, by schema, outcome (succeeded, dead_lettered) and class.",
+		}, []string{"schema", "outcome", "class"}),
+		attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pipeline_attempts_per_job", Help: "Model calls per finished job.", Buckets: []float64{1, 2, 3, 4, 5, 8},
+		}, []string{"schema"}),
+		healed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_heal_total", Help: "Jobs that needed healing, by schema and result (healed, failed).",
+		}, []string{"schema", "result"}),
+		transportRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_transport_retries_total", Help: "Model calls retried after a transport failure.",
+		}, []string{"schema"}),
+		modelLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pipeline_model_latency_seconds", Help: "Latency of successful model calls.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"schema"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_model_tokens_total", Help: "Tokens used, by schema, kind (prompt, completion) and phase (first, heal).",
+		}, []string{"schema", "kind", "phase"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_sanitizer_repairs_total", Help: "Sanitizer stages applied to model outputs.",
+		}, []string{"schema", "stage"}),
+		InFlight:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_jobs_in_flight", Help: "Jobs being worked on."}),
+		Pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_pending", Help: "Jobs waiting in the stream for the workers' consumer."}),
+		AckPending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_ack_pending", Help: "Jobs delivered and not yet acknowledged."}),
+		Breaker:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pipeline_breaker_open", Help: "1 while the model's circuit breaker is open or half-open."}, []string{"provider", "state"}),
+		DLQRows:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_dlq_rows", Help: "Dead letters in the index."}),
+		RetentionTrim: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_dlq_retention_trimmed_total", Help: "Dead letters removed by retention."}),
+	}
+	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
+		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim)
+	return m
+}
+
+func (m *Metrics) observe(schema string, res heal.Result) {
+	if m == nil {
+		return
+	}
+	switch res.Class {
+	case heal.ClassNone:
+		m.jobs.WithLabelValues(schema, "succeeded", "").Inc()
+	case heal.ClassAuth, heal.ClassTransport:
+		// Not an outcome yet: the job goes back to the stream.
+	default:
+		m.jobs.WithLabelValues(schema, "dead_lettered", string(res.Class)).Inc()
+	}
+	if n := len(res.Attempts); n > 0 {
+		m.attempts.WithLabelValues(schema).Observe(float64(n))
+		if n > 1 {
+			r := "failed"
+			if res.OK() {
+				r = "healed"
+			}
+			m.healed.WithLabelValues(schema, r).Inc()
+		}
+	}
+	for i, a := range res.Attempts {
+		phase := "first"
+		if i > 0 {
+			phase = "heal"
+		}
+		m.tokens.WithLabelValues(schema, "prompt", phase).Add(float64(a.Usage.PromptTokens))
+		m.tokens.WithLabelValues(schema, "completion", phase).Add(float64(a.Usage.CompletionTokens))
+		m.modelLatency.WithLabelValues(schema).Observe(a.Latency.Seconds())
+		if a.TransportRetries > 0 {
+			m.transportRetries.WithLabelValues(schema).Add(float64(a.TransportRetries))
+		}
+		for _, st := range a.Stages {
+			m.repairs.WithLabelValues(schema, st).Inc()
+		}
+	}
+}
+
+// metricSchema keeps the schema label bounded: ids of unknown schemas come
+// from job authors and could be anything.
+func metricSchema(id string, reg *schemas.Registry) string {
+	if _, ok := reg.Get(id); ok {
+		return id
+	}
+	return "_unknown"
+}

@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+)
+
+// ServeConfig configures Serve.
+type ServeConfig struct {
+	Workers ingest.WorkerConfig
+	// Store, if set, is the SQLite index the sink writes; nil runs workers
+	// only (on a cluster, one process runs the sink).
+	Store *dlq.Store
+	// SinkBatch is the number of outcomes written per transaction.
+	SinkBatch int
+	// SinkFlush bounds how long, after the workers stop, the sink may take
+	// to store what they published (default 30s).
+	SinkFlush time.Duration
+	Metrics   *Metrics
+	Logger    *slog.Logger
+}
+
+// Serve runs the workers and, with a Store, the sink, until ctx is done or,
+// with Workers.UntilIdle, until nothing is left to do and every outcome is
+// stored. The sink outlives the workers so that what they published is
+// indexed before Serve returns.
+func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeConfig) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SinkFlush <= 0 {
+		cfg.SinkFlush = 30 * time.Second
+	}
+	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSink()
+	sinkDone := make(chan error, 1)
+	if cfg.Store != nil {
+		go func() {
+			sinkDone <- conn.RunSink(sinkCtx, ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log}, Sink(cfg.Store, log))
+		}()
+	} else {
+		sinkDone <- nil
+	}
+	if cfg.Metrics != nil {
+		go pollPending(sinkCtx, conn, cfg.Store, cfg.Metrics, log)
+	}
+
+	werr := conn.RunWorkers(ctx, cfg.Workers, h)
+
+	if cfg.Store != nil {
+		// Let the sink catch up with what the workers published, bounded.
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.SinkFlush)
+		if err := conn.SinkIdle(flushCtx); err != nil {
+			log.Warn("sink did not catch up before stopping; the rest stays in the streams and is indexed by the next run", "err", err)
+		}
+		cancel()
+	}
+	stopSink()
+	serr := <-sinkDone
+	if serr != nil && !errors.Is(serr, context.Canceled) {
+		serr = fmt.Errorf("sink: %w", serr)
+	} else {
+		serr = nil
+	}
+	return errors.Join(werr, serr)
+}
+
+// Sink returns the sink's write function: it decodes RESULTS and DLQ
+// messages into outcomes and stores them in one transaction. An error means
+// nothing of the batch is acknowledged, so nothing leaves the stream unstored.
+// A message that is not an outcome cannot be stored at all: it is logged and
+// skipped rather than blocking the sink forever.
+func Sink(st *dlq.Store, log *slog.Logger) func(context.Context, []ingest.SinkMsg) error {
+	return func(ctx context.Context, batch []ingest.SinkMsg) error {
+		outs := make([]dlq.Outcome, 0, len(batch))
+		for _, msg := range batch {
+			o, err := dlq.DecodeOutcome(msg.Data)
+			if err != nil {
+				log.Error("sink: skipping a message that is not an outcome", "subject", msg.Subject, "err", err)
+				continue
+			}
+			outs = append(outs, o)
+		}
+		if err := st.Write(ctx, outs); err != nil {
+			return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
+		}
+		return nil
+	}
+}
+
+func pollPending(ctx context.Context, conn *ingest.Conn, st *dlq.Store, m *Metrics, log *slog.Logger) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := conn.Pending(ctx)
+		if err != nil {
+			log.Debug("reading consumer state", "err", err)
+			continue
+		}
+		m.Pending.Set(float64(p.Pending))
+		m.AckPending.Set(float64(p.AckPending))
+		if st != nil {
+			if s, err := st.Stats(ctx, dlq.Filter{}); err == nil {
+				m.DLQRows.Set(float64(s.DeadLettered))
+			}
+		}
+	}
+}

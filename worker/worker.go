@@ -1,0 +1,243 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// ClassAbandoned marks a job that reached its delivery limit without any
+// worker finishing it (the worker died or hung on every delivery).
+const ClassAbandoned = "abandoned"
+
+// Config configures a Handler.
+type Config struct {
+	// Schemas resolves a job's schema id.
+	Schemas *schemas.Registry
+	// Loop runs the heal loop for one job.
+	Loop *heal.Loop
+	// Model is the model spec recorded with every outcome ("openai:gpt-4o-mini").
+	Model string
+	// RetryDelay is the base delay before a job whose model call failed in
+	// transport is delivered again (default 5s; jittered by the runtime).
+	RetryDelay time.Duration
+	// Metrics, if set, is updated for every job.
+	Metrics *Metrics
+	Logger  *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Handler turns one job delivery into an outcome: it resolves the schema,
+// runs the heal loop and decides what the runtime does with the message.
+// It implements ingest.Handler.
+type Handler struct {
+	cfg Config
+}
+
+var _ ingest.Handler = (*Handler)(nil)
+
+// New returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Schemas == nil {
+		return nil, errors.New("worker: Config.Schemas is required")
+	}
+	if cfg.Loop == nil {
+		return nil, errors.New("worker: Config.Loop is required")
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg}, nil
+}
+
+// Handle implements ingest.Handler.
+func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	start := h.cfg.Now()
+	out := dlq.Outcome{
+		JobID:      d.Job.ID,
+		Schema:     d.Job.Schema,
+		Run:        RunOf(d.MsgID, d.Job.ID),
+		Model:      h.cfg.Model,
+		Job:        jobJSON(d.Data),
+		Deliveries: d.NumDelivered,
+		StartedAt:  start,
+	}
+	if out.JobID == "" {
+		// Without an id the message id is all we have to key it on.
+		out.JobID = d.MsgID
+	}
+	if out.Schema == "" {
+		out.Schema = d.SchemaToken
+	}
+
+	switch {
+	case d.JobErr != nil:
+		return h.deadLetter(d, out, string(heal.ClassInvalidJob), d.JobErr.Error(),
+			"fix the job and submit it again; `pipeline submit` checks every line before publishing")
+	case d.Orphan:
+		return h.deadLetter(d, out, ClassAbandoned,
+			fmt.Sprintf("delivery limit reached: no worker finished the job in %d deliveries (a worker crashed or hung)", d.NumDelivered),
+			"look for crashes or hangs in the worker logs, then `pipeline dlq replay`")
+	}
+	if d.Job.Schema != d.SchemaToken && d.SchemaToken != "" {
+		return h.deadLetter(d, out, string(heal.ClassInvalidJob),
+			fmt.Sprintf("job schema %q does not match its subject's schema %q", d.Job.Schema, d.SchemaToken),
+			"publish jobs on pipeline.jobs.<schema> of their own schema")
+	}
+	sc, ok := h.cfg.Schemas.Get(d.Job.Schema)
+	if !ok {
+		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+			fmt.Sprintf("unknown schema %q", d.Job.Schema),
+			"add the schema to the --schemas directory of the workers, then `pipeline dlq replay`")
+	}
+	out.SchemaVersion = sc.Version
+
+	res := h.cfg.Loop.Run(ctx, heal.Task{
+		JobID:        d.Job.ID,
+		Schema:       sc,
+		Input:        d.Job.Input,
+		Instructions: d.Job.Instructions,
+	})
+	out.Attempts = len(res.Attempts)
+	out.Trace = trace(res.Attempts)
+	h.cfg.Metrics.observe(d.Job.Schema, res)
+
+	switch res.Class {
+	case heal.ClassNone:
+		out.Status = dlq.StatusSucceeded
+		out.Data = res.Data
+		out.FinishedAt = h.cfg.Now()
+		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: mustJSON(out)}
+	case heal.ClassAuth:
+		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
+			Reason: "model rejected the credentials"}
+	case heal.ClassTransport:
+		if ctx.Err() != nil {
+			// Shutting down: not the job's fault, not a delivery's worth.
+			return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "worker stopping"}
+		}
+		if !d.Last() {
+			return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.backoff(d.NumDelivered),
+				Reason: "model unavailable: " + errString(res.Err)}
+		}
+	}
+	return h.deadLetter(d, out, string(res.Class), reason(res), res.Hint)
+}
+
+func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason, hint string) ingest.Outcome {
+	out.Status = dlq.StatusDeadLettered
+	out.Class = class
+	out.Reason = reason
+	out.Hint = hint
+	out.FinishedAt = h.cfg.Now()
+	if h.cfg.Metrics != nil && (class == string(heal.ClassInvalidJob) || class == string(heal.ClassUnknownSchema) || class == ClassAbandoned) {
+		h.cfg.Metrics.jobs.WithLabelValues(metricSchema(out.Schema, h.cfg.Schemas), "dead_lettered", class).Inc()
+	}
+	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
+	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: mustJSON(out),
+		Reason: class + ": " + reason}
+}
+
+// backoff is the delay before the next delivery after a transport failure:
+// exponential in the delivery count, capped at a minute.
+func (h *Handler) backoff(delivered int) time.Duration {
+	d := h.cfg.RetryDelay << min(max(delivered-1, 0), 4)
+	d = min(d, time.Minute)
+	return d/2 + rand.N(d/2+1)
+}
+
+// RunOf returns the replay number encoded in a message id: "<job id>~r<n>"
+// is the n-th replay of the job; anything else is run 0.
+func RunOf(msgID, jobID string) int {
+	if len(msgID) <= len(jobID)+2 || msgID[:len(jobID)] != jobID || msgID[len(jobID):len(jobID)+2] != "~r" {
+		return 0
+	}
+	n := 0
+	for _, c := range msgID[len(jobID)+2:] {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// ReplayMsgID is the message id of the n-th replay of a job.
+func ReplayMsgID(jobID string, n int) string { return fmt.Sprintf("%s~r%d", jobID, n) }
+
+func reason(res heal.Result) string {
+	if res.Reason != "" {
+		return res.Reason
+	}
+	return errString(res.Err)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// jobJSON keeps the job as JSON when it is JSON, and as a JSON string of the
+// raw bytes when it is not, so a dead letter always holds what arrived.
+func jobJSON(data []byte) json.RawMessage {
+	if json.Valid(data) {
+		return json.RawMessage(data)
+	}
+	b, _ := json.Marshal(string(data)) // a string always marshals
+	return b
+}
+
+func trace(as []heal.Attempt) []dlq.Attempt {
+	out := make([]dlq.Attempt, len(as))
+	for i, a := range as {
+		ds := make([]dlq.Diagnostic, len(a.Diagnostics))
+		for j, d := range a.Diagnostics {
+			ds[j] = dlq.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
+		}
+		out[i] = dlq.Attempt{
+			N:                  a.N,
+			Temperature:        a.Temperature,
+			Raw:                a.Raw,
+			Repairs:            a.Stages,
+			Class:              string(a.Class),
+			FinishReason:       a.FinishReason,
+			Diagnostics:        ds,
+			DiagnosticsOmitted: a.DiagnosticsOmitted,
+			PromptTokens:       a.Usage.PromptTokens,
+			CompletionTokens:   a.Usage.CompletionTokens,
+			CachedTokens:       a.Usage.CachedTokens,
+			ReasoningTokens:    a.Usage.ReasoningTokens,
+			LatencyMS:          a.Latency.Milliseconds(),
+			TransportRetries:   a.TransportRetries,
+		}
+	}
+	return out
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Outcome holds only strings, numbers and RawMessages that were
+		// checked valid; a failure here is a bug, not bad input.
+		panic(fmt.Sprintf("worker: encoding outcome: %v", err))
+	}
+	return b
+}
