@@ -1,2 +1,56 @@
-// Package dlq TODO.
+// Package dlq is the SQLite analytics index of job outcomes: the dead
+// letters operators list, show, replay, purge and export, and the attempt
+// traces of succeeded jobs that heal rates need. The JetStream RESULTS and
+// DLQ streams are the durable record; this index is built from them by the
+// sink and can be rebuilt (Reset, then Write everything again).
+//
+// # Writing
+//
+// The sink decodes each RESULTS/DLQ message with DecodeOutcome (a message
+// that fails it wraps ErrInvalidOutcome and should be termed, not retried)
+// and writes batches with Store.Write: one IMMEDIATE transaction per batch,
+// idempotent on (job id, run), so a redelivered message changes nothing and
+// the sink acks only after Write returned nil. A later run of a job (a
+// replay) is a new row and marks the earlier runs replayed.
+//
+//	st, err := dlq.Open(filepath.Join(dataDir, "pipeline.db"))
+//	...
+//	defer st.Close()
+//	err = st.Write(ctx, outcomes)
+//
+// # Layout
+//
+// The file is created 0600 (its -wal and -shm files inherit the mode), in
+// WAL mode with synchronous=NORMAL (a committed batch survives a kill -9;
+// after a power loss the last batches may need `dlq rebuild` from the
+// streams), a busy timeout of BusyTimeout and foreign keys on. Migrations are
+// embedded (migrations/*.sql) and recorded in schema_migrations; Open applies
+// the pending ones and refuses a file from a newer binary (ErrNewerSchema).
+// All writes go through one connection; reads use a separate read-only pool.
+//
+// Tables: outcomes (one small row per job run: status, class, schema,
+// version, model, attempts, tokens, times), payloads (the Outcome without
+// its data, DEFLATE-compressed above 4 KB, so the hot tables stay small),
+// attempts (one row per model call), failures (one row per diagnostic per
+// attempt with its cluster id and the received value cut to 64 bytes) and
+// clusters (one row per fingerprint).
+//
+// # Fingerprints
+//
+// A failure's Fingerprint is schema id + schema version + path pattern
+// (PathPattern: array indices as "*") + keyword; ClusterID hashes it with
+// FingerprintVersion, so a change of the rule gives new ids instead of
+// silently regrouping old rows. The package stores fingerprints; grouping
+// them into clusters with heal rates is the report package's job, built on
+// the aggregate reads ClusterCounts, ClusterReceived, ClusterRecent,
+// ClusterExamples and Funnel (all over covering indexes).
+//
+// # Operator queries
+//
+// List, Purge and Export select dead letters with a Filter (schema, class,
+// path, cluster, model, version, time range, ids; runs superseded by a replay
+// only with IncludeReplayed). Get returns a job's latest run with its whole
+// transcript. Stats counts both statuses for `pipeline stats`. Retain plans
+// retention by age and row count and deletes nothing: the caller warns and
+// meters, then calls Apply with the plan.
 package dlq

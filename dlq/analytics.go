@@ -1,0 +1,196 @@
+package dlq
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The methods in this file are the read side the report package builds on:
+// aggregates computed by SQLite over covering indexes, so the report never
+// scans payloads. They honour Filter's Schema, Version, Since and Until.
+
+// ClusterCount aggregates one fingerprint: in how many job runs it failed
+// at some attempt, and how many of those runs were dead-lettered.
+type ClusterCount struct {
+	ID                 string
+	FingerprintVersion int
+	Fingerprint
+	Jobs        int
+	DeadLetters int
+	FirstSeen   time.Time
+	LastSeen    time.Time
+}
+
+// ValueCount is a received value and the number of job runs that sent it.
+type ValueCount struct {
+	Value string `json:"value"`
+	Count int    `json:"count"`
+}
+
+// FunnelRow counts the outcomes of one (schema, status, attempts, class).
+type FunnelRow struct {
+	Schema     string
+	Dead       bool
+	Attempts   int
+	Class      string
+	Jobs       int
+	Tokens     int
+	HealTokens int
+}
+
+func (f Filter) failureWhere(cluster string) (string, []any) {
+	conds := []string{"lead = 1"}
+	var args []any
+	if cluster != "" {
+		conds = append(conds, "cluster = ?")
+		args = append(args, cluster)
+	} else if f.Schema != "" || f.Version != "" {
+		var sub []string
+		if f.Schema != "" {
+			sub = append(sub, "schema_id = ?")
+			args = append(args, f.Schema)
+		}
+		if f.Version != "" {
+			sub = append(sub, "version = ?")
+			args = append(args, f.Version)
+		}
+		conds = append(conds, "cluster IN (SELECT id FROM clusters WHERE "+strings.Join(sub, " AND ")+")")
+	}
+	if !f.Since.IsZero() {
+		conds = append(conds, "at >= ?")
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		conds = append(conds, "at < ?")
+		args = append(args, f.Until.UnixMilli())
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// ClusterCounts returns every fingerprint with a failure in the selection.
+// Counts are per job run: a replay is a new run.
+func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, error) {
+	where, args := f.failureWhere("")
+	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.first, g.last
+		FROM (SELECT cluster, COUNT(*) AS jobs, SUM(dead) AS dead, MIN(at) AS first, MAX(at) AS last
+		      FROM failures` + where + ` GROUP BY cluster) g
+		JOIN clusters c ON c.id = g.cluster`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("counting clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []ClusterCount
+	for rows.Next() {
+		var c ClusterCount
+		var first, last int64
+		if err := rows.Scan(&c.ID, &c.FingerprintVersion, &c.Schema, &c.Version, &c.Path, &c.Keyword, &c.Jobs, &c.DeadLetters, &first, &last); err != nil {
+			return nil, fmt.Errorf("counting clusters: %w", err)
+		}
+		c.FirstSeen, c.LastSeen = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("counting clusters: %w", err)
+	}
+	return out, nil
+}
+
+// ClusterReceived returns the n values most often received in a cluster
+// (counted once per job run; absent values left out), most frequent first.
+func (s *Store) ClusterReceived(ctx context.Context, cluster string, f Filter, n int) ([]ValueCount, error) {
+	where, args := f.failureWhere(cluster)
+	q := `SELECT received, COUNT(*) AS n FROM failures` + where + ` AND received <> '' GROUP BY received ORDER BY n DESC, received LIMIT ?`
+	rows, err := s.r.QueryContext(ctx, q, append(args, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("reading received values of cluster %s: %w", cluster, err)
+	}
+	defer rows.Close()
+	var out []ValueCount
+	for rows.Next() {
+		var v ValueCount
+		if err := rows.Scan(&v.Value, &v.Count); err != nil {
+			return nil, fmt.Errorf("reading received values of cluster %s: %w", cluster, err)
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// ClusterRecent returns, newest first, whether each of the last n job runs
+// that failed in a cluster was dead-lettered.
+func (s *Store) ClusterRecent(ctx context.Context, cluster string, f Filter, n int) ([]bool, error) {
+	where, args := f.failureWhere(cluster)
+	rows, err := s.r.QueryContext(ctx, `SELECT dead FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
+	}
+	defer rows.Close()
+	var out []bool
+	for rows.Next() {
+		var d bool
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// ClusterExamples returns up to n job ids that failed in a cluster: the
+// newest dead letters first, then the newest healed jobs.
+func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n int) ([]string, error) {
+	var out []string
+	for _, dead := range []int{1, 0} {
+		if len(out) >= n {
+			break
+		}
+		where, args := f.failureWhere(cluster)
+		q := `SELECT o.job_id FROM failures f JOIN outcomes o ON o.id = f.outcome_id` +
+			strings.ReplaceAll(where, "lead = 1", "f.lead = 1 AND f.dead = ?") + ` ORDER BY f.at DESC LIMIT ?`
+		rows, err := s.r.QueryContext(ctx, q, append(append([]any{dead}, args...), n-len(out))...)
+		if err != nil {
+			return nil, fmt.Errorf("reading examples of cluster %s: %w", cluster, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("reading examples of cluster %s: %w", cluster, err)
+			}
+			out = append(out, id)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading examples of cluster %s: %w", cluster, err)
+		}
+	}
+	return out, nil
+}
+
+// Funnel counts outcomes (every run, replayed ones included) by schema,
+// status, attempts and class, with their tokens.
+func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
+	f.IncludeReplayed = true
+	f.Class, f.Model, f.Path, f.Cluster, f.IDs = "", "", "", "", nil
+	where, args := f.where(false)
+	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens)
+		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.dead, o.attempts, o.class`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading the funnel: %w", err)
+	}
+	defer rows.Close()
+	var out []FunnelRow
+	for rows.Next() {
+		var r FunnelRow
+		if err := rows.Scan(&r.Schema, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens); err != nil {
+			return nil, fmt.Errorf("reading the funnel: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

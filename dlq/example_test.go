@@ -1,0 +1,96 @@
+package dlq_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+)
+
+func Example() {
+	dir, err := os.MkdirTemp("", "dlq-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+
+	// What the sink does with each RESULTS/DLQ message batch.
+	msg := []byte(`{"job_id":"inv-0001","schema":"invoice","schema_version":"3f9a","status":"dead_lettered",
+		"class":"exhausted","attempts":2,"finished_at":"2025-03-01T12:00:00Z",
+		"trace":[{"n":1,"raw":"{\"total\":\"12\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12\""}]},
+		         {"n":2,"raw":"{\"total\":\"12.0\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12.0\""}]}]}`)
+	o, err := dlq.DecodeOutcome(msg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+		log.Fatal(err) // do not ack: the batch is redelivered
+	}
+	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil { // a redelivery changes nothing
+		log.Fatal(err)
+	}
+
+	list, err := st.List(ctx, dlq.Filter{Path: "/total"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range list {
+		fmt.Println(e.JobID, e.Class, e.Attempts, e.FirstPath, e.FailedAt.Format(time.RFC3339))
+	}
+	stats, err := st.Stats(ctx, dlq.Filter{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("jobs", stats.Jobs, "dead", stats.DeadLettered)
+	// Output:
+	// inv-0001 exhausted 2 /total 2025-03-01T12:00:00Z
+	// jobs 1 dead 1
+}
+
+func ExamplePathPattern() {
+	fmt.Println(dlq.PathPattern("/items/2/price"))
+	fmt.Println(dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/2/price", Keyword: "type"}) ==
+		dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/*/price", Keyword: "type"}))
+	// Output:
+	// /items/*/price
+	// true
+}
+
+func ExampleStore_Retain() {
+	dir, _ := os.MkdirTemp("", "dlq-example")
+	defer os.RemoveAll(dir)
+	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	if err := st.Write(ctx, []dlq.Outcome{{JobID: "j1", Schema: "invoice", Status: dlq.StatusDeadLettered, Class: "schema", Attempts: 2, FinishedAt: old}}); err != nil {
+		log.Fatal(err)
+	}
+	plan, err := st.Retain(ctx, 7*24*time.Hour, 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Never trim silently: say what goes, count it in a metric, then apply.
+	fmt.Println("retention would delete", plan.DeadLetters)
+	n, err := st.Apply(ctx, plan)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted", n)
+	// Output:
+	// retention would delete [j1]
+	// deleted 1
+}
