@@ -1,2 +1,31 @@
-// Package heal TODO.
+// Package heal is the loop that turns a model's unreliable output into
+// validated data: attempt, sanitize, validate, and on a healable failure
+// ask again with the model's own output and the field-path diagnostics.
+//
+//	loop, err := heal.New(model, heal.Config{
+//		MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1,
+//	})
+//	res := loop.Run(ctx, heal.Task{JobID: id, Schema: s, Input: text})
+//	if res.OK() { use(res.Data) } else { deadLetter(res.Class, res.Reason, res.Attempts) }
+//
+// Attempt n calls the model at temperature max(floor, start-(n-1)*step).
+// A healable failure (grammar: no parsable JSON; schema: diagnostics) makes
+// the next request: the original task (Messages, never mutated) + the
+// previous output as an assistant turn + a user turn with the diagnostic
+// lines and the instruction to fix only those fields and return the whole
+// object. History "latest" (the default) carries only the latest failed
+// attempt; "all" carries every one.
+//
+// Failure classes are decided by code: truncated (finish reason length, any
+// provider's spelling, or a sanitizer ErrTruncated) stops at once and is
+// never retried; no_progress stops when an attempt repeats the previous
+// output or its diagnostics (even at the last attempt: it is the more
+// telling cause); exhausted when the attempts are used up; transport, auth
+// and request_error come from the Model's *Error (Result.Err keeps it, and
+// the attempts so far are kept with their token usage). Transport retries
+// happen inside the Model and never count as attempts. A cancelled ctx ends
+// the run promptly as transport with ctx's error in Err.
+//
+// The package does no HTTP and knows nothing of NATS: providers implement
+// Model (package llm), the worker maps Results to acks and dead letters.
 package heal

@@ -56,3 +56,44 @@ type Attempt struct {
 	Latency            time.Duration
 	TransportRetries   int
 }
+
+// Usage is the token usage of every attempt of the job, failed ones
+// included.
+func (r Result) Usage() Usage {
+	var u Usage
+	for _, a := range r.Attempts {
+		u = u.add(a.Usage)
+	}
+	return u
+}
+
+// HealUsage is the usage of the attempts after the first: the tokens spent
+// on healing.
+func (r Result) HealUsage() Usage {
+	var u Usage
+	for _, a := range r.Attempts {
+		if a.N > 1 {
+			u = u.add(a.Usage)
+		}
+	}
+	return u
+}
+
+// TransportRetries is the number of transport retries spent across the
+// job's attempts.
+func (r Result) TransportRetries() int {
+	n := 0
+	for _, a := range r.Attempts {
+		n += a.TransportRetries
+	}
+	return n
+}
+
+func (u Usage) add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
+	}
+}

@@ -1,0 +1,273 @@
+package heal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/llmpipeline/pipeline/sanitize"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// Loop runs jobs through a model: attempt, sanitize, validate, heal. It is
+// safe for concurrent use; each Run is independent.
+type Loop struct {
+	model Model
+	cfg   Config
+}
+
+// New returns a Loop calling m. It refuses a nil model and a config with a
+// negative number or an unknown history, naming the field.
+func New(m Model, cfg Config) (*Loop, error) {
+	if m == nil {
+		return nil, errors.New("creating heal loop: model is nil")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Loop{model: m, cfg: cfg.withDefaults()}, nil
+}
+
+// Config returns the effective configuration, defaults applied.
+func (l *Loop) Config() Config { return l.cfg }
+
+// Run takes one job to its end: validated data, or a failure class with the
+// trace of every attempt. The Task and its messages are never modified.
+// On ctx cancellation Run returns promptly with ClassTransport and ctx's
+// error in Err (the job is not at fault; the caller naks it).
+func (l *Loop) Run(ctx context.Context, t Task) Result {
+	var res Result
+	if t.Schema == nil {
+		res.Class = ClassRequest
+		res.Err = errors.New("running heal loop: task has no schema")
+		res.Reason = res.Err.Error()
+		return res
+	}
+	base := Messages(t)
+	var turns []failedTurn
+	for n := 1; n <= l.cfg.MaxAttempts; n++ {
+		if err := ctx.Err(); err != nil {
+			return l.cancelled(res, n, err)
+		}
+		temp := l.cfg.TemperatureFor(n)
+		req := Request{
+			Messages:    conversation(base, turns, l.cfg.History),
+			Temperature: temp,
+			MaxTokens:   l.cfg.MaxTokens,
+			Schema:      t.Schema.Raw,
+			SchemaID:    t.Schema.ID,
+			JobID:       t.JobID,
+			Attempt:     n,
+		}
+		start := time.Now()
+		resp, err := l.model.Complete(ctx, req)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return l.cancelled(res, n, ctxErr)
+			}
+			return l.modelFailed(res, n, err)
+		}
+		a := Attempt{
+			N:                n,
+			Temperature:      temp,
+			Raw:              resp.Content,
+			FinishReason:     resp.RawFinishReason,
+			Usage:            resp.Usage,
+			Latency:          resp.Latency,
+			TransportRetries: resp.TransportRetries,
+		}
+		if a.FinishReason == "" {
+			a.FinishReason = resp.FinishReason
+		}
+		if a.Latency == 0 {
+			a.Latency = time.Since(start)
+		}
+		data, feedback := l.judge(t.Schema, resp, &a)
+		res.Attempts = append(res.Attempts, a)
+		l.log(ctx, t, a)
+
+		switch a.Class {
+		case ClassNone:
+			res.Class = ClassNone
+			res.Data = data
+			return res
+		case ClassTruncated:
+			res.Class = ClassTruncated
+			res.Reason = fmt.Sprintf("attempt %d: output truncated (%s)", n, truncCause(resp))
+			res.Hint = "raise --max-tokens"
+			if l.cfg.MaxTokens > 0 {
+				res.Hint += fmt.Sprintf(" (now %d)", l.cfg.MaxTokens)
+			}
+			res.Hint += " or split the schema into smaller ones; a truncated output is never retried as is"
+			return res
+		}
+		if n > 1 {
+			prev := res.Attempts[n-2]
+			if why, stuck := noProgress(prev, a); stuck {
+				res.Class = ClassNoProgress
+				res.Reason = fmt.Sprintf("attempt %d %s as attempt %d; still failing: %s", n, why, n-1, failing(a))
+				res.Hint = "the model does not fix these fields from the feedback: check the schema (pipeline schemas lint) " +
+					"and the failure report (pipeline report)"
+				return res
+			}
+		}
+		turns = append(turns, failedTurn{raw: a.Raw, feedback: feedback})
+	}
+	last := res.Attempts[len(res.Attempts)-1]
+	res.Class = ClassExhausted
+	res.Reason = fmt.Sprintf("%d attempts used; still failing: %s", len(res.Attempts), failing(last))
+	res.Hint = "raise --max-attempts, or look at these fields in the failure report (pipeline report)"
+	return res
+}
+
+// judge classifies one answer, filling a's class, stages and diagnostics.
+// It returns the validated JSON on success, the heal feedback for a
+// healable failure.
+func (l *Loop) judge(s *schemas.Schema, resp Response, a *Attempt) (data []byte, feedback string) {
+	if isTruncation(resp) {
+		a.Class = ClassTruncated
+		return nil, ""
+	}
+	clean, err := sanitize.Clean([]byte(resp.Content))
+	a.Stages = slices.Clone(clean.Stages)
+	switch {
+	case errors.Is(err, sanitize.ErrTruncated):
+		a.Class = ClassTruncated
+		return nil, ""
+	case err != nil:
+		a.Class = ClassGrammar
+		return nil, grammarFeedback(err.Error())
+	}
+	diags, omitted, err := s.Validate(clean.JSON, l.cfg.MaxDiagnostics)
+	if err != nil {
+		a.Class = ClassGrammar
+		return nil, grammarFeedback(err.Error())
+	}
+	if len(diags) == 0 {
+		a.Class = ClassNone
+		return bytes.Clone(clean.JSON), ""
+	}
+	a.Class = ClassSchema
+	a.Diagnostics = diags
+	a.DiagnosticsOmitted = omitted
+	return nil, schemaFeedback(schemas.Lines(diags, omitted))
+}
+
+// isTruncation: the normalised finish reason, or any provider's own
+// spelling of "stopped at the token limit".
+func isTruncation(r Response) bool {
+	if r.FinishReason == FinishLength {
+		return true
+	}
+	switch r.RawFinishReason {
+	case "length", "max_tokens", "MAX_TOKENS":
+		return true
+	}
+	return false
+}
+
+func truncCause(r Response) string {
+	if isTruncation(r) {
+		word := r.RawFinishReason
+		if word == "" {
+			word = r.FinishReason
+		}
+		return "finish reason " + word
+	}
+	return "the JSON ends inside a value"
+}
+
+// noProgress reports whether b repeats a: the same output, or the same set
+// of diagnostics.
+func noProgress(a, b Attempt) (string, bool) {
+	if strings.TrimSpace(a.Raw) == strings.TrimSpace(b.Raw) {
+		return "repeated the output", true
+	}
+	if a.Class == ClassSchema && b.Class == ClassSchema && a.DiagnosticsOmitted == b.DiagnosticsOmitted &&
+		slices.Equal(a.Diagnostics, b.Diagnostics) {
+		return "failed with the same diagnostics", true
+	}
+	return "", false
+}
+
+// failing names what an attempt still fails on: its paths and keywords.
+func failing(a Attempt) string {
+	if a.Class == ClassGrammar {
+		return "no parsable JSON"
+	}
+	parts := make([]string, 0, len(a.Diagnostics)+1)
+	for _, d := range a.Diagnostics {
+		p := d.Path
+		if p == "" {
+			p = "(root)"
+		}
+		parts = append(parts, p+" ("+d.Keyword+")")
+	}
+	if a.DiagnosticsOmitted > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more", a.DiagnosticsOmitted))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// modelFailed ends the run on a model error, keeping the attempts so far.
+func (l *Loop) modelFailed(res Result, n int, err error) Result {
+	res.Err = fmt.Errorf("calling model, attempt %d: %w", n, err)
+	var me *Error
+	errors.As(err, &me)
+	switch KindOf(err) {
+	case KindAuth:
+		res.Class = ClassAuth
+		res.Reason = "model refused the credentials: " + err.Error()
+		res.Hint = "fix the API key"
+		if me != nil && me.KeyEnv != "" {
+			res.Hint += " in " + me.KeyEnv
+		}
+		res.Hint += "; no job is dead-lettered for this"
+	case KindRequest:
+		res.Class = ClassRequest
+		res.Reason = "model rejected the request: " + err.Error()
+		res.Hint = "check the model name and request options (--model, --response-format, --max-tokens)"
+	default:
+		res.Class = ClassTransport
+		res.Reason = "model unreachable: " + err.Error()
+		res.Hint = "not the job's fault: it is retried later"
+	}
+	return res
+}
+
+// cancelled ends the run on ctx cancellation.
+func (l *Loop) cancelled(res Result, n int, err error) Result {
+	res.Class = ClassTransport
+	res.Err = fmt.Errorf("calling model, attempt %d: %w", n, err)
+	res.Reason = "cancelled: " + err.Error()
+	res.Hint = "not the job's fault: it is retried later"
+	return res
+}
+
+func (l *Loop) log(ctx context.Context, t Task, a Attempt) {
+	if !l.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	l.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "heal attempt",
+		slog.String("job", t.JobID),
+		slog.String("schema", t.Schema.ID),
+		slog.Int("attempt", a.N),
+		slog.Float64("temperature", a.Temperature),
+		slog.String("class", string(a.Class)),
+		slog.Int("diagnostics", len(a.Diagnostics)+a.DiagnosticsOmitted),
+		slog.Int("tokens", a.Usage.Total()),
+		slog.Duration("latency", a.Latency))
+}
+
+// ModelFunc adapts a function to the Model interface.
+type ModelFunc func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f.
+func (f ModelFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+var _ Model = ModelFunc(nil)

@@ -1,0 +1,92 @@
+package heal
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// Task is one job as the loop sees it.
+type Task struct {
+	JobID  string
+	Schema *schemas.Schema
+	// Input is the text to extract from; Instructions optional extra
+	// guidance from the job.
+	Input, Instructions string
+}
+
+// Roles of the conversation.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Messages returns the original task as a fresh slice: a system turn with
+// the rules and the schema, a user turn with the text. Every heal request
+// starts with exactly these turns.
+func Messages(t Task) []Message {
+	var sys strings.Builder
+	sys.WriteString("You extract structured data from text. Answer with exactly one JSON object that validates " +
+		"against the JSON Schema below, and nothing else: no prose, no Markdown, no code fences. " +
+		"Use only information present in the text; leave out optional fields the text does not give.")
+	title := "the data"
+	if s := t.Schema; s != nil {
+		fmt.Fprintf(&sys, "\n\nSchema %q", s.ID)
+		if s.Title != "" {
+			fmt.Fprintf(&sys, " (%s)", s.Title)
+			title = "the " + s.Title
+		}
+		if s.Description != "" {
+			fmt.Fprintf(&sys, ": %s", s.Description)
+		}
+		sys.WriteString("\n")
+		sys.Write(s.Raw)
+	}
+	var user strings.Builder
+	fmt.Fprintf(&user, "Extract %s from the text below.", title)
+	if ins := strings.TrimSpace(t.Instructions); ins != "" {
+		fmt.Fprintf(&user, "\nAdditional instructions: %s", ins)
+	}
+	fmt.Fprintf(&user, "\n\nText:\n%s", t.Input)
+	return []Message{
+		{Role: RoleSystem, Content: sys.String()},
+		{Role: RoleUser, Content: user.String()},
+	}
+}
+
+// failedTurn is one failed attempt as it goes back to the model.
+type failedTurn struct {
+	raw      string
+	feedback string
+}
+
+// conversation builds a request's messages: a fresh copy of the task turns,
+// then per carried failed attempt its output (assistant) and the feedback
+// (user). Nothing of base or turns is shared with the result.
+func conversation(base []Message, turns []failedTurn, h History) []Message {
+	if h != HistoryAll && len(turns) > 1 {
+		turns = turns[len(turns)-1:]
+	}
+	msgs := make([]Message, 0, len(base)+2*len(turns))
+	msgs = append(msgs, base...)
+	for _, t := range turns {
+		msgs = append(msgs,
+			Message{Role: RoleAssistant, Content: t.raw},
+			Message{Role: RoleUser, Content: t.feedback})
+	}
+	return msgs
+}
+
+// schemaFeedback is the heal turn for schema diagnostics.
+func schemaFeedback(lines string) string {
+	return "Your previous answer does not validate against the schema. Fix only these fields, keep every other " +
+		"field as it was, and return the whole corrected JSON object with no other text:\n" + lines
+}
+
+// grammarFeedback is the heal turn for output with no parsable JSON.
+func grammarFeedback(reason string) string {
+	return "Your previous answer could not be parsed as JSON (" + reason + "). Return the whole JSON object " +
+		"that validates against the schema, and nothing else: no prose, no code fences, no comments."
+}
