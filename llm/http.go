@@ -55,6 +55,7 @@ func (c *caller) post(ctx context.Context, url string, body []byte, parse func([
 		if f == nil {
 			return n, latency, nil
 		}
+		f.message = c.redact(f.message) // before it reaches a log line or an error
 		if err := ctx.Err(); err != nil {
 			return n, latency, fmt.Errorf("%s: calling the model: %w", c.provider, err)
 		}
