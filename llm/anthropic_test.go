@@ -76,7 +76,7 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 		{name: "heal turn", wantMax: 4096, temp: 0.5, wantTemp: 0.5, messages: testRequest().Messages,
 			wantRoles: []string{"user", "assistant", "user"}, system: "Return JSON matching the schema."},
 		{name: "config max tokens, temperature clamped", cfgMax: 1000, temp: 1.4, wantMax: 1000, wantTemp: 1,
-			messages: []heal.Message{{Role: "system", Content: "a"}, {Role: "system", Content: "b"}, {Role: "user", Content: "x"}, {Role: "user", Content: "y"}},
+			messages:  []heal.Message{{Role: "system", Content: "a"}, {Role: "system", Content: "b"}, {Role: "user", Content: "x"}, {Role: "user", Content: "y"}},
 			wantRoles: []string{"user"}, system: "a\n\nb"},
 		{name: "request max tokens win", cfgMax: 1000, reqMax: 64, wantMax: 64,
 			messages: []heal.Message{{Role: "user", Content: "x"}}, wantRoles: []string{"user"}},
