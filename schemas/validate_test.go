@@ -376,3 +376,29 @@ func TestValidateConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestValidateHugeExponent(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "n", `{"type":"object","properties":{"a":{"type":"array","items":{"type":"number","minimum":0}}}}`)
+	tests := []struct {
+		doc      string
+		wantPath string // "" with wantN 0 means valid
+		wantN    int
+	}{
+		{`{"a":[1e300,2E-300,1e+400]}`, "", 0},
+		{`{"a":[1,1e999999999]}`, "/a/1", 1},
+		{`{"a":[1e-99999999999999999999]}`, "/a/0", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.doc, func(t *testing.T) {
+			t.Parallel()
+			ds, _, err := s.Validate([]byte(tt.doc), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ds) != tt.wantN || (tt.wantN > 0 && (ds[0].Path != tt.wantPath || ds[0].Received == "")) {
+				t.Errorf("got %+v, want %d diagnostic(s) at %q", ds, tt.wantN, tt.wantPath)
+			}
+		})
+	}
+}
