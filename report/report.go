@@ -1,0 +1,393 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+)
+
+// Defaults of the empirical impossible-field rule.
+const (
+	DefaultMinJobs     = 3
+	DefaultMaxHealRate = 0.10
+	// Streak is how many consecutive dead letters on a fingerprint, with no
+	// success in between, flag it whatever its heal rate.
+	Streak = 3
+	// Examples and Received bound the evidence kept per cluster.
+	Examples = 3
+	Received = 5
+)
+
+// Options select and tune a report. The zero value reports everything with
+// the default thresholds.
+type Options struct {
+	Schema  string
+	Version string
+	Since   time.Time
+	// MinJobs is the number of distinct job runs a fingerprint must fail in
+	// before its heal rate can flag it (default DefaultMinJobs).
+	MinJobs int
+	// MaxHealRate flags a fingerprint healed in at most this share of the
+	// jobs where it failed (default DefaultMaxHealRate; negative means 0).
+	MaxHealRate float64
+	// Lint holds the static schema findings, filled by the CLI.
+	Lint []LintFinding
+	// Top keeps the first Top clusters (0 keeps all).
+	Top int
+}
+
+func (o Options) withDefaults() Options {
+	if o.MinJobs <= 0 {
+		o.MinJobs = DefaultMinJobs
+	}
+	if o.MaxHealRate == 0 {
+		o.MaxHealRate = DefaultMaxHealRate
+	} else if o.MaxHealRate < 0 {
+		o.MaxHealRate = 0
+	}
+	return o
+}
+
+// LintFinding is one static finding on a schema (minimum > maximum, empty
+// enum, a required property forbidden by additionalProperties: false, ...).
+type LintFinding struct {
+	Schema     string `json:"schema"`
+	File       string `json:"file"`
+	Path       string `json:"path"`
+	Rule       string `json:"rule"`
+	Message    string `json:"message"`
+	Suggestion string `json:"suggestion"`
+}
+
+// Report is the failure report: clusters of failures by fingerprint, the
+// heal funnel per schema and the lint findings. Its JSON form is documented
+// in the package doc and stable.
+type Report struct {
+	FingerprintVersion int                `json:"fingerprint_version"`
+	Filter             Filter             `json:"filter"`
+	Thresholds         Thresholds         `json:"thresholds"`
+	Clusters           []Cluster          `json:"clusters"`
+	Funnel             map[string]*Funnel `json:"funnel"`
+	Lint               []LintFinding      `json:"lint"`
+}
+
+// Filter echoes the selection the report was built with.
+type Filter struct {
+	Schema  string     `json:"schema,omitempty"`
+	Version string     `json:"version,omitempty"`
+	Since   *time.Time `json:"since,omitempty"`
+}
+
+// Thresholds echoes the impossible-field rule's parameters.
+type Thresholds struct {
+	MinJobs     int     `json:"min_jobs"`
+	MaxHealRate float64 `json:"max_heal_rate"`
+	Streak      int     `json:"streak"`
+}
+
+// Cluster is every failure with one fingerprint.
+type Cluster struct {
+	ID      string `json:"id"`
+	Schema  string `json:"schema"`
+	Version string `json:"version"`
+	Path    string `json:"path"`
+	Keyword string `json:"keyword"`
+	// DeadLetters counts the dead-lettered job runs among Jobs.
+	DeadLetters int `json:"dead_letters"`
+	// Jobs counts the distinct job runs where the fingerprint failed at any attempt.
+	Jobs int `json:"jobs"`
+	// HealRate is the share of Jobs that still succeeded.
+	HealRate   float64          `json:"heal_rate"`
+	Impossible bool             `json:"impossible"`
+	Reason     string           `json:"reason"`
+	Suggestion string           `json:"suggestion"`
+	Examples   []string         `json:"examples"`
+	Received   []dlq.ValueCount `json:"received"`
+	FirstSeen  time.Time        `json:"first_seen"`
+	LastSeen   time.Time        `json:"last_seen"`
+}
+
+// Funnel is what became of one schema's jobs.
+type Funnel struct {
+	Jobs         int `json:"jobs"`
+	Succeeded    int `json:"succeeded"`
+	DeadLettered int `json:"dead_lettered"`
+	// FirstPass is the share of jobs valid at the first model call.
+	FirstPass float64 `json:"first_pass"`
+	// SucceededAt has one step per attempt count k: the jobs that succeeded
+	// at their k-th call and their share of all jobs.
+	SucceededAt []Step `json:"succeeded_at"`
+	// DeadByClass shares the dead letters by failure class (of all jobs).
+	DeadByClass []ClassShare `json:"dead_by_class"`
+	// Tokens is every prompt and completion token of these jobs.
+	Tokens int `json:"tokens"`
+	// TokensPerSucceeded is the tokens of succeeded jobs per succeeded job.
+	TokensPerSucceeded float64 `json:"tokens_per_succeeded"`
+	// HealTokenShare is the share of Tokens spent on attempts after the first.
+	HealTokenShare float64 `json:"heal_token_share"`
+}
+
+// Step is the jobs that succeeded at one attempt count.
+type Step struct {
+	Attempt int     `json:"attempt"`
+	Jobs    int     `json:"jobs"`
+	Share   float64 `json:"share"`
+}
+
+// ClassShare is the dead letters of one failure class.
+type ClassShare struct {
+	Class string  `json:"class"`
+	Jobs  int     `json:"jobs"`
+	Share float64 `json:"share"`
+}
+
+// Build computes the report from the store's aggregates; it only reads.
+func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
+	o = o.withDefaults()
+	f := dlq.Filter{Schema: o.Schema, Version: o.Version, Since: o.Since}
+	r := &Report{
+		FingerprintVersion: dlq.FingerprintVersion,
+		Filter:             Filter{Schema: o.Schema, Version: o.Version},
+		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
+		Clusters:           []Cluster{},
+		Funnel:             map[string]*Funnel{},
+		Lint:               []LintFinding{},
+	}
+	if !o.Since.IsZero() {
+		since := o.Since.UTC()
+		r.Filter.Since = &since
+	}
+	for _, l := range o.Lint {
+		if o.Schema == "" || l.Schema == o.Schema {
+			r.Lint = append(r.Lint, l)
+		}
+	}
+
+	counts, err := s.ClusterCounts(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	sort.Slice(counts, func(i, j int) bool {
+		a, b := counts[i], counts[j]
+		if a.DeadLetters != b.DeadLetters {
+			return a.DeadLetters > b.DeadLetters
+		}
+		if a.Jobs != b.Jobs {
+			return a.Jobs > b.Jobs
+		}
+		if a.Schema != b.Schema {
+			return a.Schema < b.Schema
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return a.Keyword < b.Keyword
+	})
+	if o.Top > 0 && len(counts) > o.Top {
+		counts = counts[:o.Top]
+	}
+	for _, c := range counts {
+		cl, err := cluster(ctx, s, f, o, c)
+		if err != nil {
+			return nil, fmt.Errorf("building the report: %w", err)
+		}
+		r.Clusters = append(r.Clusters, cl)
+	}
+
+	rows, err := s.Funnel(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	r.Funnel = funnel(rows)
+	return r, nil
+}
+
+func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.ClusterCount) (Cluster, error) {
+	cl := Cluster{
+		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
+		DeadLetters: c.DeadLetters, Jobs: c.Jobs, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
+	}
+	if c.Jobs > 0 {
+		cl.HealRate = float64(c.Jobs-c.DeadLetters) / float64(c.Jobs)
+	}
+	var err error
+	if cl.Examples, err = s.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
+		return Cluster{}, err
+	}
+	if cl.Received, err = s.ClusterReceived(ctx, c.ID, f, Received); err != nil {
+		return Cluster{}, err
+	}
+	if cl.Examples == nil {
+		cl.Examples = []string{}
+	}
+	if cl.Received == nil {
+		cl.Received = []dlq.ValueCount{}
+	}
+	healed := c.Jobs - c.DeadLetters
+	switch {
+	case c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate:
+		cl.Impossible = true
+		cl.Reason = fmt.Sprintf("failed in %d jobs, healed in %d (%s), at or below %s", c.Jobs, healed, pct(cl.HealRate), pct(o.MaxHealRate))
+	case c.DeadLetters >= Streak:
+		recent, err := s.ClusterRecent(ctx, c.ID, f, Streak)
+		if err != nil {
+			return Cluster{}, err
+		}
+		if len(recent) == Streak && allTrue(recent) {
+			cl.Impossible = true
+			cl.Reason = fmt.Sprintf("the last %d jobs that failed here were dead-lettered, none healed in between (%d of %d healed before)", Streak, healed, c.Jobs)
+		}
+	}
+	if cl.Impossible {
+		cl.Suggestion = suggest(cl)
+	}
+	return cl, nil
+}
+
+func allTrue(bs []bool) bool {
+	for _, b := range bs {
+		if !b {
+			return false
+		}
+	}
+	return true
+}
+
+// suggest is the one-line advice for an impossible field, by keyword.
+func suggest(c Cluster) string {
+	field := c.Path
+	if field == "" {
+		field = "the root"
+	}
+	seen := "nothing"
+	if len(c.Received) > 0 {
+		seen = c.Received[0].Value
+		if len(c.Received) > 1 {
+			seen += ", " + c.Received[1].Value
+		}
+	}
+	switch c.Keyword {
+	case "required":
+		return fmt.Sprintf("%s is missing in most outputs: make it optional, or say in the instructions where the input holds it", field)
+	case "type":
+		return fmt.Sprintf("models send %s at %s: accept that type (or coerce it before validation), or state the type in the field's description", seen, field)
+	case "enum", "const":
+		return fmt.Sprintf("models answer %s at %s: add the value to the enum (or normalise it), or list the allowed values in the description", seen, field)
+	case "pattern", "format":
+		return fmt.Sprintf("values like %s at %s do not match: relax the %s or show an example in the description", seen, field, c.Keyword)
+	case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf":
+		return fmt.Sprintf("values like %s at %s break the %s bound: check the bound against real inputs", seen, field, c.Keyword)
+	case "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "uniqueItems":
+		return fmt.Sprintf("%s at %s is not met (received %s): relax it or explain it in the description", c.Keyword, field, seen)
+	case "additionalProperties", "unevaluatedProperties":
+		return fmt.Sprintf("models add %s: allow the property or name it in the schema", field)
+	default:
+		return fmt.Sprintf("no attempt satisfied %s at %s: review that part of the schema and the instructions", c.Keyword, field)
+	}
+}
+
+func funnel(rows []dlq.FunnelRow) map[string]*Funnel {
+	out := map[string]*Funnel{}
+	okTokens := map[string]int{}
+	heal := map[string]int{}
+	for _, r := range rows {
+		fu := out[r.Schema]
+		if fu == nil {
+			fu = &Funnel{SucceededAt: []Step{}, DeadByClass: []ClassShare{}}
+			out[r.Schema] = fu
+		}
+		fu.Jobs += r.Jobs
+		fu.Tokens += r.Tokens
+		heal[r.Schema] += r.HealTokens
+		if r.Dead {
+			fu.DeadLettered += r.Jobs
+			fu.DeadByClass = addClass(fu.DeadByClass, r.Class, r.Jobs)
+		} else {
+			fu.Succeeded += r.Jobs
+			okTokens[r.Schema] += r.Tokens
+			fu.SucceededAt = addStep(fu.SucceededAt, r.Attempts, r.Jobs)
+		}
+	}
+	for schema, fu := range out {
+		sort.Slice(fu.SucceededAt, func(i, j int) bool { return fu.SucceededAt[i].Attempt < fu.SucceededAt[j].Attempt })
+		sort.Slice(fu.DeadByClass, func(i, j int) bool {
+			a, b := fu.DeadByClass[i], fu.DeadByClass[j]
+			if a.Jobs != b.Jobs {
+				return a.Jobs > b.Jobs
+			}
+			return a.Class < b.Class
+		})
+		for i := range fu.SucceededAt {
+			fu.SucceededAt[i].Share = ratio(fu.SucceededAt[i].Jobs, fu.Jobs)
+			if fu.SucceededAt[i].Attempt == 1 {
+				fu.FirstPass = fu.SucceededAt[i].Share
+			}
+		}
+		for i := range fu.DeadByClass {
+			fu.DeadByClass[i].Share = ratio(fu.DeadByClass[i].Jobs, fu.Jobs)
+		}
+		fu.TokensPerSucceeded = ratio(okTokens[schema], fu.Succeeded)
+		fu.HealTokenShare = ratio(heal[schema], fu.Tokens)
+	}
+	return out
+}
+
+func addStep(s []Step, attempt, n int) []Step {
+	for i := range s {
+		if s[i].Attempt == attempt {
+			s[i].Jobs += n
+			return s
+		}
+	}
+	return append(s, Step{Attempt: attempt, Jobs: n})
+}
+
+func addClass(s []ClassShare, class string, n int) []ClassShare {
+	if class == "" {
+		class = "unknown"
+	}
+	for i := range s {
+		if s[i].Class == class {
+			s[i].Jobs += n
+			return s
+		}
+	}
+	return append(s, ClassShare{Class: class, Jobs: n})
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func pct(f float64) string {
+	s := fmt.Sprintf("%.1f", f*100)
+	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+// Schemas returns the funnel's schema ids, sorted.
+func (r *Report) Schemas() []string {
+	out := make([]string, 0, len(r.Funnel))
+	for s := range r.Funnel {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Impossible returns the flagged clusters.
+func (r *Report) Impossible() []Cluster {
+	var out []Cluster
+	for _, c := range r.Clusters {
+		if c.Impossible {
+			out = append(out, c)
+		}
+	}
+	return out
+}
