@@ -81,7 +81,7 @@ func (r *Registry) Lint() []Finding {
 // findings of the raw checks. The error is only for an unreadable dir.
 func LintDir(dir string) ([]Finding, error) {
 	var fsys fs.FS
-	prefix := dir + string(os.PathSeparator)
+	prefix := strings.TrimRight(dir, string(os.PathSeparator)) + string(os.PathSeparator)
 	if dir == "" {
 		r, err := Builtin()
 		if err != nil {

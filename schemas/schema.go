@@ -103,7 +103,7 @@ func Load(dir string) (*Registry, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("loading schemas: %s is not a directory", dir)
 	}
-	return loadFS(os.DirFS(dir), dir+string(filepath.Separator))
+	return loadFS(os.DirFS(dir), strings.TrimRight(dir, string(filepath.Separator))+string(filepath.Separator))
 }
 
 // IDFromFile returns the schema id for a file name, and false when the file
