@@ -1,0 +1,57 @@
+package ingest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func FuzzParseJob(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"a","schema":"invoice","input":"x"}`,
+		`{"id":"a","schema":"invoice","input":"x","metadata":{"k":1}}`,
+		`{"id":"a b","schema":"invoice","input":"x"}`,
+		`{"id":"a","schema":"in.voice","input":"x"}`,
+		`{"id":"a","schema":"invoice","input":"x"} {}`,
+		`{"id":"a","schema":"invoice","input":"x","metadata":[1]}`,
+		`not json`, ``, `null`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		j, err := ParseJob(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidJob) {
+				t.Fatalf("error %v does not wrap ErrInvalidJob", err)
+			}
+			return
+		}
+		if !validToken.MatchString(j.ID) || !validToken.MatchString(j.Schema) || j.Input == "" {
+			t.Fatalf("accepted job with bad fields: %+v", j)
+		}
+		if strings.ContainsAny(j.Schema, ".*> ") {
+			t.Fatalf("schema %q would break the subject", j.Schema)
+		}
+	})
+}
+
+func FuzzRedactURL(f *testing.F) {
+	for _, s := range []string{"nats://u:secret@h:1", "nats://h:1,nats://t0ken@h:2", "secret@h", "::"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := RedactURL(s)
+		// Whatever stood before an '@' in a URL must be gone.
+		for _, part := range strings.Split(s, ",") {
+			part = strings.TrimSpace(part)
+			at := strings.LastIndex(part, "@")
+			if at <= 0 || strings.ContainsAny(part, "/?#%") {
+				continue
+			}
+			secret := part[:at]
+			if !strings.Contains("REDACTED", secret) && strings.Contains(out, secret+"@") {
+				t.Fatalf("RedactURL(%q) = %q keeps %q", s, out, secret)
+			}
+		}
+	})
+}
