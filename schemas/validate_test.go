@@ -154,6 +154,36 @@ func TestValidateDiagnostics(t *testing.T) {
 			want:   []Diagnostic{{Path: "", Keyword: "type", Expected: "object", Received: "[1, 2]"}},
 		},
 		{
+			name:   "dependentRequired points at the missing property",
+			schema: `{"dependentRequired":{"card":["cvv"]}}`,
+			doc:    `{"card":"4111"}`,
+			want:   []Diagnostic{{Path: "/cvv", Keyword: "dependentRequired"}},
+		},
+		{
+			name:   "uniqueItems",
+			schema: `{"properties":{"tags":{"type":"array","uniqueItems":true}}}`,
+			doc:    `{"tags":["a","a"]}`,
+			want:   []Diagnostic{{Path: "/tags", Keyword: "uniqueItems", Expected: "array with unique items", Received: `["a","a"]`}},
+		},
+		{
+			name:   "contains is one diagnostic, not one per item",
+			schema: `{"type":"array","contains":{"const":"x"}}`,
+			doc:    `["a","b","c"]`,
+			want:   []Diagnostic{{Path: "", Keyword: "contains", Expected: "array", Received: `["a","b","c"]`}},
+		},
+		{
+			name:   "oneOf matching two branches",
+			schema: `{"oneOf":[{"type":"integer"},{"minimum":0}]}`,
+			doc:    `5`,
+			want:   []Diagnostic{{Path: "", Keyword: "oneOf", Expected: "a value matching exactly one alternative", Received: "5"}},
+		},
+		{
+			name:   "not",
+			schema: `{"properties":{"n":{"not":{"type":"null"}}}}`,
+			doc:    `{"n":null}`,
+			want:   []Diagnostic{{Path: "/n", Keyword: "not", Expected: "a value that does not match the 'not' schema", Received: "null"}},
+		},
+		{
 			name:   "allOf errors are reported as their root causes",
 			schema: `{"allOf":[{"required":["a"]},{"properties":{"b":{"type":"string"}}}]}`,
 			doc:    `{"b":1}`,
