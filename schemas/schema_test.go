@@ -229,3 +229,24 @@ func TestIDFromFile(t *testing.T) {
 		})
 	}
 }
+
+// TestDraft07AndID: draft-07 "#/definitions" references resolve, a schema
+// with its own absolute $id compiles without network access, and
+// diagnostics still find what the referenced schema expects.
+func TestDraft07AndID(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "d7", `{
+		"$schema": "http://json-schema.org/draft-07/schema#",
+		"$id": "https://schemas.example.com/order.json",
+		"definitions": {"qty": {"type": "integer", "minimum": 1}},
+		"type": "object",
+		"properties": {"lines": {"type": "array", "items": {"$ref": "#/definitions/qty"}}}
+	}`)
+	ds, _, err := s.Validate([]byte(`{"lines":[1,0,"2"]}`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Lines(ds, 0); got != "- /lines/1: expected integer >= 1, got 0\n- /lines/2: expected integer >= 1, got \"2\"" {
+		t.Errorf("diagnostics:\n%s", got)
+	}
+}
