@@ -98,12 +98,19 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	return out, nil
 }
 
-// ClusterReceived returns the n values most often received in a cluster
-// (counted once per job run; absent values left out), most frequent first.
+// ReceivedSample is how many of a cluster's latest job runs ClusterReceived
+// counts values over, so its cost does not grow with the cluster.
+const ReceivedSample = 1000
+
+// ClusterReceived returns the n values most often received in a cluster,
+// most frequent first: counted once per job run (the value at the first
+// attempt that failed there), over the cluster's latest ReceivedSample job
+// runs; absent values are left out.
 func (s *Store) ClusterReceived(ctx context.Context, cluster string, f Filter, n int) ([]ValueCount, error) {
 	where, args := f.failureWhere(cluster)
-	q := `SELECT received, COUNT(*) AS n FROM failures` + where + ` AND received <> '' GROUP BY received ORDER BY n DESC, received LIMIT ?`
-	rows, err := s.r.QueryContext(ctx, q, append(args, n)...)
+	q := `SELECT received, COUNT(*) AS n FROM (SELECT received FROM failures` + where + ` ORDER BY at DESC LIMIT ?)
+		WHERE received <> '' GROUP BY received ORDER BY n DESC, received LIMIT ?`
+	rows, err := s.r.QueryContext(ctx, q, append(args, ReceivedSample, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading received values of cluster %s: %w", cluster, err)
 	}

@@ -1,2 +1,73 @@
-// Package report TODO.
+// Package report turns the dead-letter index into what schema authors and
+// operators come for: failures grouped by fingerprint with heal rates and
+// evidence, fields flagged impossible, the heal funnel per schema, and the
+// static lint findings of the schemas. It only reads the store (dlq).
+//
+//	r, err := report.Build(ctx, store, report.Options{Schema: "invoice", Lint: findings})
+//	...
+//	err = r.Render(os.Stdout, "table") // or "json", "markdown", "html"
+//
+// # Clusters
+//
+// A cluster is every failure with one fingerprint: schema id + schema
+// version + path pattern (array indices as "*") + keyword, versioned by
+// dlq.FingerprintVersion. Counts are per job run (a replay is a new run):
+// jobs is the runs where the fingerprint failed at some attempt, dead_letters
+// those of them that were dead-lettered, and heal_rate = (jobs -
+// dead_letters) / jobs, the share that still succeeded. A cluster is
+// impossible when jobs >= MinJobs (default 3) and heal_rate <= MaxHealRate
+// (default 0.10), or when its last Streak (3) job runs were all dead letters
+// with no success in between. Every flag carries a reason with its counts,
+// example job ids, the received values and a one-line suggestion chosen by
+// keyword. Clusters are sorted by dead letters, then jobs.
+//
+// # Funnel
+//
+// Per schema, over every run in the selection: first_pass (share of jobs
+// valid at the first model call), succeeded_at (per attempt count k, the
+// jobs that succeeded at their k-th call and their share of all jobs),
+// dead_by_class (dead letters by failure class, share of all jobs),
+// tokens_per_succeeded (prompt + completion tokens of the succeeded jobs per
+// succeeded job) and heal_token_share (share of all tokens spent on attempts
+// after the first).
+//
+// # JSON format (stable)
+//
+//	{
+//	  "fingerprint_version": 1,
+//	  "filter":     {"schema"?, "version"?, "since"?},
+//	  "thresholds": {"min_jobs", "max_heal_rate", "streak"},
+//	  "clusters": [{
+//	    "id",            // dlq.ClusterID: 12 hex digits, stable
+//	    "schema", "version", "path", "keyword",
+//	    "dead_letters", "jobs", "heal_rate",   // heal_rate in 0..1
+//	    "impossible", "reason", "suggestion",  // reason/suggestion "" unless impossible
+//	    "examples",      // up to 3 job ids: newest dead letters, then newest healed
+//	    "received",      // up to 5 [{"value","count"}]: JSON text of the value at the
+//	                     // first failing attempt per job, over the latest 1000 jobs
+//	    "first_seen", "last_seen"              // RFC 3339, UTC
+//	  }],
+//	  "funnel": {"<schema>": {"jobs", "succeeded", "dead_lettered", "first_pass",
+//	             "succeeded_at": [{"attempt", "jobs", "share"}],
+//	             "dead_by_class": [{"class", "jobs", "share"}],
+//	             "tokens", "tokens_per_succeeded", "heal_token_share"}},
+//	  "lint": [{"schema", "file", "path", "rule", "message", "suggestion"}]
+//	}
+//
+// Arrays are never null. Fields are only ever added.
+//
+// # Formats
+//
+// "table" is aligned text for a terminal; "markdown" GitHub tables; "html"
+// one self-contained file (inline CSS, inline SVG bar charts of the top 15
+// clusters and of the funnel; no script, nothing loaded from a network).
+// The golden files under testdata/ pin every format: `go test ./report
+// -run TestRenderGolden -update` rewrites them.
+//
+// # Cost
+//
+// Build runs one GROUP BY over a partial covering index of the failures
+// (first occurrence of each fingerprint per job run), one over a covering
+// index of the outcomes for the funnel, and a few bounded index range reads
+// per cluster; it never reads payloads. See BenchmarkBuild.
 package report

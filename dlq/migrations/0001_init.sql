@@ -29,7 +29,8 @@ CREATE TABLE outcomes (
 -- dlq list / purge / export / retention: dead letters newest first.
 CREATE INDEX outcomes_by_time ON outcomes (dead, replayed, finished_at);
 -- stats and the heal funnel, covering.
-CREATE INDEX outcomes_funnel ON outcomes (schema_id, version, dead, attempts, class, finished_at, tokens, heal_tokens);
+-- (in GROUP BY order, so the funnel streams without a temp b-tree)
+CREATE INDEX outcomes_funnel ON outcomes (schema_id, dead, attempts, class, version, finished_at, tokens, heal_tokens);
 
 CREATE TABLE payloads (
 	outcome_id INTEGER PRIMARY KEY REFERENCES outcomes (id) ON DELETE CASCADE,
