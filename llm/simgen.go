@@ -77,6 +77,9 @@ func (g *gen) value(n *snode, name string, depth int) *val {
 func (g *gen) object(n *snode, depth int) *val {
 	v := &val{k: vObj, keys: make([]string, 0, len(n.props)), vals: make([]*val, 0, len(n.props))}
 	for _, p := range n.props {
+		if g.nodes > maxNodes {
+			break
+		}
 		if !n.reqSet[p.name] && (depth >= maxDepth || g.r.IntN(5) == 0) {
 			continue
 		}
@@ -106,6 +109,9 @@ func (g *gen) array(n *snode, name string, depth int) *val {
 	}
 	v := &val{k: vArr, vals: make([]*val, 0, count)}
 	for i := range count {
+		if g.nodes > maxNodes {
+			break
+		}
 		item := n.items
 		if i < len(n.prefix) {
 			item = n.prefix[i]
@@ -307,7 +313,7 @@ func fitLength(s string, minLen, maxLen int) string {
 		}
 		var b strings.Builder
 		b.WriteString(s)
-		for len([]rune(b.String())) < minLen {
+		for have, step := n, len([]rune(pad)); have < minLen; have += step {
 			b.WriteString(pad)
 		}
 		s = b.String()
