@@ -32,6 +32,9 @@ const (
 	// leftoverWait bounds the wait for handlers that ignore their cancelled
 	// context after the shutdown grace.
 	leftoverWait = 5 * time.Second
+	// gatherWindow is the longest the fetcher waits for more free slots
+	// before it fetches for the ones it has.
+	gatherWindow = 5 * time.Millisecond
 )
 
 // inflight is one job being handled.
@@ -166,16 +169,7 @@ func (r *runner) fetchLoop(ctx context.Context) error {
 		case <-r.stopCh:
 			return nil
 		}
-		n := 1
-	more:
-		for n < r.cfg.Concurrency {
-			select {
-			case r.sem <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
+		n := r.gatherSlots(ctx)
 		got, err := r.fetch(ctx, n)
 		for range n - got {
 			<-r.sem
@@ -214,6 +208,38 @@ func (r *runner) fetchLoop(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// gatherSlots holds one slot already; it takes every free slot and, while
+// fewer than a quarter of Concurrency are free, waits up to gatherWindow
+// for more, so one fetch brings a batch rather than a job at a time (a
+// fetch costs a subscription and a request). It returns the slots held.
+func (r *runner) gatherSlots(ctx context.Context) int {
+	n, target := 1, max(1, r.cfg.Concurrency/4)
+	var timer <-chan time.Time
+	for n < r.cfg.Concurrency {
+		select {
+		case r.sem <- struct{}{}:
+			n++
+			continue
+		default:
+		}
+		if n >= target {
+			return n
+		}
+		if timer == nil {
+			timer = time.After(gatherWindow)
+		}
+		select {
+		case r.sem <- struct{}{}:
+			n++
+		case <-timer:
+			return n
+		case <-ctx.Done():
+			return n
+		}
+	}
+	return n
 }
 
 // fetch pulls up to n jobs and starts a handler for each; it returns how
