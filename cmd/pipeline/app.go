@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// Exit codes, documented in the README and in `pipeline --help`.
+const (
+	exitOK       = 0 // success
+	exitNegative = 1 // the command ran and the answer is no: invalid output, refusal, lint findings, rejected lines, jobs left
+	exitUsage    = 2 // bad flag, argument or input file
+	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile
+	exitAuth     = 4 // the model provider rejected the credentials; the worker stopped
+)
+
+// exitError carries an exit code through urfave/cli.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: code, err: err}
+}
+
+// Main runs the CLI with the given arguments and streams and returns the
+// exit code. Tests call it directly.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := newApp(stdin, stdout, stderr)
+	err := app.Run(args)
+	if err == nil {
+		return exitOK
+	}
+	code := exitRuntime
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	} else if isUsageError(err) {
+		code = exitUsage
+	}
+	fmt.Fprintf(stderr, "pipeline: %v\n", err)
+	return code
+}
+
+// isUsageError recognises urfave/cli's own flag and argument errors.
+func isUsageError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"flag provided but not defined", "invalid value", "flag needs an argument", "Required flag", "No help topic"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// env holds what every command shares: the streams and the resolved settings.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	return &cli.App{
+		Name:  "pipeline",
+		Usage: "turn unreliable LLM output into validated, structured data, and find the schema fields models cannot satisfy",
+		Description: `Jobs (JSONL: {"id","schema","input","instructions"?,"metadata"?}) go onto NATS JetStream with
+'pipeline submit'; 'pipeline run' asks a model, sanitizes and validates its answers, heals failures by
+feeding the model the exact field diagnostics, and stores results and dead letters; 'pipeline report'
+clusters failures by field path. Without --nats-url every command uses (or joins) an embedded NATS
+server with its store under --data-dir. 'pipeline demo' shows it all on the built-in simulator.
+
+Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
+rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
+(NATS, SQLite, a schema that does not compile); 4 the model provider rejected the credentials.`,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		Reader:               stdin,
+		HideHelpCommand:      true,
+		EnableBashCompletion: false,
+		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return &exitError{code: exitUsage, err: err}
+		},
+		Commands: []*cli.Command{
+			e.demoCommand(),
+			e.submitCommand(),
+			e.runCommand(),
+			e.resultsCommand(),
+			e.statsCommand(),
+			e.reportCommand(),
+			e.dlqCommand(),
+			e.sanitizeCommand(),
+			e.validateCommand(),
+			e.schemasCommand(),
+		},
+	}
+}
+
+// Flags shared by several commands. Each is a constructor so every command
+// gets its own flag value.
+
+func dataDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "data-dir", EnvVars: []string{"PIPELINE_DATA_DIR"}, Value: "./pipeline-data",
+		Usage: "directory for the embedded NATS store and the SQLite index (pipeline.db)"}
+}
+
+func schemasFlag() cli.Flag {
+	return &cli.StringFlag{Name: "schemas", EnvVars: []string{"PIPELINE_SCHEMAS"},
+		Usage: "directory of JSON Schema files (id = file name without .json); the built-in examples when empty"}
+}
+
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "log-level", EnvVars: []string{"PIPELINE_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
+		&cli.StringFlag{Name: "log-format", EnvVars: []string{"PIPELINE_LOG_FORMAT"}, Value: "text", Usage: "text or json (on stderr)"},
+	}
+}
+
+func natsFlags() []cli.Flag {
+	return []cli.Flag{
+		dataDirFlag(),
+		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"NATS_URL"},
+			Usage: "NATS server or cluster URL(s), comma-separated; empty: the embedded server (started, or joined if a 'pipeline run' on --data-dir already runs one)"},
+		&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"PIPELINE_NATS_LISTEN"},
+			Usage: "address of the embedded server (default 127.0.0.1 on a free port)"},
+		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"NATS_CREDS"}, Usage: "NATS credentials file"},
+		&cli.StringFlag{Name: "nats-tls-cert", EnvVars: []string{"NATS_TLS_CERT"}, Usage: "client TLS certificate"},
+		&cli.StringFlag{Name: "nats-tls-key", EnvVars: []string{"NATS_TLS_KEY"}, Usage: "client TLS key"},
+		&cli.StringFlag{Name: "nats-tls-ca", EnvVars: []string{"NATS_TLS_CA"}, Usage: "CA certificate to verify the server"},
+		&cli.IntFlag{Name: "replicas", EnvVars: []string{"PIPELINE_REPLICAS"}, Value: 1, Usage: "stream replicas (3 on a cluster)"},
+		&cli.DurationFlag{Name: "duplicate-window", EnvVars: []string{"PIPELINE_DUPLICATE_WINDOW"}, Value: 2 * time.Minute,
+			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op)"},
+	}
+}
+
+func dbFlags() []cli.Flag {
+	return []cli.Flag{
+		dataDirFlag(),
+		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
+	}
+}
+
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON (one object per line for lists)"}
+}
+
+func flags(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	seen := map[string]bool{}
+	for _, g := range groups {
+		for _, f := range g {
+			n := f.Names()[0]
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fail(exitUsage, "--log-level %q: use debug, info, warn or error", c.String("log-level"))
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch c.String("log-format") {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	default:
+		return nil, fail(exitUsage, "--log-format %q: use text or json", c.String("log-format"))
+	}
+}
+
+func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
+	cfg := ingest.Config{
+		URL:             c.String("nats-url"),
+		DataDir:         c.String("data-dir"),
+		Listen:          c.String("nats-listen"),
+		CredsFile:       c.String("nats-creds"),
+		TLSCert:         c.String("nats-tls-cert"),
+		TLSKey:          c.String("nats-tls-key"),
+		TLSCA:           c.String("nats-tls-ca"),
+		Replicas:        c.Int("replicas"),
+		DuplicateWindow: c.Duration("duplicate-window"),
+		Logger:          log,
+	}
+	if cfg.URL == "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return nil, fail(exitRuntime, "creating --data-dir: %w", err)
+		}
+	}
+	conn, err := ingest.Connect(ctx, cfg)
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
+	}
+	return conn, nil
+}
+
+func dbPath(c *cli.Context) string {
+	if p := c.String("db"); p != "" {
+		return p
+	}
+	return filepath.Join(c.String("data-dir"), "pipeline.db")
+}
+
+// openStore opens the SQLite index. Read-only commands refuse to create an
+// index that is not there, so a wrong --data-dir is an error, not an empty report.
+func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
+	p := dbPath(c)
+	if !create {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or set --data-dir / --db): %w", p, err)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return nil, fail(exitRuntime, "creating %s: %w", filepath.Dir(p), err)
+	}
+	st, err := dlq.Open(p)
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("opening index %s: %w", p, err))
+	}
+	return st, nil
+}
+
+func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
+	reg, err := schemas.Load(c.String("schemas"))
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("loading schemas: %w", err))
+	}
+	return reg, nil
+}
+
+// readInput opens the command's FILE argument, or stdin for "-" or none.
+func (e *env) readInput(c *cli.Context) (io.ReadCloser, string, error) {
+	if c.NArg() > 1 {
+		return nil, "", fail(exitUsage, "expected at most one FILE argument, got %d", c.NArg())
+	}
+	name := c.Args().First()
+	if name == "" || name == "-" {
+		return io.NopCloser(e.stdin), "<stdin>", nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, "", fail(exitUsage, "opening input: %w", err)
+	}
+	return f, name, nil
+}
+
+// isTTY reports whether w is a terminal (progress is shown only there).
+func isTTY(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/worker"
+)
+
+func filterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schema", Usage: "only this schema"},
+		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
+		&cli.StringFlag{Name: "path", Usage: "only dead letters that failed on this field path (array indices as *, e.g. /items/*/price)"},
+		&cli.StringFlag{Name: "cluster", Usage: "only dead letters in this report cluster (its id)"},
+		&cli.StringFlag{Name: "model", Usage: "only this model (as given to --model)"},
+		&cli.StringFlag{Name: "since", Usage: "only dead letters since (RFC 3339, 2006-01-02, or a duration ago: 24h, 7d)"},
+		&cli.StringFlag{Name: "until", Usage: "only dead letters before (same forms as --since)"},
+		&cli.IntFlag{Name: "limit", Value: 0, Usage: "at most this many (0: all)"},
+	}
+}
+
+func readFilter(c *cli.Context) (dlq.Filter, error) {
+	now := time.Now()
+	since, err := parseTime(c.String("since"), now)
+	if err != nil {
+		return dlq.Filter{}, fail(exitUsage, "--since: %w", err)
+	}
+	until, err := parseTime(c.String("until"), now)
+	if err != nil {
+		return dlq.Filter{}, fail(exitUsage, "--until: %w", err)
+	}
+	return dlq.Filter{
+		Schema: c.String("schema"), Class: c.String("class"), Path: c.String("path"),
+		Cluster: c.String("cluster"), Model: c.String("model"),
+		Since: since, Until: until, Limit: c.Int("limit"),
+	}, nil
+}
+
+func (e *env) dlqCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dlq",
+		Usage: "inspect and act on dead letters: list, show, replay, purge, export, rebuild",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list dead letters, newest first",
+				ArgsUsage: " ",
+				Flags:     flags(dbFlags(), filterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
+				Action: func(c *cli.Context) error {
+					f, err := readFilter(c)
+					if err != nil {
+						return err
+					}
+					f.IncludeReplayed = c.Bool("replayed")
+					st, err := openStore(c, false)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					entries, err := st.List(c.Context, f)
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					if c.Bool("json") {
+						enc := json.NewEncoder(e.stdout)
+						for _, en := range entries {
+							if err := enc.Encode(en); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+					tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "JOB\tSCHEMA\tCLASS\tATTEMPTS\tFIRST PATH\tFAILED AT\tREASON")
+					for _, en := range entries {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", en.JobID, en.Schema, en.Class, en.Attempts,
+							en.FirstPath, en.FailedAt.Local().Format("2006-01-02 15:04:05"), truncate(en.Reason, 80))
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name:      "show",
+				Usage:     "show one job's whole transcript: the job, every attempt's raw output, repairs and diagnostics",
+				ArgsUsage: "JOB_ID",
+				Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fail(exitUsage, "show takes one JOB_ID")
+					}
+					st, err := openStore(c, false)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					o, err := st.Get(c.Context, c.Args().First())
+					if errors.Is(err, dlq.ErrNotFound) {
+						return fail(exitNegative, "job %q is not in the index", c.Args().First())
+					}
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					if c.Bool("json") {
+						enc := json.NewEncoder(e.stdout)
+						enc.SetIndent("", "  ")
+						return enc.Encode(o)
+					}
+					e.printTranscript(o)
+					return nil
+				},
+			},
+			e.replayCommand(),
+			{
+				Name:      "purge",
+				Usage:     "delete dead letters from the index (the DLQ stream keeps its copy)",
+				ArgsUsage: " ",
+				Flags: flags(dbFlags(), filterFlags(), []cli.Flag{
+					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
+					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
+				}),
+				Action: func(c *cli.Context) error {
+					f, err := readFilter(c)
+					if err != nil {
+						return err
+					}
+					if b := c.String("before"); b != "" {
+						if f.Until, err = parseTime(b, time.Now()); err != nil {
+							return fail(exitUsage, "--before: %w", err)
+						}
+					}
+					if isEmptyFilter(f) && !c.Bool("all") {
+						return fail(exitUsage, "purge needs a filter (--before, --schema, --class, ...) or --all")
+					}
+					st, err := openStore(c, false)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					ids, err := st.Purge(c.Context, f, c.Bool("dry-run"))
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					verb := "purged"
+					if c.Bool("dry-run") {
+						verb = "would purge"
+					}
+					fmt.Fprintf(e.stdout, "%s %d dead letters\n", verb, len(ids))
+					if c.Bool("dry-run") {
+						for _, id := range ids {
+							fmt.Fprintln(e.stdout, id)
+						}
+					}
+					return nil
+				},
+			},
+			{
+				Name:      "export",
+				Usage:     "write dead letters as JSONL (the whole outcome with its trace), to stdout",
+				ArgsUsage: " ",
+				Flags:     flags(dbFlags(), filterFlags()),
+				Action: func(c *cli.Context) error {
+					f, err := readFilter(c)
+					if err != nil {
+						return err
+					}
+					st, err := openStore(c, false)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					n, err := st.Export(c.Context, f, e.stdout)
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					fmt.Fprintf(e.stderr, "exported %d dead letters\n", n)
+					return nil
+				},
+			},
+			{
+				Name:      "rebuild",
+				Usage:     "re-create the SQLite index from the RESULTS and DLQ streams",
+				ArgsUsage: " ",
+				Flags:     flags(natsFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, logFlags()),
+				Action: func(c *cli.Context) error {
+					log, err := e.logger(c)
+					if err != nil {
+						return err
+					}
+					conn, err := e.connect(c.Context, c, log)
+					if err != nil {
+						return err
+					}
+					defer conn.Close()
+					st, err := openStore(c, true)
+					if err != nil {
+						return err
+					}
+					defer st.Close()
+					if err := st.Reset(c.Context); err != nil {
+						return withCode(exitRuntime, err)
+					}
+					write := worker.Sink(st, log)
+					n := 0
+					for _, s := range []struct{ stream, subject string }{
+						{ingest.StreamResults, ingest.SubjectResults + ".>"},
+						{ingest.StreamDLQ, ingest.SubjectDLQ + ".>"},
+					} {
+						var batch []ingest.SinkMsg
+						flush := func(ctx context.Context) error {
+							if len(batch) == 0 {
+								return nil
+							}
+							err := write(ctx, batch)
+							n += len(batch)
+							batch = batch[:0]
+							return err
+						}
+						err := conn.ReadStream(c.Context, s.stream, s.subject, func(m ingest.SinkMsg) error {
+							batch = append(batch, m)
+							if len(batch) == 1000 {
+								return flush(c.Context)
+							}
+							return nil
+						})
+						if err == nil {
+							err = flush(c.Context)
+						}
+						if err != nil {
+							return withCode(exitRuntime, fmt.Errorf("rebuilding from %s: %w", s.stream, err))
+						}
+					}
+					fmt.Fprintf(e.stdout, "indexed %d outcomes\n", n)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func isEmptyFilter(f dlq.Filter) bool {
+	return f.Schema == "" && f.Class == "" && f.Path == "" && f.Cluster == "" && f.Model == "" &&
+		f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0
+}
+
+func (e *env) replayCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "replay",
+		Usage: "publish dead-lettered jobs again (by id, filter or cluster), after a fix",
+		Description: `Each job is republished as it was submitted, under a new message id (<job id>~r<n>), and its dead
+letter is marked replayed; its new outcome is indexed as run n. With --dry-run only the count and
+the ids are printed. Failures are printed per job; exit 1 if any job could not be replayed.`,
+		ArgsUsage: "[JOB_ID...]",
+		Flags:     flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"}}, logFlags()),
+		Action: func(c *cli.Context) error {
+			f, err := readFilter(c)
+			if err != nil {
+				return err
+			}
+			f.IDs = c.Args().Slice()
+			if isEmptyFilter(f) {
+				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
+			}
+			st, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			entries, err := st.List(c.Context, f)
+			if err != nil {
+				return withCode(exitRuntime, err)
+			}
+			if c.Bool("dry-run") {
+				fmt.Fprintf(e.stdout, "would replay %d jobs\n", len(entries))
+				for _, en := range entries {
+					fmt.Fprintln(e.stdout, en.JobID)
+				}
+				return nil
+			}
+			if len(entries) == 0 {
+				fmt.Fprintln(e.stdout, "replayed 0 jobs")
+				return nil
+			}
+			log, err := e.logger(c)
+			if err != nil {
+				return err
+			}
+			conn, err := e.connect(c.Context, c, log)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ok, failed := 0, 0
+			for _, en := range entries {
+				if err := replayOne(c.Context, conn, st, en); err != nil {
+					failed++
+					fmt.Fprintf(e.stderr, "%s: %v\n", en.JobID, err)
+					continue
+				}
+				ok++
+			}
+			fmt.Fprintf(e.stdout, "replayed %d jobs, %d failed\n", ok, failed)
+			if failed > 0 {
+				return fail(exitNegative, "%d jobs could not be replayed", failed)
+			}
+			return nil
+		},
+	}
+}
+
+func replayOne(ctx context.Context, conn *ingest.Conn, st *dlq.Store, en dlq.Entry) error {
+	o, err := st.Get(ctx, en.JobID)
+	if err != nil {
+		return fmt.Errorf("reading the dead letter: %w", err)
+	}
+	j, err := ingest.ParseJob(o.Job)
+	if err != nil {
+		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
+	}
+	item := ingest.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
+	if _, err := conn.Submit(ctx, []ingest.SubmitItem{item}, nil); err != nil {
+		return fmt.Errorf("publishing: %w", err)
+	}
+	if err := st.MarkReplayed(ctx, o.JobID, o.Run); err != nil {
+		return fmt.Errorf("published, but marking the dead letter replayed failed: %w", err)
+	}
+	return nil
+}
+
+func (e *env) printTranscript(o dlq.Outcome) {
+	w := e.stdout
+	fmt.Fprintf(w, "job %s  schema %s@%s  run %d  model %s\n", o.JobID, o.Schema, o.SchemaVersion, o.Run, o.Model)
+	fmt.Fprintf(w, "status %s", o.Status)
+	if o.Class != "" {
+		fmt.Fprintf(w, "  class %s", o.Class)
+	}
+	fmt.Fprintf(w, "  attempts %d  deliveries %d  %s → %s\n", o.Attempts, o.Deliveries,
+		o.StartedAt.Local().Format(time.DateTime), o.FinishedAt.Local().Format(time.DateTime))
+	if o.Reason != "" {
+		fmt.Fprintf(w, "reason: %s\n", o.Reason)
+	}
+	if o.Hint != "" {
+		fmt.Fprintf(w, "hint:   %s\n", o.Hint)
+	}
+	fmt.Fprintf(w, "\n── job ──\n%s\n", indentJSON(o.Job))
+	for _, a := range o.Trace {
+		fmt.Fprintf(w, "\n── attempt %d  temperature %.2f  finish %s  tokens %d+%d  %dms", a.N, a.Temperature, a.FinishReason,
+			a.PromptTokens, a.CompletionTokens, a.LatencyMS)
+		if a.TransportRetries > 0 {
+			fmt.Fprintf(w, "  transport retries %d", a.TransportRetries)
+		}
+		fmt.Fprintln(w, " ──")
+		if len(a.Repairs) > 0 {
+			fmt.Fprintf(w, "repairs: %s\n", strings.Join(a.Repairs, ", "))
+		}
+		fmt.Fprintf(w, "output:\n%s\n", indent(a.Raw))
+		if a.Class == "" {
+			fmt.Fprintln(w, "valid")
+			continue
+		}
+		fmt.Fprintf(w, "%s:\n", a.Class)
+		for _, d := range a.Diagnostics {
+			line := fmt.Sprintf("  - %s [%s] %s", displayPath(d.Path), d.Keyword, d.Message)
+			if d.Received != "" {
+				line += ", got " + d.Received
+			}
+			fmt.Fprintln(w, line)
+		}
+		if a.DiagnosticsOmitted > 0 {
+			fmt.Fprintf(w, "  ... and %d more\n", a.DiagnosticsOmitted)
+		}
+	}
+	if len(o.Data) > 0 {
+		fmt.Fprintf(w, "\n── data ──\n%s\n", indentJSON(o.Data))
+	}
+}
+
+func displayPath(p string) string {
+	if p == "" {
+		return "(root)"
+	}
+	return p
+}
+
+// indentJSON pretty-prints JSON for a terminal, keeping key order.
+func indentJSON(b json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, b, "  ", "  "); err != nil {
+		return "  " + string(b)
+	}
+	return "  " + buf.String()
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

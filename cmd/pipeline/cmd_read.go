@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/report"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+func (e *env) resultsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "results",
+		Usage: "print the results stored on the RESULTS stream, one JSON object per line",
+		Description: `Each line: {"job_id","schema","schema_version","attempts","data",...}. Without --json only
+job_id, schema, attempts and data are printed; --json prints the whole outcome with its attempt trace.`,
+		ArgsUsage: " ",
+		Flags: flags(natsFlags(), []cli.Flag{jsonFlag(),
+			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
+		}, logFlags()),
+		Action: func(c *cli.Context) error {
+			log, err := e.logger(c)
+			if err != nil {
+				return err
+			}
+			conn, err := e.connect(c.Context, c, log)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			filter := ingest.SubjectResults + ".>"
+			if s := c.String("schema"); s != "" {
+				filter = ingest.SubjectResults + "." + s
+			}
+			enc := json.NewEncoder(e.stdout)
+			err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error {
+				if c.Bool("json") {
+					_, err := fmt.Fprintf(e.stdout, "%s\n", m.Data)
+					return err
+				}
+				o, err := dlq.DecodeOutcome(m.Data)
+				if err != nil {
+					return fmt.Errorf("message on %s: %w", m.Subject, err)
+				}
+				return enc.Encode(struct {
+					JobID    string          `json:"job_id"`
+					Schema   string          `json:"schema"`
+					Attempts int             `json:"attempts"`
+					Data     json.RawMessage `json:"data"`
+				}{o.JobID, o.Schema, o.Attempts, o.Data})
+			})
+			return withCode(exitRuntime, err)
+		},
+	}
+}
+
+func (e *env) statsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "stats",
+		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class",
+		ArgsUsage: " ",
+		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
+		Action: func(c *cli.Context) error {
+			st, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return e.printStats(c.Context, st, c.Bool("json"))
+		},
+	}
+}
+
+func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error {
+	s, err := st.Stats(ctx, dlq.Filter{})
+	if err != nil {
+		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
+	}
+	if asJSON {
+		return json.NewEncoder(e.stdout).Encode(s)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)
+	fmt.Fprintf(tw, "succeeded\t%d\t%s\n", s.Succeeded, pct(s.Succeeded, s.Jobs))
+	for _, k := range sortedKeys(s.ByAttempt) {
+		fmt.Fprintf(tw, "  at attempt %d\t%d\t%s\n", k, s.ByAttempt[k], pct(s.ByAttempt[k], s.Jobs))
+	}
+	fmt.Fprintf(tw, "dead_lettered\t%d\t%s\n", s.DeadLettered, pct(s.DeadLettered, s.Jobs))
+	classes := make([]string, 0, len(s.ByClass))
+	for k := range s.ByClass {
+		classes = append(classes, k)
+	}
+	sort.Strings(classes)
+	for _, k := range classes {
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", k, s.ByClass[k], pct(s.ByClass[k], s.Jobs))
+	}
+	return tw.Flush()
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%%", float64(n)*100/float64(of))
+}
+
+func sortedKeys(m map[int]int) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}
+
+func (e *env) reportCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "report",
+		Usage: "cluster failures by schema field and keyword, show the heal funnel and flag impossible schemas",
+		Description: `Formats: table (terminal), json (stable: {"clusters":[...],"funnel":{...},"lint":[...]}, see the
+README), markdown, html (one self-contained file with charts). A cluster is flagged impossible when it
+failed in at least --min-jobs distinct jobs with a heal rate at or below --max-heal-rate, or on three
+consecutive dead letters with no success in between; the static lint of the schemas is included.`,
+		ArgsUsage: " ",
+		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
+			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
+			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
+			&cli.StringFlag{Name: "schema", Usage: "only this schema"},
+			&cli.StringFlag{Name: "version", Usage: "only this schema version (hash)"},
+			&cli.StringFlag{Name: "since", Usage: "only failures since this time (RFC 3339, a date, or a duration ago like 24h)"},
+			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
+			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "heal rate at or below which a cluster is flagged impossible"},
+			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters shown"},
+		}),
+		Action: func(c *cli.Context) error {
+			format := c.String("format")
+			if c.Bool("json") {
+				format = "json"
+			}
+			switch format {
+			case "table", "json", "markdown", "html":
+			default:
+				return fail(exitUsage, "--format %q: use table, json, markdown or html", format)
+			}
+			reg, err := loadSchemas(c)
+			if err != nil {
+				return err
+			}
+			st, err := openStore(c, false)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return e.printReport(c, st, reg, format)
+		},
+	}
+}
+
+func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
+	since, err := parseTime(c.String("since"), time.Now())
+	if err != nil {
+		return fail(exitUsage, "--since: %w", err)
+	}
+	opts := report.Options{
+		Schema:      c.String("schema"),
+		Version:     c.String("version"),
+		Since:       since,
+		MinJobs:     c.Int("min-jobs"),
+		MaxHealRate: c.Float64("max-heal-rate"),
+		Top:         c.Int("top"),
+	}
+	for _, f := range reg.Lint() {
+		if opts.Schema != "" && f.Schema != opts.Schema {
+			continue
+		}
+		opts.Lint = append(opts.Lint, report.LintFinding{Schema: f.Schema, File: f.File, Path: f.Path, Rule: f.Rule, Message: f.Message, Suggestion: f.Suggestion})
+	}
+	r, err := report.Build(c.Context, st, opts)
+	if err != nil {
+		return withCode(exitRuntime, fmt.Errorf("building the report: %w", err))
+	}
+	return withCode(exitRuntime, r.Render(e.stdout, format))
+}
+
+// parseTime reads a time flag: RFC 3339, a date (2006-01-02), or a
+// duration meaning that long before now ("24h", "7d").
+func parseTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	if strings.HasSuffix(s, "d") {
+		var n int
+		if _, err := fmt.Sscanf(s, "%dd", &n); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time (RFC 3339, 2006-01-02) nor a duration ago (24h, 7d)", s)
+}

@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/worker"
+)
+
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", EnvVars: []string{"PIPELINE_MODEL"}, Value: "sim",
+			Usage: "openai:<model> (any OpenAI-compatible server), anthropic:<model>, or sim (the built-in simulator)"},
+		&cli.StringFlag{Name: "llm-url", EnvVars: []string{"PIPELINE_LLM_URL"},
+			Usage: "provider base URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1 for openai; $ANTHROPIC_BASE_URL or https://api.anthropic.com for anthropic)"},
+		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "openai: json_object, json_schema (sends the job's schema) or none"},
+		&cli.IntFlag{Name: "max-tokens", Value: 0, Usage: "completion token limit per call (0: 4096)"},
+		&cli.DurationFlag{Name: "request-timeout", Value: 60 * time.Second, Usage: "timeout of one model call"},
+		&cli.IntFlag{Name: "transport-retries", Value: 3, Usage: "retries of a model call after a transport failure (429, 5xx, timeouts); never counted as heal attempts"},
+		&cli.IntFlag{Name: "breaker-threshold", Value: 5, Usage: "consecutive transport failures that open the circuit breaker (stop fetching jobs)"},
+		&cli.DurationFlag{Name: "breaker-cooldown", Value: 10 * time.Second, Usage: "how long the breaker stays open before letting one call through"},
+		&cli.IntFlag{Name: "max-attempts", Value: 2, Usage: "model calls per job, at most (transport retries aside)"},
+		&cli.Float64Flag{Name: "temperature", Value: 0.7, Usage: "temperature of the first attempt"},
+		&cli.Float64Flag{Name: "temperature-step", Value: 0.2, Usage: "temperature decrease per attempt"},
+		&cli.Float64Flag{Name: "temperature-floor", Value: 0.1, Usage: "lowest temperature"},
+		&cli.StringFlag{Name: "heal-history", Value: "latest", Usage: "latest (only the latest failed output and its diagnostics go back to the model) or all"},
+		&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown to the model per attempt (the rest are counted)"},
+		&cli.DurationFlag{Name: "sim-latency", Value: 100 * time.Millisecond, Usage: "sim: latency of each call"},
+		&cli.Int64Flag{Name: "sim-seed", Value: 1, Usage: "sim: random seed"},
+		&cli.Float64Flag{Name: "sim-fix-rate", Value: -1, Usage: "sim: probability that each field named in the feedback gets fixed (default: the simulator's)"},
+		&cli.Float64Flag{Name: "sim-fault-scale", Value: 1, Usage: "sim: multiplies every fault rate (0: always valid on first pass)"},
+		&cli.StringFlag{Name: "sim-force", Usage: "sim: force a failure class: truncated, grammar, transport, auth, request_error or no_progress"},
+	}
+}
+
+func workerFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, EnvVars: []string{"PIPELINE_CONCURRENCY"}, Value: 16, Usage: "jobs in flight"},
+		&cli.BoolFlag{Name: "until-idle", Usage: "exit once no job is pending or in flight and every outcome is stored"},
+		&cli.DurationFlag{Name: "shutdown-grace", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight jobs may finish before they are handed back to the stream"},
+		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: request-timeout plus a margin; heartbeats keep long calls alive)"},
+		&cli.IntFlag{Name: "max-deliver", Value: 5, Usage: "deliveries of one job before it is dead-lettered"},
+		&cli.BoolFlag{Name: "sink", Value: true, Usage: "run the sink that writes the SQLite index (run it in exactly one process per index)"},
+		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
+		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"PIPELINE_METRICS_ADDR"}, Usage: "serve Prometheus metrics on this address (/metrics), e.g. :9090"},
+	}
+}
+
+func (e *env) runCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run workers (and the sink) on the jobs stream",
+		ArgsUsage: " ",
+		Flags:     flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag()}, logFlags()),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fail(exitUsage, "run takes no arguments, got %q", c.Args().First())
+			}
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return e.serve(ctx, c, nil)
+		},
+	}
+}
+
+// serve wires schemas, model, heal loop, NATS, the index and the workers,
+// and runs them until idle or until ctx is done.
+func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) error {
+	log, err := e.logger(c)
+	if err != nil {
+		return err
+	}
+	reg, err := loadSchemas(c)
+	if err != nil {
+		return err
+	}
+	model, name, breaker, err := e.buildModel(c, log, sim)
+	if err != nil {
+		return err
+	}
+	loop, err := heal.New(model, heal.Config{
+		MaxAttempts:      c.Int("max-attempts"),
+		Temperature:      c.Float64("temperature"),
+		TemperatureStep:  c.Float64("temperature-step"),
+		TemperatureFloor: c.Float64("temperature-floor"),
+		MaxTokens:        c.Int("max-tokens"),
+		History:          heal.History(c.String("heal-history")),
+		MaxDiagnostics:   c.Int("max-diagnostics"),
+		Logger:           log,
+	})
+	if err != nil {
+		return fail(exitUsage, "%w", err)
+	}
+	if c.Int("concurrency") < 1 {
+		return fail(exitUsage, "--concurrency must be at least 1, got %d", c.Int("concurrency"))
+	}
+	if c.Int("max-deliver") < 1 {
+		return fail(exitUsage, "--max-deliver must be at least 1, got %d", c.Int("max-deliver"))
+	}
+
+	var metrics *worker.Metrics
+	if addr := c.String("metrics-addr"); addr != "" {
+		promReg := prometheus.NewRegistry()
+		promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = worker.NewMetrics(promReg)
+		stopMetrics, err := serveMetrics(addr, promReg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	if breaker != nil && metrics != nil {
+		metrics.Breaker.WithLabelValues(name, "open").Set(0)
+	}
+
+	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log})
+	if err != nil {
+		return err
+	}
+	conn, err := e.connect(ctx, c, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	cfg := worker.ServeConfig{
+		Workers: ingest.WorkerConfig{
+			Concurrency:   c.Int("concurrency"),
+			AckWait:       ackWait(c),
+			MaxDeliver:    c.Int("max-deliver"),
+			ShutdownGrace: c.Duration("shutdown-grace"),
+			UntilIdle:     c.Bool("until-idle"),
+			Logger:        log,
+		},
+		Metrics: metrics,
+		Logger:  log,
+	}
+	if breaker != nil {
+		cfg.Workers.Gate = breaker.Wait
+	}
+	if c.Bool("sink") {
+		st, err := openStore(c, true)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		cfg.Store = st
+	}
+	err = worker.Serve(ctx, conn, h, cfg)
+	if err == nil {
+		return nil
+	}
+	if heal.KindOf(err) == heal.KindAuth {
+		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
+	}
+	return withCode(exitRuntime, err)
+}
+
+// ackWait is the server's redelivery timer: a model call may take the whole
+// request timeout, and heartbeats (a third of it) keep longer work alive.
+func ackWait(c *cli.Context) time.Duration {
+	if d := c.Duration("ack-wait"); d > 0 {
+		return d
+	}
+	return max(30*time.Second, c.Duration("request-timeout")/2)
+}
+
+// buildModel makes the model from --model and its flags. Keys come from the
+// environment only, never from flags (flags end up in shell history and ps).
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimConfig) (heal.Model, string, *llm.Breaker, error) {
+	spec := c.String("model")
+	provider, name, err := llm.Parse(spec)
+	if err != nil {
+		return nil, "", nil, fail(exitUsage, "--model %q: %w", spec, err)
+	}
+	cfg := llm.Config{
+		Model:            name,
+		Timeout:          c.Duration("request-timeout"),
+		MaxTokens:        c.Int("max-tokens"),
+		ResponseFormat:   c.String("response-format"),
+		TransportRetries: c.Int("transport-retries"),
+		Logger:           log,
+	}
+	if cfg.TransportRetries == 0 {
+		cfg.TransportRetries = -1 // the flag's 0 means none; the config's 0 means the default
+	}
+	var m heal.Model
+	switch provider {
+	case "sim":
+		sc := llm.DefaultSimConfig()
+		if simDefaults != nil {
+			sc = *simDefaults
+		}
+		if c.IsSet("sim-latency") || simDefaults == nil {
+			sc.Latency = c.Duration("sim-latency")
+		}
+		sc.Seed = c.Int64("sim-seed")
+		if f := c.Float64("sim-fix-rate"); f >= 0 {
+			sc.FixRate = f
+		}
+		scale := c.Float64("sim-fault-scale")
+		sc.FenceRate *= scale
+		sc.ProseRate *= scale
+		sc.TrailingCommaRate *= scale
+		sc.WrongTypeRate *= scale
+		sc.MissingRequiredRate *= scale
+		sc.EnumNearMissRate *= scale
+		sc.Force = c.String("sim-force")
+		if !c.IsSet("model") {
+			fmt.Fprintln(e.stderr, "pipeline: no --model given: using the built-in simulated model (a simulator for demos, rehearsal and load tests, not a real LLM)")
+		}
+		s, err := llm.NewSim(sc)
+		if err != nil {
+			return nil, "", nil, fail(exitUsage, "sim: %w", err)
+		}
+		m = s
+		spec = "sim"
+	case "openai":
+		cfg.KeyEnv = "OPENAI_API_KEY"
+		cfg.APIKey = os.Getenv(cfg.KeyEnv)
+		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("OPENAI_BASE_URL"))
+		o, err := llm.NewOpenAI(cfg)
+		if err != nil {
+			return nil, "", nil, fail(exitUsage, "--model %s: %w", spec, err)
+		}
+		m = o
+	case "anthropic":
+		cfg.KeyEnv = "ANTHROPIC_API_KEY"
+		cfg.APIKey = os.Getenv(cfg.KeyEnv)
+		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("ANTHROPIC_BASE_URL"))
+		a, err := llm.NewAnthropic(cfg)
+		if err != nil {
+			return nil, "", nil, fail(exitUsage, "--model %s: %w", spec, err)
+		}
+		m = a
+	default:
+		return nil, "", nil, fail(exitUsage, "--model %q: unknown provider %q (use openai:<model>, anthropic:<model> or sim)", spec, provider)
+	}
+	b := llm.NewBreaker(m, llm.BreakerConfig{
+		Threshold: c.Int("breaker-threshold"),
+		Cooldown:  c.Duration("breaker-cooldown"),
+		Logger:    log,
+	})
+	return b, spec, b, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fail(exitUsage, "--metrics-addr %q: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx) // best effort on the way out
+	}, nil
+}
+
+var _ = schemas.Load

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/sanitize"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// maxRawInput bounds what sanitize and validate read.
+const maxRawInput = 64 << 20
+
+func (e *env) readAll(c *cli.Context) ([]byte, error) {
+	in, name, err := e.readInput(c)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	b, err := io.ReadAll(io.LimitReader(in, maxRawInput+1))
+	if err != nil {
+		return nil, fail(exitUsage, "reading %s: %w", name, err)
+	}
+	if len(b) > maxRawInput {
+		return nil, fail(exitUsage, "%s is larger than %d MB", name, maxRawInput>>20)
+	}
+	return b, nil
+}
+
+func (e *env) sanitizeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sanitize",
+		Usage: "clean raw model output into JSON (code fences, prose, comments, trailing commas, quotes, ...)",
+		Description: `Prints the cleaned JSON on stdout. --explain prints the stages applied on stderr. It never invents
+data: truncated output and text without JSON are refused.
+Exit codes: 0 cleaned; 1 refused (stderr says "truncated" or "no JSON"); 2 unreadable input.`,
+		ArgsUsage: "[FILE|-]",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "explain", Usage: "print the stages applied on stderr"}},
+		Action: func(c *cli.Context) error {
+			raw, err := e.readAll(c)
+			if err != nil {
+				return err
+			}
+			res, err := sanitize.Clean(raw)
+			if c.Bool("explain") {
+				if len(res.Stages) == 0 && err == nil {
+					fmt.Fprintln(e.stderr, "stages: none (already valid JSON)")
+				} else {
+					fmt.Fprintf(e.stderr, "stages: %s\n", strings.Join(res.Stages, ", "))
+				}
+			}
+			if err != nil {
+				return fail(exitNegative, "refused: %w", err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "%s\n", res.JSON)
+			return err
+		},
+	}
+}
+
+func (e *env) validateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "validate",
+		Usage: "sanitize and validate a raw model output against a schema; print the diagnostics as the model sees them",
+		Description: `Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
+3 the schema cannot be loaded.`,
+		ArgsUsage: "[FILE|-]",
+		Flags: flags([]cli.Flag{schemasFlag(), jsonFlag(),
+			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
+			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
+		}),
+		Action: func(c *cli.Context) error {
+			reg, err := loadSchemas(c)
+			if err != nil {
+				return err
+			}
+			sc, ok := reg.Get(c.String("schema"))
+			if !ok {
+				return fail(exitUsage, "--schema %q: unknown schema (known: %s)", c.String("schema"), strings.Join(reg.IDs(), ", "))
+			}
+			raw, err := e.readAll(c)
+			if err != nil {
+				return err
+			}
+			type verdict struct {
+				Valid       bool                 `json:"valid"`
+				Schema      string               `json:"schema"`
+				Version     string               `json:"version"`
+				Class       string               `json:"class,omitempty"`
+				Error       string               `json:"error,omitempty"`
+				Repairs     []string             `json:"repairs"`
+				Diagnostics []schemas.Diagnostic `json:"diagnostics"`
+				Omitted     int                  `json:"omitted"`
+			}
+			v := verdict{Schema: sc.ID, Version: sc.Version, Diagnostics: []schemas.Diagnostic{}}
+			res, cerr := sanitize.Clean(raw)
+			v.Repairs = append([]string{}, res.Stages...)
+			switch {
+			case errors.Is(cerr, sanitize.ErrTruncated):
+				v.Class, v.Error = "truncated", cerr.Error()
+			case cerr != nil:
+				v.Class, v.Error = "grammar", cerr.Error()
+			default:
+				ds, omitted, err := sc.Validate(res.JSON, c.Int("max-diagnostics"))
+				if err != nil {
+					v.Class, v.Error = "grammar", err.Error()
+				} else {
+					v.Diagnostics, v.Omitted = append(v.Diagnostics, ds...), omitted
+					v.Valid = len(ds) == 0
+					if !v.Valid {
+						v.Class = "schema"
+					}
+				}
+			}
+			if c.Bool("json") {
+				if err := json.NewEncoder(e.stdout).Encode(v); err != nil {
+					return err
+				}
+			} else {
+				if len(v.Repairs) > 0 {
+					fmt.Fprintf(e.stderr, "repairs: %s\n", strings.Join(v.Repairs, ", "))
+				}
+				switch {
+				case v.Valid:
+					fmt.Fprintf(e.stdout, "valid against %s@%s\n", sc.ID, sc.Version)
+				case v.Error != "":
+					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, v.Error)
+				default:
+					fmt.Fprintln(e.stdout, schemas.Lines(v.Diagnostics, v.Omitted))
+				}
+			}
+			if !v.Valid {
+				return &exitError{code: exitNegative, err: fmt.Errorf("invalid against %s (%s)", sc.ID, v.Class)}
+			}
+			return nil
+		},
+	}
+}
+
+func (e *env) schemasCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schemas",
+		Usage: "list the schemas, or lint them for contradictions no output can satisfy",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list schema ids with their version hash and file",
+				ArgsUsage: " ",
+				Flags:     []cli.Flag{schemasFlag(), jsonFlag()},
+				Action: func(c *cli.Context) error {
+					reg, err := loadSchemas(c)
+					if err != nil {
+						return err
+					}
+					for _, id := range reg.IDs() {
+						s, _ := reg.Get(id)
+						if c.Bool("json") {
+							b, _ := json.Marshal(map[string]string{"id": s.ID, "version": s.Version, "file": s.File})
+							fmt.Fprintf(e.stdout, "%s\n", b)
+						} else {
+							fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", s.ID, s.Version, s.File)
+						}
+					}
+					return nil
+				},
+			},
+			{
+				Name:  "lint",
+				Usage: "check schemas for contradictions (minimum > maximum, empty enum, a required property forbidden, ...)",
+				Description: `DIR defaults to --schemas (or the built-in examples). A schema that does not even compile is
+reported too. Exit 1 when there are findings.`,
+				ArgsUsage: "[DIR]",
+				Flags:     []cli.Flag{schemasFlag(), jsonFlag()},
+				Action: func(c *cli.Context) error {
+					dir := c.String("schemas")
+					if c.NArg() > 1 {
+						return fail(exitUsage, "lint takes at most one DIR")
+					}
+					if c.NArg() == 1 {
+						dir = c.Args().First()
+					}
+					findings, err := schemas.LintDir(dir)
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					for _, f := range findings {
+						if c.Bool("json") {
+							b, _ := json.Marshal(f)
+							fmt.Fprintf(e.stdout, "%s\n", b)
+							continue
+						}
+						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", firstNonEmpty(f.File, f.Schema), "#", f.Path, f.Rule, f.Message, f.Suggestion)
+					}
+					if len(findings) > 0 {
+						return fail(exitNegative, "%d findings", len(findings))
+					}
+					if !c.Bool("json") {
+						fmt.Fprintln(e.stdout, "no findings")
+					}
+					return nil
+				},
+			},
+		},
+	}
+}
