@@ -247,13 +247,18 @@ func fromText(text []byte, base int) (repaired, error) {
 	if c == '\\' && start+1 < len(text) && text[start+1] == '"' {
 		return repaired{}, p.fail(ErrNoJSON, "escaped string, no object or array")
 	}
-	// Prose: try the objects and arrays in it, first to last.
+	// Prose: try the objects and arrays in it, first to last, bare words
+	// not allowed as values (they are prose); then the first one leniently.
 	var firstErr error
+	first := -1
 	from := start
 	for tries := 0; tries < maxCandidates; tries++ {
 		i := indexAnyFrom(text, from, "{[")
 		if i < 0 {
 			break
+		}
+		if first < 0 {
+			first = i
 		}
 		q := parser{in: text, base: base, words: false, stages: p.stages | sProse}
 		r, err := q.value(i)
@@ -265,20 +270,17 @@ func fromText(text []byte, base int) (repaired, error) {
 		}
 		if firstErr == nil {
 			firstErr = err
-			// bare words inside the first candidate: give it one lenient try
-			q = parser{in: text, base: base, words: true, stages: p.stages | sProse}
-			if r, err := q.value(i); err == nil {
-				return r, nil
-			} else if errors.Is(err, ErrTruncated) {
-				return repaired{}, err
-			}
 		}
 		from = i + 1
 	}
-	if firstErr != nil {
-		return repaired{}, firstErr
+	if first < 0 {
+		return repaired{}, p.fail(ErrNoJSON, "no object or array in the text")
 	}
-	return repaired{}, p.fail(ErrNoJSON, "no object or array in the text")
+	q := parser{in: text, base: base, words: true, stages: p.stages | sProse}
+	if r, err := q.value(first); err == nil || errors.Is(err, ErrTruncated) {
+		return r, err
+	}
+	return repaired{}, firstErr
 }
 
 func indexAnyFrom(b []byte, from int, chars string) int {

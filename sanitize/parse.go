@@ -655,7 +655,8 @@ func (p *parser) endsString(i int, isKey bool) bool {
 		switch p.in[i] {
 		case '}', ']':
 			return true
-		case '"', ',', ':', '\n', '{', '[':
+		case '"', '\'', '`', 0xC2, 0xE2, 0xEF, ',', ':', '\n', '{', '[':
+			// stopping at every possible quote keeps the scans disjoint
 			return false
 		}
 	}
@@ -677,7 +678,7 @@ func (p *parser) textThenQuote(i int) bool {
 		case '"':
 			// hah" ends a string; COMMENT "key" starts one
 			return i > start && p.in[i-1] != ' ' && p.in[i-1] != '\t'
-		case ',', ':', '{', '}', '[', ']', '\n', '\r', '\'':
+		case ',', ':', '{', '}', '[', ']', '\n', '\r', '\'', '`', 0xC2, 0xE2, 0xEF:
 			return false
 		}
 	}
@@ -834,7 +835,10 @@ func (p *parser) parseNumber() error {
 	}
 	// not a number: a bare token holding digits (0789, 2024-10-18T..., 1/3)
 	// becomes a string with its spelling kept.
-	if p.words && (intDigits > 0 || p.in[start] == '-' && start+1 < len(p.in) && isWordByte(p.in[start+1]) && !isDigit(p.in[start+1])) {
+	continues := !isDelim(p.in[i]) && !isCommentStart(p.in, i) && p.in[i] != '"'
+	leadingZero := intDigits > 1 && p.in[intStart] == '0'
+	negWord := p.in[start] == '-' && start+1 < len(p.in) && isWordByte(p.in[start+1]) && !isDigit(p.in[start+1])
+	if p.words && (intDigits > 0 && (continues || leadingZero) || negWord) {
 		p.pos = start
 		return p.parseUnquoted()
 	}
@@ -880,6 +884,9 @@ func (p *parser) parseWord(neg bool) error {
 			j++
 		}
 		if j < len(p.in) && p.in[j] == '(' && !neg {
+			if err := p.push(); err != nil {
+				return err
+			}
 			p.stages |= sFunctionCalls
 			p.pos = j + 1
 			p.inCall++
@@ -895,6 +902,7 @@ func (p *parser) parseWord(neg bool) error {
 				return p.invalid("expected ')'")
 			}
 			p.pos++
+			p.depth--
 			return nil
 		}
 	}
