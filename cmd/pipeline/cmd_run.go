@@ -216,12 +216,12 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimC
 			sc.FixRate = f
 		}
 		scale := c.Float64("sim-fault-scale")
-		sc.FenceRate *= scale
-		sc.ProseRate *= scale
-		sc.TrailingCommaRate *= scale
-		sc.WrongTypeRate *= scale
-		sc.MissingRequiredRate *= scale
-		sc.EnumNearMissRate *= scale
+		if scale < 0 {
+			return nil, "", nil, fail(exitUsage, "--sim-fault-scale must be >= 0, got %g", scale)
+		}
+		for _, r := range []*float64{&sc.FenceRate, &sc.ProseRate, &sc.TrailingCommaRate, &sc.WrongTypeRate, &sc.MissingRequiredRate, &sc.EnumNearMissRate} {
+			*r = min(1, *r*scale)
+		}
 		sc.Force = c.String("sim-force")
 		if !c.IsSet("model") {
 			fmt.Fprintln(e.stderr, "pipeline: no --model given: using the built-in simulated model (a simulator for demos, rehearsal and load tests, not a real LLM)")

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// openAIServer answers chat completions in the OpenAI wire format with the
+// given contents in turn (the last one repeats), and records the requests.
+type openAIServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	status   int
+	answers  []string
+	requests []map[string]any
+	auth     []string
+}
+
+func newOpenAIServer(t *testing.T, status int, answers ...string) *openAIServer {
+	t.Helper()
+	s := &openAIServer{status: status, answers: answers}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *openAIServer) handle(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req map[string]any
+	_ = json.Unmarshal(body, &req)
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.auth = append(s.auth, r.Header.Get("Authorization"))
+	n := len(s.requests)
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path != "/v1/chat/completions" {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	if s.status != http.StatusOK {
+		w.WriteHeader(s.status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+		return
+	}
+	content := s.answers[min(n, len(s.answers))-1]
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "model": req["model"],
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": content}}},
+		"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
+	})
+}
+
+func (s *openAIServer) calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.requests)
+}
+
+// TestRunAgainstOpenAICompatibleServer runs one job through `pipeline run
+// --model openai:...` against a local server: the first answer is fenced and
+// misses a required field, the second is right. The second request must
+// carry the task, the previous output and the failing path.
+func TestRunAgainstOpenAICompatibleServer(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-secret-123")
+	first := "Sure! Here it is:\n```json\n{\"subject\": \"Cannot log in\", \"priority\": \"high\", \"category\": \"account\",}\n```"
+	second := `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana Lima", "email": "ana@example.com"}}`
+	srv := newOpenAIServer(t, http.StatusOK, first, second)
+	dir := t.TempDir()
+
+	job := `{"id":"t-1","schema":"ticket","input":"From: Ana Lima <ana@example.com>\nI cannot log in."}` + "\n"
+	mustCLI(t, job, "submit", "--data-dir", dir, "-")
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:test-model",
+		"--llm-url", srv.URL+"/v1", "--log-level", "debug")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	if strings.Contains(errs, "sk-test-secret-123") {
+		t.Errorf("the API key reached the logs")
+	}
+	if srv.calls() != 2 {
+		t.Fatalf("%d model calls, want 2", srv.calls())
+	}
+	if srv.auth[0] != "Bearer sk-test-secret-123" {
+		t.Errorf("Authorization %q, want the bearer key", srv.auth[0])
+	}
+	req := srv.requests[1]
+	if req["model"] != "test-model" {
+		t.Errorf("model %v, want test-model", req["model"])
+	}
+	if t1, t2 := srv.requests[0]["temperature"], req["temperature"]; t1 != 0.7 || t2 != 0.5 {
+		t.Errorf("temperatures %v, %v; want 0.7, 0.5", t1, t2)
+	}
+	msgs := req["messages"].([]any)
+	var roles []string
+	var all strings.Builder
+	for _, m := range msgs {
+		mm := m.(map[string]any)
+		roles = append(roles, mm["role"].(string))
+		all.WriteString(mm["content"].(string))
+	}
+	if got := strings.Join(roles, ","); got != "system,user,assistant,user" {
+		t.Errorf("second request roles %s, want system,user,assistant,user", got)
+	}
+	for _, want := range []string{"I cannot log in.", `"priority": "high"`, "/customer"} {
+		if !strings.Contains(all.String(), want) {
+			t.Errorf("second request lacks %q", want)
+		}
+	}
+
+	results := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dir))
+	if len(results) != 1 || results[0]["attempts"].(float64) != 2 {
+		t.Fatalf("results %v: want one result after 2 attempts", results)
+	}
+	data := results[0]["data"].(map[string]any)
+	if data["customer"].(map[string]any)["email"] != "ana@example.com" {
+		t.Errorf("result data %v", data)
+	}
+}
+
+// TestRunStopsOnAuthFailure: a 401 stops the worker with exit code 4, one
+// clear error naming the provider and the key's variable, and no job is
+// dead-lettered for it.
+func TestRunStopsOnAuthFailure(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-wrong-key-456")
+	srv := newOpenAIServer(t, http.StatusUnauthorized)
+	dir := t.TempDir()
+	file, _ := jobsFile(t, 5)
+	mustCLI(t, "", "submit", "--data-dir", dir, file)
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1", "--concurrency", "1")
+	if code != exitAuth {
+		t.Fatalf("exit %d, want %d\n%s", code, exitAuth, errs)
+	}
+	for _, want := range []string{"openai", "auth", "OPENAI_API_KEY"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("error %q lacks %q", errs, want)
+		}
+	}
+	if strings.Contains(errs, "sk-wrong-key-456") {
+		t.Errorf("the API key reached stderr")
+	}
+	if srv.calls() != 1 {
+		t.Errorf("%d calls after a 401, want 1 (no retry, stop taking jobs)", srv.calls())
+	}
+	if dead := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dir, "--json")); len(dead) != 0 {
+		t.Errorf("%d jobs dead-lettered for an auth failure, want 0", len(dead))
+	}
+}
