@@ -132,7 +132,7 @@ type Outcome struct {
 // Handler processes one job. It must not Ack or Nak: the runtime does, from
 // the Outcome. A panic in Handle is recovered by the runtime and turned into
 // an ActionRetry (and on the last delivery, the runtime calls Handle again
-// with... see README: it dead-letters via the handler's Orphan path).
+// with Delivery.Orphan set: the handler dead-letters it; see the package doc).
 type Handler interface {
 	Handle(ctx context.Context, d *Delivery) Outcome
 }
@@ -182,6 +182,6 @@ type SinkMsg struct {
 type SinkConfig struct {
 	Batch     int           // messages per write (default 500)
 	MaxWait   time.Duration // longest a message waits for its batch (default 100ms)
-	UntilIdle bool          // return once both streams are fully consumed and Idle() was observed... see README
+	UntilIdle bool          // return once both sink consumers show nothing pending or unacked, twice in a row
 	Logger    *slog.Logger
 }
