@@ -24,12 +24,13 @@ func benchDoc(n int) string {
 	return b.String()
 }
 
-// damaged turns a clean document into what a chatty model emits: prose,
-// a fence, trailing commas.
+// damaged turns a clean document into what a chatty model emits: a fence,
+// trailing commas, prose after it. (Prose before the fence would make
+// kaptinlin fail fast with an error instead of repairing: no comparison.)
 func damaged(doc string) string {
 	doc = strings.ReplaceAll(doc, `}, {`, `,}, {`)
 	doc = strings.Replace(doc, `], "total"`, `,], "total"`, 1)
-	return "Sure! Here is the extracted invoice:\n```json\n" + doc + "\n```\nLet me know if you need anything else."
+	return "```json\n" + doc + "\n```\nLet me know if you need anything else."
 }
 
 var benchInputs = func() []struct{ name, in string } {

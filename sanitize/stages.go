@@ -1,5 +1,7 @@
 package sanitize
 
+import "math/bits"
+
 // Stage names, as recorded in Result.Stages. They are stable: the report counts
 // them per schema and per model. Result.Stages lists them in this order.
 const (
@@ -72,7 +74,7 @@ func stageList(mask uint32) []string {
 	if mask == 0 {
 		return nil
 	}
-	var out []string
+	out := make([]string, 0, bits.OnesCount32(mask))
 	for i, name := range stageNames {
 		if mask&(1<<uint(i)) != 0 {
 			out = append(out, name)
