@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InFlight:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_jobs_in_flight", Help: "Jobs being worked on."}),
 		Pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_pending", Help: "Jobs waiting in the stream for the workers' consumer."}),
 		AckPending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_ack_pending", Help: "Jobs delivered and not yet acknowledged."}),
-		Breaker:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pipeline_breaker_open", Help: "1 while the model's circuit breaker is open or half-open."}, []string{"provider", "state"}),
+		Breaker:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pipeline_breaker_state", Help: "1 for the model circuit breaker's current state (closed, open, half-open), 0 for the others."}, []string{"provider", "state"}),
 		DLQRows:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_dlq_rows", Help: "Dead letters in the index."}),
 		RetentionTrim: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_dlq_retention_trimmed_total", Help: "Dead letters removed by retention."}),
 	}
@@ -109,4 +109,18 @@ func metricSchema(id string, reg *schemas.Registry) string {
 		return id
 	}
 	return "_unknown"
+}
+
+// SetBreaker records the circuit breaker's state; safe on a nil Metrics.
+func (m *Metrics) SetBreaker(provider, state string) {
+	if m == nil {
+		return
+	}
+	for _, s := range []string{"closed", "open", "half-open"} {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.Breaker.WithLabelValues(provider, s).Set(v)
+	}
 }

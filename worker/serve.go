@@ -22,8 +22,16 @@ type ServeConfig struct {
 	// SinkFlush bounds how long, after the workers stop, the sink may take
 	// to store what they published (default 30s).
 	SinkFlush time.Duration
-	Metrics   *Metrics
-	Logger    *slog.Logger
+	// NoWorkers runs the sink alone (one process per index on a cluster).
+	NoWorkers bool
+	// RetainMaxAge and RetainMaxRows bound the index (0: unbounded). A
+	// retention pass runs at start and every RetainEvery (default 10m); it
+	// logs a warning and counts the rows in a metric before deleting them.
+	RetainMaxAge  time.Duration
+	RetainMaxRows int
+	RetainEvery   time.Duration
+	Metrics       *Metrics
+	Logger        *slog.Logger
 }
 
 // Serve runs the workers and, with a Store, the sink, until ctx is done or,
@@ -51,8 +59,17 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	if cfg.Metrics != nil {
 		go pollPending(sinkCtx, conn, cfg.Store, cfg.Metrics, log)
 	}
+	if cfg.Store != nil && (cfg.RetainMaxAge > 0 || cfg.RetainMaxRows > 0) {
+		go retain(sinkCtx, cfg, log)
+	}
 
-	werr := conn.RunWorkers(ctx, cfg.Workers, h)
+	var werr error
+	switch {
+	case !cfg.NoWorkers:
+		werr = conn.RunWorkers(ctx, cfg.Workers, h)
+	case !cfg.Workers.UntilIdle:
+		<-ctx.Done()
+	}
 
 	if cfg.Store != nil {
 		// Let the sink catch up with what the workers published, bounded.
@@ -117,4 +134,46 @@ func pollPending(ctx context.Context, conn *ingest.Conn, st *dlq.Store, m *Metri
 			}
 		}
 	}
+}
+
+// retain runs retention passes until ctx is done. Nothing is trimmed
+// silently: every pass that deletes warns with the counts first and adds
+// them to the retention metric.
+func retain(ctx context.Context, cfg ServeConfig, log *slog.Logger) {
+	every := cfg.RetainEvery
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := RetainOnce(ctx, cfg.Store, cfg.RetainMaxAge, cfg.RetainMaxRows, cfg.Metrics, log); err != nil && ctx.Err() == nil {
+			log.Error("dead-letter retention", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RetainOnce plans one retention pass, warns and meters what it will
+// delete, then deletes it.
+func RetainOnce(ctx context.Context, st *dlq.Store, maxAge time.Duration, maxRows int, m *Metrics, log *slog.Logger) error {
+	plan, err := st.Retain(ctx, maxAge, maxRows)
+	if err != nil {
+		return err
+	}
+	if plan.Empty() {
+		return nil
+	}
+	log.Warn("retention: deleting outcomes from the index (the streams keep their copies)",
+		"dead_letters", len(plan.DeadLetters), "succeeded", plan.Succeeded,
+		"by_age", plan.ByAge, "by_rows", plan.ByRows, "max_age", maxAge, "max_rows", maxRows)
+	if m != nil {
+		m.RetentionTrim.Add(float64(len(plan.DeadLetters)))
+	}
+	_, err = st.Apply(ctx, plan)
+	return err
 }

@@ -52,13 +52,15 @@ func modelFlags() []cli.Flag {
 
 func workerFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, EnvVars: []string{"PIPELINE_CONCURRENCY"}, Value: 16, Usage: "jobs in flight"},
+		&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, EnvVars: []string{"PIPELINE_CONCURRENCY"}, Value: 16, Usage: "jobs in flight (0: no workers, run the sink alone)"},
 		&cli.BoolFlag{Name: "until-idle", Usage: "exit once no job is pending or in flight and every outcome is stored"},
 		&cli.DurationFlag{Name: "shutdown-grace", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight jobs may finish before they are handed back to the stream"},
 		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: request-timeout plus a margin; heartbeats keep long calls alive)"},
 		&cli.IntFlag{Name: "max-deliver", Value: 5, Usage: "deliveries of one job before it is dead-lettered"},
 		&cli.BoolFlag{Name: "sink", Value: true, Usage: "run the sink that writes the SQLite index (run it in exactly one process per index)"},
 		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
+		&cli.DurationFlag{Name: "dlq-max-age", Usage: "retention: delete outcomes older than this from the index (0: keep; a warning and a metric come first)"},
+		&cli.IntFlag{Name: "dlq-max-rows", Usage: "retention: keep at most this many dead letters in the index, the newest (0: all)"},
 		&cli.StringFlag{Name: "metrics-addr", EnvVars: []string{"PIPELINE_METRICS_ADDR"}, Usage: "serve Prometheus metrics on this address (/metrics), e.g. :9090"},
 	}
 }
@@ -91,7 +93,18 @@ func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) err
 	if err != nil {
 		return err
 	}
-	model, name, breaker, err := e.buildModel(c, log, sim)
+	var metrics *worker.Metrics
+	if addr := c.String("metrics-addr"); addr != "" {
+		promReg := prometheus.NewRegistry()
+		promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = worker.NewMetrics(promReg)
+		stopMetrics, err := serveMetrics(addr, promReg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	model, name, breaker, err := e.buildModel(c, log, sim, metrics)
 	if err != nil {
 		return err
 	}
@@ -108,26 +121,14 @@ func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) err
 	if err != nil {
 		return fail(exitUsage, "%w", err)
 	}
-	if c.Int("concurrency") < 1 {
-		return fail(exitUsage, "--concurrency must be at least 1, got %d", c.Int("concurrency"))
+	if c.Int("concurrency") < 0 {
+		return fail(exitUsage, "--concurrency must be at least 0, got %d", c.Int("concurrency"))
+	}
+	if c.Int("concurrency") == 0 && !c.Bool("sink") {
+		return fail(exitUsage, "--concurrency 0 with --sink=false would do nothing")
 	}
 	if c.Int("max-deliver") < 1 {
 		return fail(exitUsage, "--max-deliver must be at least 1, got %d", c.Int("max-deliver"))
-	}
-
-	var metrics *worker.Metrics
-	if addr := c.String("metrics-addr"); addr != "" {
-		promReg := prometheus.NewRegistry()
-		promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		metrics = worker.NewMetrics(promReg)
-		stopMetrics, err := serveMetrics(addr, promReg, log)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
-	}
-	if breaker != nil && metrics != nil {
-		metrics.Breaker.WithLabelValues(name, "open").Set(0)
 	}
 
 	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log})
@@ -149,8 +150,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) err
 			UntilIdle:     c.Bool("until-idle"),
 			Logger:        log,
 		},
-		Metrics: metrics,
-		Logger:  log,
+		NoWorkers:     c.Int("concurrency") == 0,
+		RetainMaxAge:  c.Duration("dlq-max-age"),
+		RetainMaxRows: c.Int("dlq-max-rows"),
+		Metrics:       metrics,
+		Logger:        log,
 	}
 	if breaker != nil {
 		cfg.Workers.Gate = breaker.Wait
@@ -184,7 +188,7 @@ func ackWait(c *cli.Context) time.Duration {
 
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimConfig) (heal.Model, string, *llm.Breaker, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimConfig, metrics *worker.Metrics) (heal.Model, string, *llm.Breaker, error) {
 	spec := c.String("model")
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
@@ -257,7 +261,17 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimC
 		Threshold: c.Int("breaker-threshold"),
 		Cooldown:  c.Duration("breaker-cooldown"),
 		Logger:    log,
+		OnState: func(state string) {
+			// Runs under the breaker's lock: log and set a gauge, nothing more.
+			if state == llm.StateClosed {
+				log.Warn("model circuit breaker closed: taking jobs again", "provider", provider)
+			} else {
+				log.Warn("model circuit breaker "+state+": not taking jobs", "provider", provider, "cooldown", c.Duration("breaker-cooldown"))
+			}
+			metrics.SetBreaker(provider, state)
+		},
 	})
+	metrics.SetBreaker(provider, llm.StateClosed)
 	return b, spec, b, nil
 }
 
