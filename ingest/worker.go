@@ -134,6 +134,10 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 	stopLoops()
 	bg.Wait()
 	r.drain(cancelHandlers)
+	// Acks and naks are fire-and-forget: make sure they left.
+	if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
+		log.Warn("flushing acks on return", "err", err)
+	}
 	if runErr != nil {
 		return runErr
 	}

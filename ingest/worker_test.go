@@ -84,11 +84,13 @@ func TestRunWorkersOutcomes(t *testing.T) {
 	if len(bad) != 1 || !strings.HasPrefix(bad[0].MsgID, StreamJobs+"-") {
 		t.Errorf("invalid message dead letter = %+v; want one with a stream-sequence id", bad)
 	}
-	p, err := c.Pending(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Jobs != 0 || p.Pending != 0 || p.AckPending != 0 || p.Results != 30 || p.DeadLetters != 11 {
+	var p PendingInfo
+	eventually(t, 5*time.Second, "queue emptied", func() bool {
+		var err error
+		p, err = c.Pending(t.Context())
+		return err == nil && p.Jobs == 0 && p.AckPending == 0
+	})
+	if p.Pending != 0 || p.Results != 30 || p.DeadLetters != 11 {
 		t.Errorf("Pending = %+v after run", p)
 	}
 }
@@ -183,9 +185,10 @@ func TestRunWorkersRetryAndLastDelivery(t *testing.T) {
 			if (len(dlq) == 1) != (tc.succeedOn == 0) {
 				t.Errorf("dead-lettered = %v, want %v", len(dlq) == 1, tc.succeedOn == 0)
 			}
-			if p, _ := c.Pending(t.Context()); p.Jobs != 0 {
-				t.Errorf("work queue still holds %d jobs", p.Jobs)
-			}
+			eventually(t, 5*time.Second, "work queue emptied", func() bool {
+				p, err := c.Pending(t.Context())
+				return err == nil && p.Jobs == 0
+			})
 		})
 	}
 }
@@ -259,12 +262,15 @@ func TestRunWorkersStop(t *testing.T) {
 	if dlq := readAll(t, c, StreamDLQ, ""); len(dlq) != 0 {
 		t.Errorf("stop dead-lettered %d jobs", len(dlq))
 	}
-	p, err := c.Pending(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The stopping job and those after it stay in the queue.
-	if p.Jobs != 5-p.Results || p.Jobs < 1 {
+	// The stopping job and those after it stay in the queue; the others
+	// are acked (acks are processed by the server asynchronously).
+	var p PendingInfo
+	eventually(t, 5*time.Second, "stored jobs acked", func() bool {
+		var err error
+		p, err = c.Pending(t.Context())
+		return err == nil && p.Jobs == 5-p.Results
+	})
+	if p.Jobs < 1 || p.Results > 4 {
 		t.Errorf("after stop: %+v", p)
 	}
 }
