@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -371,11 +372,8 @@ func (e *env) printTranscript(o dlq.Outcome) {
 		}
 		fmt.Fprintf(w, "%s:\n", a.Class)
 		for _, d := range a.Diagnostics {
-			line := fmt.Sprintf("  - %s [%s] %s", displayPath(d.Path), d.Keyword, d.Message)
-			if d.Received != "" {
-				line += ", got " + d.Received
-			}
-			fmt.Fprintln(w, line)
+			sd := schemas.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
+			fmt.Fprintf(w, "  %s  [%s]\n", sd.Line(), d.Keyword)
 		}
 		if a.DiagnosticsOmitted > 0 {
 			fmt.Fprintf(w, "  ... and %d more\n", a.DiagnosticsOmitted)
@@ -384,13 +382,6 @@ func (e *env) printTranscript(o dlq.Outcome) {
 	if len(o.Data) > 0 {
 		fmt.Fprintf(w, "\n── data ──\n%s\n", indentJSON(o.Data))
 	}
-}
-
-func displayPath(p string) string {
-	if p == "" {
-		return "(root)"
-	}
-	return p
 }
 
 // indentJSON pretty-prints JSON for a terminal, keeping key order.
