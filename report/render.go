@@ -15,8 +15,8 @@ import (
 // ErrFormat is returned by Render for an unknown format.
 var ErrFormat = errors.New("report: unknown format")
 
-// Formats lists what Render accepts.
-var Formats = []string{"table", "json", "markdown", "html"}
+// Formats returns the formats Render accepts.
+func Formats() []string { return []string{"table", "json", "markdown", "html"} }
 
 // Render writes the report as "table" (a terminal), "json" (stable, see the
 // package doc), "markdown" or "html" (one self-contained file: inline CSS
@@ -36,7 +36,7 @@ func (r *Report) Render(w io.Writer, format string) error {
 	case "html":
 		err = r.html(w)
 	default:
-		return fmt.Errorf("%w %q (want one of %s)", ErrFormat, format, strings.Join(Formats, ", "))
+		return fmt.Errorf("%w %q (want one of %s)", ErrFormat, format, strings.Join(Formats(), ", "))
 	}
 	if err != nil {
 		return fmt.Errorf("rendering the report as %s: %w", format, err)

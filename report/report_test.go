@@ -429,7 +429,7 @@ func TestEmptyStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range Formats {
+	for _, f := range Formats() {
 		var buf bytes.Buffer
 		if err := r.Render(&buf, f); err != nil {
 			t.Errorf("%s: %v", f, err)
