@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -117,8 +114,7 @@ func (e *env) dlqCommand() *cli.Command {
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}
-					e.printTranscript(o)
-					return nil
+					return dlq.WriteTranscript(e.stdout, o)
 				},
 			},
 			e.replayCommand(),
@@ -337,64 +333,6 @@ func replayOne(ctx context.Context, conn *ingest.Conn, st *dlq.Store, en dlq.Ent
 		return fmt.Errorf("published, but marking the dead letter replayed failed: %w", err)
 	}
 	return nil
-}
-
-func (e *env) printTranscript(o dlq.Outcome) {
-	w := e.stdout
-	fmt.Fprintf(w, "job %s  schema %s@%s  run %d  model %s\n", o.JobID, o.Schema, o.SchemaVersion, o.Run, o.Model)
-	fmt.Fprintf(w, "status %s", o.Status)
-	if o.Class != "" {
-		fmt.Fprintf(w, "  class %s", o.Class)
-	}
-	fmt.Fprintf(w, "  attempts %d  deliveries %d  %s → %s\n", o.Attempts, o.Deliveries,
-		o.StartedAt.Local().Format(time.DateTime), o.FinishedAt.Local().Format(time.DateTime))
-	if o.Reason != "" {
-		fmt.Fprintf(w, "reason: %s\n", o.Reason)
-	}
-	if o.Hint != "" {
-		fmt.Fprintf(w, "hint:   %s\n", o.Hint)
-	}
-	fmt.Fprintf(w, "\n── job ──\n%s\n", indentJSON(o.Job))
-	for _, a := range o.Trace {
-		fmt.Fprintf(w, "\n── attempt %d  temperature %.2f  finish %s  tokens %d+%d  %dms", a.N, a.Temperature, a.FinishReason,
-			a.PromptTokens, a.CompletionTokens, a.LatencyMS)
-		if a.TransportRetries > 0 {
-			fmt.Fprintf(w, "  transport retries %d", a.TransportRetries)
-		}
-		fmt.Fprintln(w, " ──")
-		if len(a.Repairs) > 0 {
-			fmt.Fprintf(w, "repairs: %s\n", strings.Join(a.Repairs, ", "))
-		}
-		fmt.Fprintf(w, "output:\n%s\n", indent(a.Raw))
-		if a.Class == "" {
-			fmt.Fprintln(w, "valid")
-			continue
-		}
-		fmt.Fprintf(w, "%s:\n", a.Class)
-		for _, d := range a.Diagnostics {
-			sd := schemas.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
-			fmt.Fprintf(w, "  %s  [%s]\n", sd.Line(), d.Keyword)
-		}
-		if a.DiagnosticsOmitted > 0 {
-			fmt.Fprintf(w, "  ... and %d more\n", a.DiagnosticsOmitted)
-		}
-	}
-	if len(o.Data) > 0 {
-		fmt.Fprintf(w, "\n── data ──\n%s\n", indentJSON(o.Data))
-	}
-}
-
-// indentJSON pretty-prints JSON for a terminal, keeping key order.
-func indentJSON(b json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, b, "  ", "  "); err != nil {
-		return "  " + string(b)
-	}
-	return "  " + buf.String()
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
 }
 
 func truncate(s string, n int) string {
