@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/examples"
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/worker"
+)
+
+// benchSchema is the built-in schema every case extracts (about 2.9 KB).
+const benchSchema = "invoice"
+
+// caseSpec is what one child process measures.
+type caseSpec struct {
+	Kind    string        // sim, http, raw
+	K       int           // jobs in flight
+	Jobs    int           // jobs submitted
+	Latency time.Duration // model latency (sim); the server's (http, informational)
+	LLMURL  string        // http: the OpenAI-compatible base URL
+	// SampleEvery > 0 samples published outcomes against indexed ones.
+	SampleEvery time.Duration
+	CPUProfile  string
+	MemProfile  string
+	// ResultBytes: raw only, the result size to mirror (the jobs are the
+	// same bytes as the pipeline's).
+	ResultBytes int
+}
+
+// caseResult is what a child reports (one JSON line on stdout).
+type caseResult struct {
+	Section string  `json:"section"`
+	Name    string  `json:"name"`
+	Kind    string  `json:"kind"`
+	K       int     `json:"k"`
+	Jobs    int     `json:"jobs"`
+	Latency float64 `json:"latency_s"`
+	// Seconds is from the workers' start to the last outcome stored in its
+	// stream; Wall adds the until-idle detection and the sink's flush.
+	Seconds    float64 `json:"seconds"`
+	Wall       float64 `json:"wall_s"`
+	JobsPerSec float64 `json:"jobs_per_s"`
+	Ideal      float64 `json:"ideal_jobs_per_s,omitempty"`
+	Efficiency float64 `json:"efficiency,omitempty"`
+	// MeanInFlight is the mean number of jobs inside the handler (model
+	// call, sanitize, validate) over the run: K when no slot ever waits.
+	MeanInFlight float64 `json:"mean_in_flight,omitempty"`
+	CPUSeconds   float64 `json:"cpu_s"`
+	CPUPerJob    float64 `json:"cpu_s_per_job"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	// Server* are the HTTP model server's (a separate process).
+	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
+	ServerRSSMB      float64 `json:"server_rss_mb,omitempty"`
+	// SinkLag is the longest an outcome stored in RESULTS/DLQ waited to be
+	// counted in the SQLite index (-1: not measured).
+	SinkLag      float64 `json:"sink_lag_s"`
+	Succeeded    int     `json:"succeeded"`
+	DeadLettered int     `json:"dead_lettered"`
+	Indexed      int     `json:"indexed"`
+	JobBytes     int     `json:"job_bytes"`
+	ResultBytes  int     `json:"result_bytes"`
+	Err          string  `json:"error,omitempty"`
+}
+
+// benchJobs returns n invoice jobs cycling over the example inputs, with
+// their exact JSON and their mean size.
+func benchJobs(n int) ([]ingest.SubmitItem, int, error) {
+	var inputs []ingest.Job
+	sc := bufio.NewScanner(bytes.NewReader(examples.Jobs()))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		j, err := ingest.ParseJob(sc.Bytes())
+		if err == nil && j.Schema == benchSchema {
+			inputs = append(inputs, j)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, 0, fmt.Errorf("reading example jobs: %w", err)
+	}
+	if len(inputs) == 0 {
+		return nil, 0, errors.New("no example invoice jobs")
+	}
+	items := make([]ingest.SubmitItem, n)
+	total := 0
+	for i := range items {
+		src := inputs[i%len(inputs)]
+		j := ingest.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: benchSchema, Input: src.Input, Instructions: src.Instructions}
+		data, err := json.Marshal(j)
+		if err != nil {
+			return nil, 0, fmt.Errorf("encoding job: %w", err)
+		}
+		items[i] = ingest.SubmitItem{Data: data, Schema: benchSchema, MsgID: j.ID}
+		total += len(data)
+	}
+	return items, total / max(n, 1), nil
+}
+
+// buildModel mirrors cmd/pipeline's buildModel for the two providers the
+// bench uses: the simulator with every fault rate at 0 (one attempt per
+// job), or the OpenAI client with its own tuned HTTP transport; both behind
+// the breaker, as `pipeline run` does.
+func buildModel(spec caseSpec, log *slog.Logger) (heal.Model, string, *llm.Breaker, error) {
+	var m heal.Model
+	name := "sim"
+	switch spec.Kind {
+	case "sim":
+		sc := llm.DefaultSimConfig()
+		sc.Latency = spec.Latency
+		sc.FenceRate, sc.ProseRate, sc.TrailingCommaRate = 0, 0, 0
+		sc.WrongTypeRate, sc.MissingRequiredRate, sc.EnumNearMissRate = 0, 0, 0
+		s, err := llm.NewSim(sc)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("sim: %w", err)
+		}
+		m = s
+	case "http":
+		o, err := llm.NewOpenAI(llm.Config{
+			BaseURL:        spec.LLMURL,
+			Model:          "bench",
+			KeyEnv:         "OPENAI_API_KEY",
+			Timeout:        60 * time.Second,
+			ResponseFormat: "json_object",
+			Logger:         log,
+		})
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("openai: %w", err)
+		}
+		m, name = o, "openai:bench"
+	default:
+		return nil, "", nil, fmt.Errorf("unknown model kind %q", spec.Kind)
+	}
+	b := llm.NewBreaker(m, llm.BreakerConfig{Threshold: 5, Cooldown: 10 * time.Second, Logger: log})
+	return b, name, b, nil
+}
+
+// runPipeline submits spec.Jobs invoice jobs to a fresh embedded server,
+// then runs worker.Serve until idle exactly as `pipeline run --until-idle
+// --concurrency K` wires it, and measures the run.
+func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResult, err error) {
+	res = caseResult{Kind: spec.Kind, K: spec.K, Jobs: spec.Jobs, Latency: spec.Latency.Seconds(), SinkLag: -1}
+	dir, err := os.MkdirTemp("", "pipeline-bench-*")
+	if err != nil {
+		return res, fmt.Errorf("creating temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	reg, err := schemas.Builtin()
+	if err != nil {
+		return res, fmt.Errorf("loading built-in schemas: %w", err)
+	}
+	model, name, breaker, err := buildModel(spec, log)
+	if err != nil {
+		return res, err
+	}
+	loop, err := heal.New(model, heal.Config{
+		MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1,
+		History: heal.HistoryLatest, MaxDiagnostics: 20, Logger: log,
+	})
+	if err != nil {
+		return res, fmt.Errorf("heal loop: %w", err)
+	}
+	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Logger: log})
+	if err != nil {
+		return res, fmt.Errorf("worker: %w", err)
+	}
+	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
+	if err != nil {
+		return res, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	defer conn.Close()
+	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	if err != nil {
+		return res, fmt.Errorf("opening index: %w", err)
+	}
+	defer st.Close()
+
+	items, jobBytes, err := benchJobs(spec.Jobs)
+	if err != nil {
+		return res, err
+	}
+	res.JobBytes = jobBytes
+	if _, err := conn.Submit(ctx, items, nil); err != nil {
+		return res, fmt.Errorf("submitting %d jobs: %w", len(items), err)
+	}
+	items = nil
+	if !resetPeakRSS() {
+		log.Warn("could not reset the peak RSS: it includes the submit phase")
+	}
+
+	stopProfile, err := startProfiles(spec)
+	if err != nil {
+		return res, err
+	}
+	cpu0, err := cpuTime()
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+
+	var samples []sample
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var sampling sync.WaitGroup
+	if spec.SampleEvery > 0 {
+		sampling.Go(func() { samples = sampleLag(sampleCtx, conn, st, spec.SampleEvery, log) })
+	}
+
+	// The handler is the worker's own; the wrapper only adds up the time
+	// jobs spend inside it, so mean in-flight = busy / run time (Little's
+	// law) shows whether slots sat idle between jobs.
+	var busy atomic.Int64
+	timed := ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+		start := time.Now()
+		defer func() { busy.Add(int64(time.Since(start))) }()
+		return h.Handle(ctx, d)
+	})
+	serr := worker.Serve(ctx, conn, timed, worker.ServeConfig{
+		Workers: ingest.WorkerConfig{
+			Concurrency:   spec.K,
+			AckWait:       30 * time.Second,
+			MaxDeliver:    5,
+			ShutdownGrace: 30 * time.Second,
+			UntilIdle:     true,
+			Gate:          breaker.Wait,
+			Logger:        log,
+		},
+		Store:  st,
+		Logger: log,
+	})
+	wall := time.Since(t0)
+	cpu1, cerr := cpuTime()
+	stopSampling()
+	sampling.Wait()
+	if perr := stopProfile(); perr != nil {
+		log.Warn("writing profiles", "err", perr)
+	}
+	if serr != nil {
+		return res, fmt.Errorf("serving: %w", serr)
+	}
+	if cerr != nil {
+		return res, cerr
+	}
+
+	last, stored, bytes, err := streamsEnd(ctx, conn)
+	if err != nil {
+		return res, err
+	}
+	stats, err := st.Stats(ctx, dlq.Filter{})
+	if err != nil {
+		return res, fmt.Errorf("reading index stats: %w", err)
+	}
+	hwm, err := procStatusKB("VmHWM")
+	if err != nil {
+		return res, err
+	}
+	res.Wall = wall.Seconds()
+	res.Seconds = last.Sub(t0).Seconds()
+	if res.Seconds <= 0 {
+		res.Seconds = res.Wall
+	}
+	res.JobsPerSec = float64(stats.Jobs) / res.Seconds
+	res.MeanInFlight = time.Duration(busy.Load()).Seconds() / res.Seconds
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.CPUPerJob = res.CPUSeconds / float64(max(stats.Jobs, 1))
+	res.PeakRSSMB = float64(hwm) / 1024
+	res.Succeeded, res.DeadLettered, res.Indexed = stats.Succeeded, stats.DeadLettered, stats.Jobs
+	if stored > 0 {
+		res.ResultBytes = int(bytes / stored)
+	}
+	if spec.SampleEvery > 0 {
+		res.SinkLag = maxLag(samples).Seconds()
+	}
+	if stats.Jobs != spec.Jobs || stored != uint64(spec.Jobs) {
+		return res, fmt.Errorf("%d jobs submitted, %d outcomes in the streams, %d in the index", spec.Jobs, stored, stats.Jobs)
+	}
+	return res, nil
+}
+
+// streamsEnd returns when the last outcome was stored in RESULTS or DLQ,
+// how many there are and their total size.
+func streamsEnd(ctx context.Context, conn *ingest.Conn) (last time.Time, msgs, size uint64, err error) {
+	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+		s, err := conn.JetStream().Stream(ctx, name)
+		if err != nil {
+			return last, 0, 0, fmt.Errorf("looking up stream %s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return last, 0, 0, fmt.Errorf("reading stream %s: %w", name, err)
+		}
+		if info.State.LastTime.After(last) {
+			last = info.State.LastTime
+		}
+		msgs += info.State.Msgs
+		size += info.State.Bytes
+	}
+	return last, msgs, size, nil
+}
+
+// sample is one observation of outcomes stored in the streams and
+// outcomes counted in the SQLite index.
+type sample struct {
+	at                 time.Time
+	published, indexed uint64
+}
+
+// sampleLag observes, every period until ctx ends, how many outcomes the
+// streams hold and how many the index holds.
+func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var out []sample
+	for {
+		at := time.Now()
+		_, pub, _, err := streamsEnd(ctx, conn)
+		if err == nil {
+			var s dlq.Stats
+			s, err = st.Stats(ctx, dlq.Filter{})
+			if err == nil {
+				out = append(out, sample{at: at, published: pub, indexed: uint64(s.Jobs)})
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			log.Warn("sampling the sink lag", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return out
+		case <-t.C:
+		}
+	}
+}
+
+// maxLag is the longest time, over the samples, between the moment the
+// streams held n outcomes and the first sample where the index held n. An
+// outcome never seen indexed lags until the last sample. The result is
+// exact to within one sampling period.
+func maxLag(samples []sample) time.Duration {
+	var worst time.Duration
+	j := 0
+	for _, s := range samples {
+		if s.published == 0 {
+			continue
+		}
+		for j < len(samples) && samples[j].indexed < s.published {
+			j++
+		}
+		var lag time.Duration
+		if j < len(samples) {
+			lag = samples[j].at.Sub(s.at)
+		} else {
+			lag = samples[len(samples)-1].at.Sub(s.at)
+		}
+		worst = max(worst, lag)
+	}
+	return worst
+}
+
+// startProfiles starts the CPU profile and returns the function that stops
+// it and writes the heap profile.
+func startProfiles(spec caseSpec) (func() error, error) {
+	var cpuFile *os.File
+	if spec.CPUProfile != "" {
+		f, err := os.Create(spec.CPUProfile)
+		if err != nil {
+			return nil, fmt.Errorf("creating CPU profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("starting CPU profile: %w", err)
+		}
+		cpuFile = f
+	}
+	return func() error {
+		var errs []error
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpuFile.Close())
+		}
+		if spec.MemProfile != "" {
+			f, err := os.Create(spec.MemProfile)
+			if err != nil {
+				return errors.Join(append(errs, fmt.Errorf("creating heap profile: %w", err))...)
+			}
+			errs = append(errs, pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		return errors.Join(errs...)
+	}, nil
+}

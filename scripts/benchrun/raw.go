@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmpipeline/pipeline/ingest"
+)
+
+// runRaw is the broker's limit for the pipeline's work on this machine:
+// the same jobs (same bytes) preloaded into the JOBS work-queue stream,
+// consumed with explicit ack, a result of the pipeline's result size
+// published asynchronously to RESULTS and the job acked on the result's
+// confirmation, at most K in flight. Nothing else: no model, no sanitize,
+// no validation, no sink.
+func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResult, err error) {
+	res = caseResult{Kind: "raw", K: spec.K, Jobs: spec.Jobs, SinkLag: -1}
+	dir, err := os.MkdirTemp("", "pipeline-bench-raw-*")
+	if err != nil {
+		return res, fmt.Errorf("creating temp dir: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
+	if err != nil {
+		return res, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	defer conn.Close()
+	js := conn.JetStream()
+
+	items, jobBytes, err := benchJobs(spec.Jobs)
+	if err != nil {
+		return res, err
+	}
+	res.JobBytes = jobBytes
+	resultSize := spec.ResultBytes
+	if resultSize <= 0 {
+		resultSize = 2048
+	}
+	res.ResultBytes = resultSize
+	result := bytes.Repeat([]byte("r"), resultSize)
+
+	for _, it := range items {
+		if _, err := publishAsync(ctx, js, newMsg(ingest.SubjectJobs+"."+it.Schema, it.MsgID, it.Data)); err != nil {
+			return res, fmt.Errorf("preloading jobs: %w", err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	items = nil
+	resetPeakRSS()
+
+	cons, err := js.CreateOrUpdateConsumer(ctx, ingest.StreamJobs, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(1024, 4*spec.K),
+	})
+	if err != nil {
+		return res, fmt.Errorf("creating consumer: %w", err)
+	}
+	cpu0, err := cpuTime()
+	if err != nil {
+		return res, err
+	}
+	t0 := time.Now()
+	sem := make(chan struct{}, spec.K)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	var failed atomic.Pointer[error]
+	finished := make(chan struct{})
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		sem <- struct{}{}
+		id := m.Headers().Get(jetstream.MsgIDHeader)
+		fut, err := publishAsync(ctx, js, newMsg(ingest.SubjectResults+"."+benchSchema, id, result))
+		if err != nil {
+			failed.Store(&err)
+			<-sem
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			select {
+			case <-fut.Ok():
+			case err := <-fut.Err():
+				failed.Store(&err)
+				return
+			}
+			if err := m.Ack(); err != nil {
+				failed.Store(&err)
+				return
+			}
+			if done.Add(1) == int64(spec.Jobs) {
+				close(finished)
+			}
+		})
+	}, jetstream.PullMaxMessages(spec.K))
+	if err != nil {
+		return res, fmt.Errorf("consuming: %w", err)
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-finished:
+			break wait
+		case <-ctx.Done():
+			cc.Stop()
+			return res, ctx.Err()
+		case <-tick.C:
+			if p := failed.Load(); p != nil {
+				cc.Stop()
+				wg.Wait()
+				return res, fmt.Errorf("raw consume: %w", *p)
+			}
+		}
+	}
+	cc.Stop()
+	wg.Wait()
+	wall := time.Since(t0)
+	cpu1, err := cpuTime()
+	if err != nil {
+		return res, err
+	}
+	last, stored, _, err := streamsEnd(ctx, conn)
+	if err != nil {
+		return res, err
+	}
+	hwm, err := procStatusKB("VmHWM")
+	if err != nil {
+		return res, err
+	}
+	res.Wall = wall.Seconds()
+	res.Seconds = last.Sub(t0).Seconds()
+	if res.Seconds <= 0 {
+		res.Seconds = res.Wall
+	}
+	res.JobsPerSec = float64(spec.Jobs) / res.Seconds
+	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.CPUPerJob = res.CPUSeconds / float64(spec.Jobs)
+	res.PeakRSSMB = float64(hwm) / 1024
+	res.Succeeded = int(stored)
+	if stored != uint64(spec.Jobs) {
+		return res, fmt.Errorf("%d jobs, %d results stored", spec.Jobs, stored)
+	}
+	return res, nil
+}
+
+// publishAsync publishes msg asynchronously; when the publisher is stalled
+// by too many outstanding publishes ("stalled with too many outstanding
+// async published messages") it waits for them and tries again, as
+// ingest's own publisher does.
+func publishAsync(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (jetstream.PubAckFuture, error) {
+	for {
+		fut, err := js.PublishMsgAsync(msg)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return fut, err
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func newMsg(subject, msgID string, data []byte) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, msgID)
+	return m
+}
