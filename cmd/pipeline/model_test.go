@@ -15,15 +15,35 @@ import (
 type openAIServer struct {
 	*httptest.Server
 	mu       sync.Mutex
-	status   int
-	answers  []string
+	replies  []reply
 	requests []map[string]any
 	auth     []string
 }
 
+// reply is one scripted answer: an HTTP status (0 means 200), the content
+// and the finish reason (default "stop").
+type reply struct {
+	status  int
+	content string
+	finish  string
+}
+
 func newOpenAIServer(t *testing.T, status int, answers ...string) *openAIServer {
 	t.Helper()
-	s := &openAIServer{status: status, answers: answers}
+	var rs []reply
+	for _, a := range answers {
+		rs = append(rs, reply{status: status, content: a})
+	}
+	if len(rs) == 0 {
+		rs = []reply{{status: status}}
+	}
+	return newScriptedServer(t, rs...)
+}
+
+// newScriptedServer answers with the replies in turn; the last one repeats.
+func newScriptedServer(t *testing.T, replies ...reply) *openAIServer {
+	t.Helper()
+	s := &openAIServer{replies: replies}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
 	t.Cleanup(s.Close)
 	return s
@@ -43,16 +63,24 @@ func (s *openAIServer) handle(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
-	if s.status != http.StatusOK {
-		w.WriteHeader(s.status)
-		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "Incorrect API key provided", "type": "invalid_request_error"}})
+	rep := s.replies[min(n, len(s.replies))-1]
+	if rep.status != 0 && rep.status != http.StatusOK {
+		msg := "Incorrect API key provided"
+		if rep.content != "" {
+			msg = rep.content
+		}
+		w.WriteHeader(rep.status)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error"}})
 		return
 	}
-	content := s.answers[min(n, len(s.answers))-1]
+	finish := rep.finish
+	if finish == "" {
+		finish = "stop"
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-1", "object": "chat.completion", "model": req["model"],
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-			"message": map[string]any{"role": "assistant", "content": content}}},
+		"choices": []any{map[string]any{"index": 0, "finish_reason": finish,
+			"message": map[string]any{"role": "assistant", "content": rep.content}}},
 		"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
 	})
 }
