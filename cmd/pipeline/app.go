@@ -90,7 +90,7 @@ type env struct {
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	return &cli.App{
+	app := &cli.App{
 		Name:  "pipeline",
 		Usage: "turn unreliable LLM output into validated, structured data, and find the schema fields models cannot satisfy",
 		Description: `Jobs (JSONL: {"id","schema","input","instructions"?,"metadata"?}) go onto NATS JetStream with
@@ -123,6 +123,21 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 			e.validateCommand(),
 			e.schemasCommand(),
 		},
+	}
+	setUsageErrors(app.Commands)
+	return app
+}
+
+// usageError turns urfave/cli's flag errors into a one-line error with exit
+// code 2, instead of the whole help text on stdout.
+func usageError(c *cli.Context, err error, _ bool) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, c.Command.HelpName)}
+}
+
+func setUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = usageError
+		setUsageErrors(c.Subcommands)
 	}
 }
 
@@ -266,7 +281,7 @@ func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
 // readInput opens the command's FILE argument, or stdin for "-" or none.
 func (e *env) readInput(c *cli.Context) (io.ReadCloser, string, error) {
 	if c.NArg() > 1 {
-		return nil, "", fail(exitUsage, "expected at most one FILE argument, got %d", c.NArg())
+		return nil, "", fail(exitUsage, "expected at most one FILE argument, got %d: %q (flags go before FILE)", c.NArg(), c.Args().Slice())
 	}
 	name := c.Args().First()
 	if name == "" || name == "-" {
