@@ -79,11 +79,14 @@ func repair(raw []byte) (Result, error) {
 		text, base = text[n:], base+n
 	}
 
-	// Reasoning blocks: the answer follows the last closing tag.
+	// Reasoning blocks: the answer follows the last closing tag. A block
+	// opened and never closed means the model stopped while thinking.
 	if cut, ok := afterThinking(text); ok {
 		stages |= sThinking
 		base += len(text) - len(cut)
 		text = cut
+	} else if opensThinking(text) {
+		return Result{}, &SyntaxError{Offset: len(raw), Reason: "inside an unclosed thinking block", Kind: ErrTruncated}
 	}
 
 	if res, err, ok := fromFences(text, base); ok {
@@ -123,6 +126,20 @@ func afterThinking(text []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return text[best:], true
+}
+
+var thinkOpen = [...]string{"<think>", "<thinking>", "<reasoning>"}
+
+// opensThinking reports whether text starts (after whitespace) with an
+// opening thinking tag, any case.
+func opensThinking(text []byte) bool {
+	t := trimASCII(text)
+	for _, tag := range thinkOpen {
+		if len(t) >= len(tag) && bytes.EqualFold(t[:len(tag)], []byte(tag)) {
+			return true
+		}
+	}
+	return false
 }
 
 // fenceAt reports the length of a fence marker (3+ backticks or tildes) at
@@ -168,7 +185,9 @@ func fromFences(text []byte, base int) (res repaired, err error, ok bool) {
 	if at < 0 {
 		return res, nil, false
 	}
-	if q := bytes.IndexByte(text, '"'); q >= 0 && q < at {
+	// A quote before the fence may mean the fence is inside a JSON string
+	// ({"code": "```js ..."}); unless no bracket precedes it either.
+	if q := bytes.IndexByte(text, '"'); q >= 0 && q < at && bytes.ContainsAny(text[:at], "{[") {
 		return res, nil, false
 	}
 	var firstErr error

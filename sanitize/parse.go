@@ -285,7 +285,7 @@ func (p *parser) parseObject() error {
 			return err
 		}
 		p.skipWS()
-		if p.unquotedKey && !p.eof() && p.in[p.pos] == '"' {
+		if members > 0 && p.unquotedKey && !p.eof() && p.in[p.pos] == '"' {
 			// a stray bare word before a quoted key: COMMENT "key": ...
 			p.stages |= sProse
 			p.out = p.out[:mark]
@@ -294,7 +294,7 @@ func (p *parser) parseObject() error {
 			}
 			p.skipWS()
 		}
-		if p.unquotedKey && !p.eof() && p.in[p.pos] == '}' {
+		if members > 0 && p.unquotedKey && !p.eof() && p.in[p.pos] == '}' {
 			// a stray bare word before the closing brace: "data" AAAA }
 			p.stages |= sProse
 			p.out = p.out[:before]

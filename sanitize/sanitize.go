@@ -22,8 +22,9 @@ var (
 // Result is the cleaned JSON and the stages that were needed to get it, in
 // the order they ran. Stages is empty when the input was already valid JSON.
 //
-// On the fast path (the input is already valid JSON) JSON is a sub-slice of
-// the input: the caller must not modify the input while it uses JSON.
+// JSON may share memory with the input (always on the fast path, where the
+// input is already valid JSON and JSON is a trimmed sub-slice of it): the
+// caller must not modify the input while it uses JSON.
 type Result struct {
 	JSON   []byte
 	Stages []string
