@@ -16,9 +16,11 @@
 //   - http: the same through llm.NewOpenAI against a local
 //     OpenAI-compatible server (a child process on 127.0.0.1, latency
 //     --http-latency, default 500ms) so its CPU is counted apart.
-//   - cpu: a zero-latency simulator (the most jobs/s of the non-model
-//     path) side by side with the raw JetStream baseline on the same
-//     message sizes, the ratio, and the sink's lag behind the streams.
+//   - cpu: the most jobs/s of the non-model path, with a canned model
+//     that answers at once with valid invoices written beforehand, and
+//     with the simulator at zero latency (which spends CPU writing each
+//     instance), side by side with the raw JetStream baseline on the same
+//     message sizes; the ratio, and the sink's lag behind the streams.
 //   - micro: go test -bench on sanitize, schemas, dlq and report.
 //
 // Every case runs in a child process of its own (benchrun case ...), in a

@@ -54,7 +54,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("case", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var spec caseSpec
-	fs.StringVar(&spec.Kind, "kind", "sim", "sim, http or raw")
+	fs.StringVar(&spec.Kind, "kind", "sim", "sim, canned, http or raw")
 	fs.IntVar(&spec.K, "k", 16, "jobs in flight")
 	fs.IntVar(&spec.Jobs, "jobs", 1000, "jobs to submit")
 	fs.DurationVar(&spec.Latency, "latency", 0, "sim: model latency")

@@ -310,6 +310,7 @@ func TestRunCases(t *testing.T) {
 		spec caseSpec
 	}{
 		{"sim with sink lag", caseSpec{Kind: "sim", K: 4, Jobs: 40, Latency: time.Millisecond, SampleEvery: 20 * time.Millisecond}},
+		{"canned", caseSpec{Kind: "canned", K: 16, Jobs: 64}},
 		{"http", caseSpec{Kind: "http", K: 8, Jobs: 24, LLMURL: srv.URL + "/v1"}},
 		{"raw", caseSpec{Kind: "raw", K: 8, Jobs: 100, ResultBytes: 1500}},
 	}

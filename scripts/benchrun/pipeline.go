@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
@@ -29,7 +31,7 @@ const benchSchema = "invoice"
 
 // caseSpec is what one child process measures.
 type caseSpec struct {
-	Kind    string        // sim, http, raw
+	Kind    string        // sim, canned, http, raw
 	K       int           // jobs in flight
 	Jobs    int           // jobs submitted
 	Latency time.Duration // model latency (sim); the server's (http, informational)
@@ -129,6 +131,12 @@ func buildModel(spec caseSpec, log *slog.Logger) (heal.Model, string, *llm.Break
 			return nil, "", nil, fmt.Errorf("sim: %w", err)
 		}
 		m = s
+	case "canned":
+		answers, err := validAnswers(context.Background(), 16)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		m, name = &cannedModel{answers: answers}, "canned"
 	case "http":
 		o, err := llm.NewOpenAI(llm.Config{
 			BaseURL:        spec.LLMURL,
@@ -217,7 +225,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	if spec.SampleEvery > 0 {
-		sampling.Go(func() { samples = sampleLag(sampleCtx, conn, st, spec.SampleEvery, log) })
+		sampling.Go(func() { samples = sampleLag(sampleCtx, conn, spec.SampleEvery, log) })
 	}
 
 	// The handler is the worker's own; the wrapper only adds up the time
@@ -320,22 +328,21 @@ type sample struct {
 }
 
 // sampleLag observes, every period until ctx ends, how many outcomes the
-// streams hold and how many the index holds.
-func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
+// streams hold and how many the sink has stored in the index. The sink
+// acks a message only after its batch is committed to SQLite, so "stored"
+// is what its consumers neither have pending nor await an ack for: a
+// lower bound of the index (a commit's acks are in flight for a moment),
+// read from the server rather than with a query that would compete with
+// the sink for the database.
+func sampleLag(ctx context.Context, conn *ingest.Conn, every time.Duration, log *slog.Logger) []sample {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var out []sample
 	for {
-		at := time.Now()
-		_, pub, _, err := streamsEnd(ctx, conn)
+		s, err := sinkProgress(ctx, conn)
 		if err == nil {
-			var s dlq.Stats
-			s, err = st.Stats(ctx, dlq.Filter{})
-			if err == nil {
-				out = append(out, sample{at: at, published: pub, indexed: uint64(s.Jobs)})
-			}
-		}
-		if err != nil && ctx.Err() == nil {
+			out = append(out, s)
+		} else if ctx.Err() == nil {
 			log.Warn("sampling the sink lag", "err", err)
 		}
 		select {
@@ -344,6 +351,31 @@ func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time
 		case <-t.C:
 		}
 	}
+}
+
+func sinkProgress(ctx context.Context, conn *ingest.Conn) (sample, error) {
+	s := sample{at: time.Now()}
+	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+		st, err := conn.JetStream().Stream(ctx, name)
+		if err != nil {
+			return s, fmt.Errorf("looking up stream %s: %w", name, err)
+		}
+		msgs := st.CachedInfo().State.Msgs
+		s.published += msgs
+		cons, err := st.Consumer(ctx, ingest.SinkConsumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
+		}
+		if err != nil {
+			return s, fmt.Errorf("looking up the sink consumer on %s: %w", name, err)
+		}
+		info := cons.CachedInfo()
+		waiting := info.NumPending + uint64(info.NumAckPending)
+		if waiting < msgs {
+			s.indexed += msgs - waiting
+		}
+	}
+	return s, nil
 }
 
 // maxLag is the longest time, over the samples, between the moment the

@@ -59,8 +59,9 @@ type chatUsage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-// newChatServer prepares the answers: variants valid invoices.
-func newChatServer(ctx context.Context, latency time.Duration, variants int) (*chatServer, error) {
+// validAnswers returns n valid invoices written by the simulator with
+// every fault rate at 0, each checked against the schema.
+func validAnswers(ctx context.Context, n int) ([]heal.Response, error) {
 	reg, err := schemas.Builtin()
 	if err != nil {
 		return nil, fmt.Errorf("loading built-in schemas: %w", err)
@@ -77,23 +78,36 @@ func newChatServer(ctx context.Context, latency time.Duration, variants int) (*c
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	s := &chatServer{latency: latency}
-	for i := range max(variants, 1) {
-		id := "answer-" + strconv.Itoa(i)
-		out, err := sim.Complete(ctx, heal.Request{
+	out := make([]heal.Response, 0, n)
+	for i := range max(n, 1) {
+		resp, err := sim.Complete(ctx, heal.Request{
 			Messages: []heal.Message{{Role: heal.RoleUser, Content: "extract"}},
-			Schema:   sc.Raw, SchemaID: sc.ID, JobID: id, Attempt: 1,
+			Schema:   sc.Raw, SchemaID: sc.ID, JobID: "answer-" + strconv.Itoa(i), Attempt: 1,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("generating an answer: %w", err)
 		}
-		if diags, _, err := sc.Validate([]byte(out.Content), 5); err != nil || len(diags) > 0 {
+		if diags, _, err := sc.Validate([]byte(resp.Content), 5); err != nil || len(diags) > 0 {
 			return nil, fmt.Errorf("generated answer is not a valid %s: %v %v", benchSchema, diags, err)
 		}
+		out = append(out, resp)
+	}
+	return out, nil
+}
+
+// newChatServer prepares the answers: variants valid invoices.
+func newChatServer(ctx context.Context, latency time.Duration, variants int) (*chatServer, error) {
+	answers, err := validAnswers(ctx, variants)
+	if err != nil {
+		return nil, err
+	}
+	s := &chatServer{latency: latency}
+	for i, a := range answers {
+		id := "answer-" + strconv.Itoa(i)
 		body, err := json.Marshal(chatResponse{
 			ID: "chatcmpl-" + id, Object: "chat.completion", Created: time.Now().Unix(), Model: "bench",
-			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: out.Content}, FinishReason: "stop"}},
-			Usage:   chatUsage{PromptTokens: 700, CompletionTokens: out.Usage.CompletionTokens, TotalTokens: 700 + out.Usage.CompletionTokens},
+			Choices: []chatChoice{{Message: chatMessage{Role: "assistant", Content: a.Content}, FinishReason: "stop"}},
+			Usage:   chatUsage{PromptTokens: 700, CompletionTokens: a.Usage.CompletionTokens, TotalTokens: 700 + a.Usage.CompletionTokens},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("encoding an answer: %w", err)
@@ -101,6 +115,25 @@ func newChatServer(ctx context.Context, latency time.Duration, variants int) (*c
 		s.answers = append(s.answers, body)
 	}
 	return s, nil
+}
+
+// cannedModel answers every call at once with one of a few valid
+// invoices: a model that costs nothing, so a run measures the non-model
+// path alone (the simulator spends CPU writing each instance).
+type cannedModel struct {
+	answers []heal.Response
+	n       atomic.Uint64
+}
+
+var _ heal.Model = (*cannedModel)(nil)
+
+func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "canned", Message: err.Error()}
+	}
+	r := m.answers[m.n.Add(1)%uint64(len(m.answers))]
+	r.Usage.PromptTokens = 700
+	return r, nil
 }
 
 func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
