@@ -192,6 +192,7 @@ var refusalCases = []cleanCase{
 	{name: "missing value", in: `{"a": , "b": 1}`, err: ErrUnrepairable},
 	{name: "missing value at end", in: `{"a": }`, err: ErrUnrepairable},
 	{name: "elided items", in: `[1, 2, ...]`, err: ErrUnrepairable},
+	{name: "elided members", in: `{"a": 1, ...}`, err: ErrUnrepairable},
 	{name: "incomplete number", in: `{"a": 2.}`, err: ErrUnrepairable},
 	{name: "bad unicode escape", in: `{"a": "\uZZZZ"}`, err: ErrUnrepairable},
 	{name: "mismatched bracket", in: `{"a": 1]`, err: ErrUnrepairable},

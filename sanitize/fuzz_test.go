@@ -75,6 +75,14 @@ func FuzzClean(f *testing.F) {
 			if err != nil || !sameJSON(orig, back) || len(res.Stages) != 0 {
 				t.Fatalf("Clean(%q) = %q %q: valid JSON changed", in, res.JSON, res.Stages)
 			}
+			// Differential: the repair pass must agree with the fast path.
+			slow, err := repair(in)
+			if err != nil {
+				t.Fatalf("repair(%q) refused valid JSON: %v", in, err)
+			}
+			if back, err := decodeNumbers(slow.JSON); err != nil || !sameJSON(orig, back) {
+				t.Fatalf("repair(%q) = %q: valid JSON changed", in, slow.JSON)
+			}
 		}
 	})
 }

@@ -23,6 +23,7 @@ type parser struct {
 	inCall int  // nesting of Name( ... ) wrappers and tuples: ')' then ends a string
 
 	unquotedKey bool // the last key read was bare
+	bareWord    bool // ... and it was a plain word (letters, digits, _)
 }
 
 func (p *parser) fail(kind error, reason string) error {
@@ -285,7 +286,7 @@ func (p *parser) parseObject() error {
 			return err
 		}
 		p.skipWS()
-		if members > 0 && p.unquotedKey && !p.eof() && p.in[p.pos] == '"' {
+		if members > 0 && p.unquotedKey && p.bareWord && !p.eof() && p.in[p.pos] == '"' {
 			// a stray bare word before a quoted key: COMMENT "key": ...
 			p.stages |= sProse
 			p.out = p.out[:mark]
@@ -294,7 +295,7 @@ func (p *parser) parseObject() error {
 			}
 			p.skipWS()
 		}
-		if members > 0 && p.unquotedKey && !p.eof() && p.in[p.pos] == '}' {
+		if members > 0 && p.unquotedKey && p.bareWord && !p.eof() && p.in[p.pos] == '}' {
 			// a stray bare word before the closing brace: "data" AAAA }
 			p.stages |= sProse
 			p.out = p.out[:before]
@@ -492,6 +493,12 @@ func (p *parser) parseKey() error {
 		return p.truncated("inside an object key")
 	}
 	p.stages |= sUnquotedKeys
+	p.bareWord = true
+	for _, c := range p.in[start:p.pos] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) || c == '_') {
+			p.bareWord = false
+		}
+	}
 	p.writeString(p.in[start:p.pos])
 	return nil
 }
