@@ -672,6 +672,19 @@ func (r *runner) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	if d.MsgID == "" {
 		d.MsgID = fallbackMsgID(d, raw.Sequence)
 	}
+	// Stranded is not the same as unanswered: a job whose outcome is
+	// stored is removed, not dead-lettered a second time as abandoned.
+	where, err := r.c.storedOutcome(r.pubCtx, d.MsgID, d.SchemaToken)
+	if err != nil {
+		return false, fmt.Errorf("checking whether orphan %s already has an outcome: %w", d.MsgID, err)
+	}
+	if where != "" {
+		if err := r.jobs.DeleteMsg(r.pubCtx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, fmt.Errorf("deleting answered job %s (seq %d) from %s: %w", d.MsgID, raw.Sequence, StreamJobs, err)
+		}
+		r.log.Warn("job was left in the work queue after its outcome was stored; removed it", "msg_id", d.MsgID, "seq", raw.Sequence, "outcome_on", where)
+		return true, nil
+	}
 	j := &inflight{}
 	r.track(j)
 	defer r.untrack(j)

@@ -1,0 +1,88 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// storedOutcome reports on which stream (StreamResults or StreamDLQ, "" for
+// neither) an outcome with Nats-Msg-Id msgID is stored, looking only at the
+// subjects of schema (every schema when schema is not a valid token).
+//
+// The duplicate window keeps one outcome per stream, but a job must not end
+// as a result and as a dead letter either. A job the sweep finds stranded
+// may have been answered already: a work-queue message can outlive its ack
+// (in a cluster the removal is replicated after the ack, and is lost when
+// the stream leader dies in between), and a worker can store an outcome and
+// die before its ack on the last delivery. Orphans are rare, so a scan of
+// the headers is affordable here.
+func (c *Conn) storedOutcome(ctx context.Context, msgID, schema string) (string, error) {
+	for _, s := range []struct{ stream, subject string }{{StreamResults, SubjectResults}, {StreamDLQ, SubjectDLQ}} {
+		filter := s.subject + ".>"
+		if validToken.MatchString(schema) {
+			filter = s.subject + "." + schema
+		}
+		found, err := c.hasMsgID(ctx, s.stream, filter, msgID)
+		if err != nil {
+			return "", err
+		}
+		if found {
+			return s.stream, nil
+		}
+	}
+	return "", nil
+}
+
+// hasMsgID scans the headers of the messages of stream on filter for msgID.
+func (c *Conn) hasMsgID(ctx context.Context, stream, filter, msgID string) (bool, error) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return false, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return false, fmt.Errorf("reading stream %s info: %w", stream, err)
+	}
+	var n uint64
+	for _, count := range info.State.Subjects {
+		n += count
+	}
+	if n == 0 {
+		return false, nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		HeadersOnly:    true,
+	})
+	if err != nil {
+		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+	}
+	defer it.Stop()
+	for {
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return false, nil
+			}
+			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		}
+		if msg.Headers().Get(jetstream.MsgIDHeader) == msgID {
+			return true, nil
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return false, fmt.Errorf("scanning %s for %s: message metadata: %w", stream, msgID, err)
+		}
+		if meta.NumPending == 0 {
+			return false, nil
+		}
+	}
+}
