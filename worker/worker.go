@@ -78,11 +78,14 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,
 	}
-	if out.JobID == "" {
-		// Without an id the message id is all we have to key it on.
+	if out.JobID == "" || d.JobErr != nil {
+		// An invalid job is keyed on its message id, the id its dead letter
+		// is stored under on DLQ: its own "id" may be missing, or not an id
+		// at all ("bad id with spaces"), and would not match the stream.
 		out.JobID = d.MsgID
+		out.Run = 0
 	}
-	if out.Schema == "" {
+	if out.Schema == "" || d.JobErr != nil {
 		out.Schema = d.SchemaToken
 	}
 
