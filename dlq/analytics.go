@@ -12,15 +12,41 @@ import (
 // scans payloads. They honour Filter's Schema, Version, Since and Until.
 
 // ClusterCount aggregates one fingerprint: in how many job runs it failed
-// at some attempt, and how many of those runs were dead-lettered.
+// at some attempt, how many of those runs were dead-lettered, and in how
+// many the model fixed it before the run ended.
 type ClusterCount struct {
 	ID                 string
 	FingerprintVersion int
 	Fingerprint
 	Jobs        int
 	DeadLetters int
-	FirstSeen   time.Time
-	LastSeen    time.Time
+	// Fixed counts the runs whose last validated attempt (one whose output
+	// was parsed and validated, with every diagnostic kept) came after the
+	// fingerprint's first failure and no longer failed on it: the succeeded
+	// runs, and dead letters that died of other failures.
+	Fixed int
+	// DeadFixed counts the dead letters among Fixed: runs where the model
+	// fixed this fingerprint but the job was dead-lettered for others.
+	DeadFixed int
+	FirstSeen time.Time
+	LastSeen  time.Time
+}
+
+// RunEnd is how one job run that failed on a fingerprint ended.
+type RunEnd struct {
+	Dead bool
+	// Fixed: the fingerprint no longer failed at the run's last validated
+	// attempt (see ClusterCount.Fixed).
+	Fixed bool
+}
+
+// Blocker is a fingerprint that was still failing at the end of
+// dead-lettered runs in which another fingerprint had been fixed.
+type Blocker struct {
+	ID string
+	Fingerprint
+	// Runs counts those dead-lettered runs.
+	Runs int
 }
 
 // ValueCount is a received value and the number of job runs that sent it.
@@ -29,9 +55,11 @@ type ValueCount struct {
 	Count int    `json:"count"`
 }
 
-// FunnelRow counts the outcomes of one (schema, status, attempts, class).
+// FunnelRow counts the outcomes of one (schema, version, status, attempts,
+// class).
 type FunnelRow struct {
 	Schema     string
+	Version    string
 	Dead       bool
 	Attempts   int
 	Class      string
@@ -73,8 +101,9 @@ func (f Filter) failureWhere(cluster string) (string, []any) {
 // Counts are per job run: a replay is a new run.
 func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, error) {
 	where, args := f.failureWhere("")
-	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.first, g.last
-		FROM (SELECT cluster, COUNT(*) AS jobs, SUM(dead) AS dead, MIN(at) AS first, MAX(at) AS last
+	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.fixed, g.dead_fixed, g.first, g.last
+		FROM (SELECT cluster, COUNT(*) AS jobs, SUM(dead) AS dead, SUM(fixed) AS fixed, SUM(dead * fixed) AS dead_fixed,
+		             MIN(at) AS first, MAX(at) AS last
 		      FROM failures` + where + ` GROUP BY cluster) g
 		JOIN clusters c ON c.id = g.cluster`
 	rows, err := s.r.QueryContext(ctx, q, args...)
@@ -86,7 +115,7 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	for rows.Next() {
 		var c ClusterCount
 		var first, last int64
-		if err := rows.Scan(&c.ID, &c.FingerprintVersion, &c.Schema, &c.Version, &c.Path, &c.Keyword, &c.Jobs, &c.DeadLetters, &first, &last); err != nil {
+		if err := rows.Scan(&c.ID, &c.FingerprintVersion, &c.Schema, &c.Version, &c.Path, &c.Keyword, &c.Jobs, &c.DeadLetters, &c.Fixed, &c.DeadFixed, &first, &last); err != nil {
 			return nil, fmt.Errorf("counting clusters: %w", err)
 		}
 		c.FirstSeen, c.LastSeen = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
@@ -146,6 +175,60 @@ func (s *Store) ClusterRecent(ctx context.Context, cluster string, f Filter, n i
 	return out, rows.Err()
 }
 
+// ClusterRecentEnds returns, newest first, how each of the last n job runs
+// that failed in a cluster ended: dead-lettered or not, the fingerprint
+// fixed or not.
+func (s *Store) ClusterRecentEnds(ctx context.Context, cluster string, f Filter, n int) ([]RunEnd, error) {
+	where, args := f.failureWhere(cluster)
+	rows, err := s.r.QueryContext(ctx, `SELECT dead, fixed FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
+	}
+	defer rows.Close()
+	var out []RunEnd
+	for rows.Next() {
+		var e RunEnd
+		if err := rows.Scan(&e.Dead, &e.Fixed); err != nil {
+			return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// BlockerSample is how many of a cluster's latest fixed dead letters
+// ClusterBlockers looks at, so its cost does not grow with the cluster.
+const BlockerSample = 1000
+
+// ClusterBlockers returns up to n fingerprints that killed the jobs in
+// which a cluster was fixed: over the cluster's latest BlockerSample
+// dead-lettered runs where it was fixed, the other fingerprints still
+// failing at their end, by the number of those runs, most first.
+func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n int) ([]Blocker, error) {
+	where, args := f.failureWhere(cluster)
+	q := `SELECT c.id, c.schema_id, c.version, c.path, c.keyword, b.runs
+		FROM (SELECT o.cluster, COUNT(*) AS runs
+		      FROM (SELECT outcome_id FROM failures` + where + ` AND dead = 1 AND fixed = 1 ORDER BY at DESC LIMIT ?) m
+		      JOIN failures o ON o.outcome_id = m.outcome_id AND o.lead = 1 AND o.fixed = 0
+		      GROUP BY o.cluster) b
+		JOIN clusters c ON c.id = b.cluster
+		ORDER BY b.runs DESC, c.path, c.keyword LIMIT ?`
+	rows, err := s.r.QueryContext(ctx, q, append(args, BlockerSample, n)...)
+	if err != nil {
+		return nil, fmt.Errorf("reading what killed the jobs of cluster %s: %w", cluster, err)
+	}
+	defer rows.Close()
+	var out []Blocker
+	for rows.Next() {
+		var b Blocker
+		if err := rows.Scan(&b.ID, &b.Schema, &b.Version, &b.Path, &b.Keyword, &b.Runs); err != nil {
+			return nil, fmt.Errorf("reading what killed the jobs of cluster %s: %w", cluster, err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
 // ClusterExamples returns up to n job ids that failed in a cluster: the
 // newest dead letters first, then the newest healed jobs.
 func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n int) ([]string, error) {
@@ -179,13 +262,13 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 }
 
 // Funnel counts outcomes (every run, replayed ones included) by schema,
-// status, attempts and class, with their tokens.
+// schema version, status, attempts and class, with their tokens.
 func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	f.IncludeReplayed = true
 	f.Class, f.Model, f.Path, f.Cluster, f.IDs = "", "", "", "", nil
 	where, args := f.where(false)
-	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens)
-		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.dead, o.attempts, o.class`
+	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens)
+		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the funnel: %w", err)
@@ -194,7 +277,7 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	var out []FunnelRow
 	for rows.Next() {
 		var r FunnelRow
-		if err := rows.Scan(&r.Schema, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens); err != nil {
+		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens); err != nil {
 			return nil, fmt.Errorf("reading the funnel: %w", err)
 		}
 		out = append(out, r)

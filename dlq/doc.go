@@ -30,10 +30,23 @@
 //
 // Tables: outcomes (one small row per job run: status, class, schema,
 // version, model, attempts, tokens, times), payloads (the Outcome without
-// its data, DEFLATE-compressed above 4 KB, so the hot tables stay small),
-// attempts (one row per model call), failures (one row per diagnostic per
-// attempt with its cluster id and the received value cut to 64 bytes) and
-// clusters (one row per fingerprint).
+// its data, S2-compressed above 256 bytes, so the hot tables stay small;
+// files from schema version 1 may hold DEFLATE bodies, still read),
+// attempts (one row per model call), failures (one row per cluster per job
+// run: its first failing attempt, the received value there cut to 64
+// bytes, and fixed: whether the run's last validated attempt no longer
+// failed on it) and clusters (one row per fingerprint). Every diagnostic of
+// every attempt stays in the payload; schema version 1 also wrote a
+// failures row per repeated diagnostic (lead = 0), which reads ignore.
+//
+// # Fixed
+//
+// A failure is fixed in a job run when the run's last validated attempt
+// (one whose output was parsed and validated: attempt class "" or "schema",
+// or one with diagnostics) came after the failure, kept all its diagnostics
+// (none omitted past the cap) and had none with the failure's fingerprint.
+// A truncated or unparsable last attempt proves nothing, so it does not
+// count. Write computes it; migration 2 derived it for older rows.
 //
 // # Fingerprints
 //
@@ -42,8 +55,9 @@
 // FingerprintVersion, so a change of the rule gives new ids instead of
 // silently regrouping old rows. The package stores fingerprints; grouping
 // them into clusters with heal rates is the report package's job, built on
-// the aggregate reads ClusterCounts, ClusterReceived, ClusterRecent,
-// ClusterExamples and Funnel (all over covering indexes).
+// the aggregate reads ClusterCounts (jobs, dead letters, fixed), ClusterReceived,
+// ClusterRecent, ClusterRecentEnds, ClusterBlockers, ClusterExamples and
+// Funnel (per schema version), all over covering indexes.
 //
 // # Operator queries
 //

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // ErrInvalidOutcome is wrapped by the errors of DecodeOutcome and Write for
@@ -23,12 +25,16 @@ var ErrInvalidOutcome = errors.New("invalid outcome")
 
 // payload encodings
 const (
-	encJSON    = 0
-	encDeflate = 1
+	encJSON    = 0 // plain JSON
+	encDeflate = 1 // DEFLATE (written by schema version 1 above 4 KB)
+	encS2      = 2 // S2 (github.com/klauspost/compress/s2)
 )
 
-// compressAbove is the body size from which a payload is DEFLATE-compressed.
-const compressAbove = 4096
+// compressAbove is the body size from which a payload is S2-compressed:
+// S2 costs about 1 µs per KB and shrinks a typical transcript to 40-60%,
+// which the transaction then writes once to the WAL and once more at the
+// checkpoint.
+const compressAbove = 256
 
 // receivedCut is how much of a received value the failures table keeps.
 const receivedCut = 64
@@ -70,13 +76,22 @@ type row struct {
 	enc        int
 	body       []byte
 	fails      []failRow
+	// set by insert: the new row id (0 when the run is already indexed)
+	// and whether a later run of the job exists
+	id       int64
+	replayed int
 }
 
+// failRow is one cluster's failure in one job run: its first failing
+// attempt, and whether it was fixed by the run's end.
 type failRow struct {
 	attempt, seq int
 	cluster      string
-	lead         int
+	path         string // pattern
+	keyword      string
 	received     string
+	fixed        int
+	inLast       bool
 }
 
 // Write indexes a batch of outcomes in one transaction. It is idempotent:
@@ -109,7 +124,7 @@ func (s *Store) prepare(outs []Outcome) ([]row, error) {
 	rows := make([]row, len(outs))
 	workers := runtime.GOMAXPROCS(0)
 	if len(outs) < 64 || workers < 2 {
-		return rows, s.prepareRange(outs, rows, 0, len(outs))
+		return rows, prepareRange(outs, rows, 0, len(outs))
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
@@ -122,96 +137,136 @@ func (s *Store) prepare(outs []Outcome) ([]row, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[w] = s.prepareRange(outs, rows, lo, hi)
+			errs[w] = prepareRange(outs, rows, lo, hi)
 		}()
 	}
 	wg.Wait()
 	return rows, errors.Join(errs...)
 }
 
-func (s *Store) prepareRange(outs []Outcome, rows []row, lo, hi int) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	var zw *flate.Writer
-	var seen []string
+// fpKey is a diagnostic's fingerprint before its path becomes a pattern.
+type fpKey struct{ schema, version, path, keyword string }
+
+type fpVal struct{ id, pattern string }
+
+// preparer holds what one goroutine of prepare reuses across outcomes.
+type preparer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+	ids map[fpKey]fpVal
+}
+
+func prepareRange(outs []Outcome, rows []row, lo, hi int) error {
+	p := &preparer{ids: make(map[fpKey]fpVal)}
+	p.enc = json.NewEncoder(&p.buf)
+	p.enc.SetEscapeHTML(false)
 	for i := lo; i < hi; i++ {
-		o := &outs[i]
-		r := &rows[i]
-		r.o = o
-		if o.Status == StatusDeadLettered {
-			r.dead = 1
+		if err := p.row(&outs[i], &rows[i]); err != nil {
+			return err
 		}
-		for k := range o.Trace {
-			a := &o.Trace[k]
-			r.prompt += a.PromptTokens
-			r.completion += a.CompletionTokens
-			if k > 0 {
-				r.heal += a.PromptTokens + a.CompletionTokens
+	}
+	return nil
+}
+
+func (p *preparer) cluster(schema, version, path, keyword string) fpVal {
+	k := fpKey{schema, version, path, keyword}
+	if v, ok := p.ids[k]; ok {
+		return v
+	}
+	pat := PathPattern(path)
+	v := fpVal{id: ClusterID(Fingerprint{Schema: schema, Version: version, Path: pat, Keyword: keyword}), pattern: pat}
+	p.ids[k] = v
+	return v
+}
+
+// validated reports whether an attempt's output was parsed and validated,
+// so its diagnostics (or their absence) say which fields were wrong.
+func validated(a *Attempt) bool {
+	return a.Class == "" || a.Class == "schema" || len(a.Diagnostics) > 0
+}
+
+// attemptN is an attempt's number, counted from 1 when the trace has none.
+func attemptN(a *Attempt, k int) int {
+	if a.N == 0 {
+		return k + 1
+	}
+	return a.N
+}
+
+func (p *preparer) row(o *Outcome, r *row) error {
+	r.o = o
+	if o.Status == StatusDeadLettered {
+		r.dead = 1
+	}
+	last := -1 // the last validated attempt
+	for k := range o.Trace {
+		a := &o.Trace[k]
+		r.prompt += a.PromptTokens
+		r.completion += a.CompletionTokens
+		if k > 0 {
+			r.heal += a.PromptTokens + a.CompletionTokens
+		}
+		if validated(a) {
+			last = k
+		}
+	}
+	if r.dead == 1 {
+		for k := len(o.Trace) - 1; k >= 0; k-- {
+			if d := o.Trace[k].Diagnostics; len(d) > 0 {
+				r.firstPath = d[0].Path
+				break
 			}
 		}
-		if r.dead == 1 {
-			for k := len(o.Trace) - 1; k >= 0; k-- {
-				if d := o.Trace[k].Diagnostics; len(d) > 0 {
-					r.firstPath = d[0].Path
+	}
+	// failures: one row per cluster, at its first failing attempt; fixed
+	// when the last validated attempt kept all its diagnostics and had
+	// none of the cluster
+	for k := range o.Trace {
+		a := &o.Trace[k]
+		for j := range a.Diagnostics {
+			d := &a.Diagnostics[j]
+			fp := p.cluster(o.Schema, o.SchemaVersion, d.Path, d.Keyword)
+			f := -1
+			for x := range r.fails {
+				if r.fails[x].cluster == fp.id {
+					f = x
 					break
 				}
 			}
-		}
-		// failures: one row per diagnostic per attempt
-		seen = seen[:0]
-		for k := range o.Trace {
-			a := &o.Trace[k]
-			n := a.N
-			if n == 0 {
-				n = k + 1
+			if f < 0 {
+				f = len(r.fails)
+				r.fails = append(r.fails, failRow{attempt: attemptN(a, k), seq: j, cluster: fp.id, path: fp.pattern,
+					keyword: d.Keyword, received: cut(d.Received, receivedCut)})
 			}
-			for j := range a.Diagnostics {
-				d := &a.Diagnostics[j]
-				id := ClusterID(Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})
-				lead := 1
-				for _, c := range seen {
-					if c == id {
-						lead = 0
-						break
-					}
-				}
-				if lead == 1 {
-					seen = append(seen, id)
-				}
-				r.fails = append(r.fails, failRow{attempt: n, seq: j, cluster: id, lead: lead, received: cut(d.Received, receivedCut)})
+			if k == last {
+				r.fails[f].inLast = true
 			}
 		}
-		// payload: the whole outcome but the data
-		c := *o
-		c.Data = nil
-		buf.Reset()
-		if err := enc.Encode(&c); err != nil {
-			return fmt.Errorf("encoding job %s: %w", o.JobID, err)
-		}
-		body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-		if len(body) <= compressAbove {
-			r.enc, r.body = encJSON, bytes.Clone(body)
-			continue
-		}
-		var out bytes.Buffer
-		out.Grow(len(body) / 2)
-		if zw == nil {
-			var err error
-			if zw, err = flate.NewWriter(&out, flate.BestSpeed); err != nil {
-				return fmt.Errorf("compressing job %s: %w", o.JobID, err)
-			}
-		} else {
-			zw.Reset(&out)
-		}
-		if _, err := zw.Write(body); err != nil {
-			return fmt.Errorf("compressing job %s: %w", o.JobID, err)
-		}
-		if err := zw.Close(); err != nil {
-			return fmt.Errorf("compressing job %s: %w", o.JobID, err)
-		}
-		r.enc, r.body = encDeflate, out.Bytes()
 	}
+	if last >= 0 && o.Trace[last].DiagnosticsOmitted == 0 {
+		for x := range r.fails {
+			if !r.fails[x].inLast {
+				r.fails[x].fixed = 1
+			}
+		}
+	}
+	return p.payload(o, r)
+}
+
+// payload encodes the whole outcome but the data.
+func (p *preparer) payload(o *Outcome, r *row) error {
+	c := *o
+	c.Data = nil
+	p.buf.Reset()
+	if err := p.enc.Encode(&c); err != nil {
+		return fmt.Errorf("encoding job %s: %w", o.JobID, err)
+	}
+	body := bytes.TrimSuffix(p.buf.Bytes(), []byte("\n"))
+	if len(body) <= compressAbove {
+		r.enc, r.body = encJSON, bytes.Clone(body)
+		return nil
+	}
+	r.enc, r.body = encS2, s2.Encode(nil, body)
 	return nil
 }
 
@@ -237,6 +292,11 @@ func decodePayload(enc int, body []byte) (Outcome, error) {
 		if data, err = io.ReadAll(zr); err != nil {
 			return Outcome{}, fmt.Errorf("decompressing payload: %w", err)
 		}
+	case encS2:
+		var err error
+		if data, err = s2.Decode(nil, body); err != nil {
+			return Outcome{}, fmt.Errorf("decompressing payload: %w", err)
+		}
 	default:
 		return Outcome{}, fmt.Errorf("payload encoding %d unknown", enc)
 	}
@@ -247,21 +307,15 @@ func decodePayload(enc int, body []byte) (Outcome, error) {
 	return o, nil
 }
 
-const insertOutcome = `INSERT INTO outcomes (job_id, run, schema_id, version, dead, class, reason, model,
-	attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
-	started_at, finished_at, replayed)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-	EXISTS (SELECT 1 FROM outcomes WHERE job_id = ?1 AND run > ?2))
-ON CONFLICT (job_id, run) DO NOTHING`
+// chunk sizes of the multi-row INSERT statements (rows per statement)
+const (
+	chunkOutcomes = 48
+	chunkRows     = 64
+	chunkIDs      = 256
+)
 
 func (s *Store) insert(ctx context.Context, rows []row) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
-	// The statements below run without ctx's cancellation: go-sqlite3 starts
-	// a watcher goroutine per statement for a cancellable context, which
-	// costs more than the statement. ctx is checked between outcomes and the
-	// transaction is rolled back when it is done.
-	live := ctx
-	ctx = context.WithoutCancel(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning: %w", err)
 	}
@@ -270,96 +324,120 @@ func (s *Store) insert(ctx context.Context, rows []row) (err error) {
 			tx.Rollback() //nolint:errcheck // the error that got us here matters more
 		}
 	}()
+	// The statements below run without ctx's cancellation: go-sqlite3 starts
+	// a watcher goroutine per statement for a cancellable context, which
+	// costs more than the statement. ctx is checked between statements and
+	// the transaction is rolled back when it is done.
+	live := ctx
+	ctx = context.WithoutCancel(ctx)
 
-	// clusters: one INSERT OR IGNORE per distinct fingerprint of the batch
-	done := make(map[string]struct{})
-	cl, err := tx.PrepareContext(ctx, `INSERT OR IGNORE INTO clusters (id, fp_version, schema_id, version, path, keyword) VALUES (?, ?, ?, ?, ?, ?)`)
+	n, err := plan(ctx, tx, rows)
 	if err != nil {
-		return fmt.Errorf("preparing clusters: %w", err)
+		return fmt.Errorf("finding indexed runs: %w", err)
 	}
-	defer cl.Close()
+	if n == 0 {
+		return tx.Commit() // all indexed already: idempotent
+	}
+
+	// clusters: one row per distinct fingerprint of the batch
+	cl := newBulk(tx, `INSERT OR IGNORE INTO clusters (id, fp_version, schema_id, version, path, keyword) VALUES `, 6, chunkRows)
+	defer cl.close()
+	done := make(map[string]struct{})
 	for i := range rows {
 		r := &rows[i]
-		for _, f := range r.fails {
-			if f.lead == 0 {
-				continue
-			}
+		if r.id == 0 {
+			continue
+		}
+		for k := range r.fails {
+			f := &r.fails[k]
 			if _, ok := done[f.cluster]; ok {
 				continue
 			}
 			done[f.cluster] = struct{}{}
-			d := r.o.Trace[attemptIndex(r.o, f.attempt)].Diagnostics[f.seq]
-			if _, err := cl.ExecContext(ctx, f.cluster, FingerprintVersion, r.o.Schema, r.o.SchemaVersion, PathPattern(d.Path), d.Keyword); err != nil {
-				return fmt.Errorf("inserting cluster: %w", err)
+			if err := cl.add(ctx, f.cluster, FingerprintVersion, r.o.Schema, r.o.SchemaVersion, f.path, f.keyword); err != nil {
+				return fmt.Errorf("inserting clusters: %w", err)
 			}
 		}
 	}
-
-	ins, err := tx.PrepareContext(ctx, insertOutcome)
-	if err != nil {
-		return fmt.Errorf("preparing outcomes: %w", err)
+	if err := cl.flush(ctx); err != nil {
+		return fmt.Errorf("inserting clusters: %w", err)
 	}
-	defer ins.Close()
-	mark, err := tx.PrepareContext(ctx, `UPDATE outcomes SET replayed = 1 WHERE job_id = ? AND run < ? AND replayed = 0`)
-	if err != nil {
-		return fmt.Errorf("preparing replay marks: %w", err)
-	}
-	defer mark.Close()
 
-	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, encoding, body) VALUES `, 3, 64)
+	// outcomes first: the other tables reference them
+	out := newBulk(tx, `INSERT INTO outcomes (id, job_id, run, schema_id, version, dead, class, reason, model,
+		attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
+		started_at, finished_at, replayed) VALUES `, 19, chunkOutcomes)
+	defer out.close()
+	for i := range rows {
+		r := &rows[i]
+		if r.id == 0 {
+			continue
+		}
+		o := r.o
+		if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
+			o.Attempts, o.Deliveries, r.prompt, r.completion, r.prompt+r.completion, r.heal, r.firstPath,
+			millis(o.StartedAt), millis(o.FinishedAt), r.replayed); err != nil {
+			return fmt.Errorf("inserting outcomes: %w", err)
+		}
+	}
+	if err := out.flush(ctx); err != nil {
+		return fmt.Errorf("inserting outcomes: %w", err)
+	}
+	if err := live.Err(); err != nil {
+		return err
+	}
+
+	// earlier runs of replayed jobs
+	var mark *sql.Stmt
+	for i := range rows {
+		r := &rows[i]
+		if r.id == 0 || r.o.Run == 0 {
+			continue
+		}
+		if mark == nil {
+			if mark, err = tx.PrepareContext(ctx, `UPDATE outcomes SET replayed = 1 WHERE job_id = ? AND run < ? AND replayed = 0`); err != nil {
+				return fmt.Errorf("preparing replay marks: %w", err)
+			}
+			defer mark.Close()
+		}
+		if _, err := mark.ExecContext(ctx, r.o.JobID, r.o.Run); err != nil {
+			return fmt.Errorf("marking earlier runs of job %s replayed: %w", r.o.JobID, err)
+		}
+	}
+
+	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, encoding, body) VALUES `, 3, chunkRows)
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
-		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries) VALUES `, 13, 64)
-	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received) VALUES `, 8, 128)
+		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries) VALUES `, 13, chunkRows)
+	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
 	defer pay.close()
 	defer att.close()
 	defer fai.close()
-
 	for i := range rows {
-		if i%64 == 0 {
+		if i%256 == 0 {
 			if err := live.Err(); err != nil {
 				return err
 			}
 		}
 		r := &rows[i]
+		if r.id == 0 {
+			continue
+		}
 		o := r.o
-		at := millis(o.FinishedAt)
-		res, err := ins.ExecContext(ctx, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
-			o.Attempts, o.Deliveries, r.prompt, r.completion, r.prompt+r.completion, r.heal, r.firstPath,
-			millis(o.StartedAt), at)
-		if err != nil {
-			return fmt.Errorf("inserting job %s: %w", o.JobID, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("inserting job %s: %w", o.JobID, err)
-		} else if n == 0 {
-			continue // already indexed: idempotent
-		}
-		id, err := res.LastInsertId()
-		if err != nil {
-			return fmt.Errorf("inserting job %s: %w", o.JobID, err)
-		}
-		if o.Run > 0 {
-			if _, err := mark.ExecContext(ctx, o.JobID, o.Run); err != nil {
-				return fmt.Errorf("marking earlier runs of job %s replayed: %w", o.JobID, err)
-			}
-		}
-		if err := pay.add(ctx, id, r.enc, r.body); err != nil {
+		if err := pay.add(ctx, r.id, r.enc, r.body); err != nil {
 			return fmt.Errorf("inserting payloads: %w", err)
 		}
 		for k := range o.Trace {
 			a := &o.Trace[k]
-			n := a.N
-			if n == 0 {
-				n = k + 1
-			}
-			if err := att.add(ctx, id, n, a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
+			if err := att.add(ctx, r.id, attemptN(a, k), a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
 				len(a.Diagnostics)+a.DiagnosticsOmitted, a.PromptTokens, a.CompletionTokens, a.CachedTokens,
 				a.ReasoningTokens, a.LatencyMS, a.TransportRetries); err != nil {
 				return fmt.Errorf("inserting attempts: %w", err)
 			}
 		}
-		for _, f := range r.fails {
-			if err := fai.add(ctx, id, f.attempt, f.seq, f.cluster, f.lead, r.dead, at, f.received); err != nil {
+		at := millis(o.FinishedAt)
+		for k := range r.fails {
+			f := &r.fails[k]
+			if err := fai.add(ctx, r.id, f.attempt, f.seq, f.cluster, 1, r.dead, at, f.received, f.fixed); err != nil {
 				return fmt.Errorf("inserting failures: %w", err)
 			}
 		}
@@ -375,13 +453,72 @@ func (s *Store) insert(ctx context.Context, rows []row) (err error) {
 	return nil
 }
 
-func attemptIndex(o *Outcome, n int) int {
-	for k := range o.Trace {
-		if o.Trace[k].N == n || (o.Trace[k].N == 0 && k+1 == n) {
-			return k
+type jobRun struct {
+	job string
+	run int
+}
+
+// plan gives every run of the batch that is not indexed yet (in the file
+// or earlier in the batch) a new row id, and marks the runs that a later
+// run of their job supersedes. It returns how many runs are new. It runs
+// inside the write transaction, so the ids cannot be taken meanwhile.
+func plan(ctx context.Context, tx *sql.Tx, rows []row) (int, error) {
+	latest := make(map[string]int, len(rows)) // job id -> highest run, file and batch
+	jobs := make([]any, 0, len(rows))
+	for i := range rows {
+		j := rows[i].o.JobID
+		if _, ok := latest[j]; !ok {
+			latest[j] = -1
+			jobs = append(jobs, j)
 		}
 	}
-	return 0
+	have := make(map[jobRun]struct{}, len(rows))
+	for lo := 0; lo < len(jobs); lo += chunkIDs {
+		chunk := jobs[lo:min(lo+chunkIDs, len(jobs))]
+		q := `SELECT job_id, run FROM outcomes WHERE job_id IN (` + strings.TrimSuffix(strings.Repeat("?,", len(chunk)), ",") + `)`
+		res, err := tx.QueryContext(ctx, q, chunk...)
+		if err != nil {
+			return 0, err
+		}
+		for res.Next() {
+			var k jobRun
+			if err := res.Scan(&k.job, &k.run); err != nil {
+				res.Close()
+				return 0, err
+			}
+			have[k] = struct{}{}
+			latest[k.job] = max(latest[k.job], k.run)
+		}
+		err = res.Err()
+		res.Close()
+		if err != nil {
+			return 0, err
+		}
+	}
+	var next int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(id), 0) FROM outcomes`).Scan(&next); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range rows {
+		r := &rows[i]
+		k := jobRun{r.o.JobID, r.o.Run}
+		if _, ok := have[k]; ok {
+			continue
+		}
+		have[k] = struct{}{}
+		next++
+		r.id = next
+		n++
+		latest[k.job] = max(latest[k.job], k.run)
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.id != 0 && latest[r.o.JobID] > r.o.Run {
+			r.replayed = 1
+		}
+	}
+	return n, nil
 }
 
 func millis(t time.Time) int64 {
