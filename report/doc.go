@@ -13,17 +13,31 @@
 // version + path pattern (array indices as "*") + keyword, versioned by
 // dlq.FingerprintVersion. Counts are per job run (a replay is a new run):
 // jobs is the runs where the fingerprint failed at some attempt, dead_letters
-// those of them that were dead-lettered, and heal_rate = (jobs -
-// dead_letters) / jobs, the share that still succeeded. A cluster is
-// impossible when jobs >= MinJobs (default 3) and heal_rate <= MaxHealRate
-// (default 0.10), or when its last Streak (3) job runs were all dead letters
-// with no success in between. Every flag carries a reason with its counts,
-// example job ids, the received values and a one-line suggestion chosen by
-// keyword. Clusters are sorted by dead letters, then jobs.
+// those of them that were dead-lettered, heal_rate = (jobs - dead_letters) /
+// jobs, the share that still succeeded, and fix_rate = fixed / jobs, the
+// share where a later attempt no longer failed on the fingerprint (the
+// run's last validated attempt had no diagnostic of it: see dlq's Fixed).
+// fix_rate >= heal_rate; they differ by the dead letters that died of
+// other fields.
+//
+// A cluster is impossible when jobs >= MinJobs (default 3) and both
+// heal_rate and fix_rate are <= MaxHealRate (default 0.10), or when its last
+// Streak (3) job runs were all dead letters with the fingerprint still
+// failing at their end. When the heal rate alone would flag it (or its last
+// Streak runs were dead letters) but the model fixed it, it is masked
+// instead: its reason says "masked: fixed in N% of its jobs, which were
+// dead-lettered for other fields" and names the fingerprint most often still
+// failing in those jobs (dlq.ClusterBlockers), and its suggestion says to
+// fix that one first. Every impossible flag carries a reason with its
+// counts, example job ids, the received values and a one-line suggestion
+// chosen by keyword. Clusters are sorted by the dead letters where the
+// fingerprint was still failing at the end, then dead letters, then jobs,
+// so the fields that kill jobs come first.
 //
 // # Funnel
 //
-// Per schema, over every run in the selection: first_pass (share of jobs
+// Per schema version (reports never mix versions), over every run in the
+// selection: first_pass (share of jobs
 // valid at the first model call), succeeded_at (per attempt count k, the
 // jobs that succeeded at their k-th call and their share of all jobs),
 // dead_by_class (dead letters by failure class, share of all jobs),
@@ -41,19 +55,25 @@
 //	    "id",            // dlq.ClusterID: 12 hex digits, stable
 //	    "schema", "version", "path", "keyword",
 //	    "dead_letters", "jobs", "heal_rate",   // heal_rate in 0..1
-//	    "impossible", "reason", "suggestion",  // reason/suggestion "" unless impossible
+//	    "fixed", "fix_rate",                   // fix_rate in 0..1, >= heal_rate
+//	    "impossible", "masked",                // at most one is true
+//	    "reason", "suggestion",                // "" unless impossible or masked
 //	    "examples",      // up to 3 job ids: newest dead letters, then newest healed
 //	    "received",      // up to 5 [{"value","count"}]: JSON text of the value at the
 //	                     // first failing attempt per job, over the latest 1000 jobs
 //	    "first_seen", "last_seen"              // RFC 3339, UTC
 //	  }],
-//	  "funnel": {"<schema>": {"jobs", "succeeded", "dead_lettered", "first_pass",
+//	  "funnel": {"<key>": {"schema", "version",
+//	             "jobs", "succeeded", "dead_lettered", "first_pass",
 //	             "succeeded_at": [{"attempt", "jobs", "share"}],
 //	             "dead_by_class": [{"class", "jobs", "share"}],
 //	             "tokens", "tokens_per_succeeded", "heal_token_share"}},
 //	  "lint": [{"schema", "file", "path", "rule", "message", "suggestion"}]
 //	}
 //
+// The funnel's key is the schema id, or "schema@version" (the version's
+// first 8 characters) for each version of a schema that has several in the
+// selection; read "schema" and "version" rather than parse the key.
 // Arrays are never null. Fields are only ever added.
 //
 // # Formats
@@ -67,7 +87,8 @@
 // # Cost
 //
 // Build runs one GROUP BY over a partial covering index of the failures
-// (first occurrence of each fingerprint per job run), one over a covering
-// index of the outcomes for the funnel, and a few bounded index range reads
-// per cluster; it never reads payloads. See BenchmarkBuild.
+// (one row per fingerprint per job run, with dead and fixed), one over a
+// covering index of the outcomes for the funnel (in GROUP BY order), and a
+// few bounded index range reads per cluster (ClusterBlockers only for
+// masked ones); it never reads payloads. See BenchmarkBuild.
 package report

@@ -25,13 +25,19 @@ func Example() {
 	defer st.Close()
 	ctx := context.Background()
 
-	// Four jobs fail on /total; none is healed.
+	// Four jobs fail on /total and /currency. The heal turn fixes /currency
+	// but never /total, so every job is dead-lettered: /total is impossible,
+	// /currency only masked by it.
 	var outs []dlq.Outcome
 	for i := 1; i <= 4; i++ {
+		total := dlq.Diagnostic{Path: "/total", Keyword: "type", Received: `"12,50"`}
 		outs = append(outs, dlq.Outcome{
 			JobID: fmt.Sprintf("inv-%d", i), Schema: "invoice", SchemaVersion: "3f9a", Status: dlq.StatusDeadLettered,
-			Class: "exhausted", Attempts: 1, FinishedAt: time.Date(2025, 3, 1, 12, i, 0, 0, time.UTC),
-			Trace: []dlq.Attempt{{N: 1, Diagnostics: []dlq.Diagnostic{{Path: "/total", Keyword: "type", Received: `"12,50"`}}}},
+			Class: "exhausted", Attempts: 2, FinishedAt: time.Date(2025, 3, 1, 12, i, 0, 0, time.UTC),
+			Trace: []dlq.Attempt{
+				{N: 1, Class: "schema", Diagnostics: []dlq.Diagnostic{total, {Path: "/currency", Keyword: "enum", Received: `"eur"`}}},
+				{N: 2, Class: "schema", Diagnostics: []dlq.Diagnostic{total}},
+			},
 		})
 	}
 	if err := st.Write(ctx, outs); err != nil {
@@ -43,14 +49,17 @@ func Example() {
 		log.Fatal(err)
 	}
 	for _, c := range r.Clusters {
-		fmt.Println(c.Schema, c.Path, c.Keyword, c.Jobs, c.DeadLetters, c.HealRate, c.Impossible)
-		fmt.Println(c.Reason)
-		fmt.Println(c.Suggestion)
+		fmt.Println(c.Path, c.Keyword, "jobs", c.Jobs, "dead", c.DeadLetters, "heal", c.HealRate, "fix", c.FixRate, "impossible", c.Impossible, "masked", c.Masked)
+		fmt.Println(" ", c.Reason)
+		fmt.Println(" ", c.Suggestion)
 	}
 	fmt.Printf("first pass %.0f%%\n", r.Funnel["invoice"].FirstPass*100)
 	// Output:
-	// invoice /total type 4 4 0 true
-	// failed in 4 jobs, healed in 0 (0%), at or below 10%
-	// models send "12,50" at /total: accept that type (or coerce it before validation), or state the type in the field's description
+	// /total type jobs 4 dead 4 heal 0 fix 0 impossible true masked false
+	//   failed in 4 jobs, healed in 0 (0%), fixed in 0 (0%), at or below 10%
+	//   models send "12,50" at /total: accept that type (or coerce it before validation), or state the type in the field's description
+	// /currency enum jobs 4 dead 4 heal 0 fix 1 impossible false masked true
+	//   masked: fixed in 100% of its jobs (4 of 4), which were dead-lettered for other fields, most often /total (type) in 4
+	//   not this field: /total (type) kills these jobs, fix it first
 	// first pass 0%
 }

@@ -97,14 +97,10 @@ func (r *Report) table(w io.Writer) error {
 		b.WriteString("no failures\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSCHEMA\tVERSION\tPATH\tKEYWORD\tDEAD\tJOBS\tHEALED\tFLAG\tTOP RECEIVED")
+		fmt.Fprintln(tw, "ID\tSCHEMA\tVERSION\tPATH\tKEYWORD\tDEAD\tJOBS\tHEALED\tFIXED\tFLAG\tTOP RECEIVED")
 		for _, c := range r.Clusters {
-			flag := ""
-			if c.Impossible {
-				flag = "IMPOSSIBLE"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", c.ID, c.Schema, short(c.Version), path(c.Path), c.Keyword,
-				c.DeadLetters, c.Jobs, pct(c.HealRate), flag, received(c, 2))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Schema, short(c.Version), path(c.Path), c.Keyword,
+				c.DeadLetters, c.Jobs, pct(c.HealRate), pct(c.FixRate), flagWord(c), received(c, 2))
 		}
 		tw.Flush()
 	}
@@ -116,15 +112,21 @@ func (r *Report) table(w io.Writer) error {
 				day(c.FirstSeen), day(c.LastSeen), c.Suggestion)
 		}
 	}
+	if m := r.Masked(); len(m) > 0 {
+		b.WriteString("\nMASKED (the heal rate blames them, but the model fixed them: their jobs died of other fields)\n")
+		for _, c := range m {
+			fmt.Fprintf(&b, "%s %s %s (%s)\n  why:      %s\n  try:      %s\n", c.ID, c.Schema, path(c.Path), c.Keyword, c.Reason, c.Suggestion)
+		}
+	}
 	b.WriteString("\nHEAL FUNNEL\n")
 	if len(r.Funnel) == 0 {
 		b.WriteString("no jobs\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCHEMA\tJOBS\tFIRST PASS\tSUCCEEDED AT\tDEAD\tDEAD BY CLASS\tTOKENS/OK\tHEAL TOKENS")
+		fmt.Fprintln(tw, "SCHEMA\tVERSION\tJOBS\tFIRST PASS\tSUCCEEDED AT\tDEAD\tDEAD BY CLASS\tTOKENS/OK\tHEAL TOKENS")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\n", s, f.Jobs, pct(f.FirstPass), steps(f),
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\n", f.Schema, short(f.Version), f.Jobs, pct(f.FirstPass), steps(f),
 				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.TokensPerSucceeded, pct(f.HealTokenShare))
 		}
 		tw.Flush()
@@ -140,6 +142,23 @@ func (r *Report) table(w io.Writer) error {
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// flagWord is a cluster's verdict in a word: IMPOSSIBLE, masked or nothing.
+func flagWord(c Cluster) string {
+	switch {
+	case c.Impossible:
+		return "IMPOSSIBLE"
+	case c.Masked:
+		return "masked"
+	}
+	return ""
+}
+
+// rule states the verdicts' rules in one sentence.
+func (r *Report) rule() string {
+	return fmt.Sprintf("Impossible: a fingerprint that failed in at least %d jobs with both its heal rate (jobs that still succeeded) and its fix rate (jobs where a later attempt no longer failed on it) at or below %s, or that was still failing at the end of the last %d jobs, all dead-lettered. Masked: the heal rate alone would flag it, but the model fixed it; its jobs died of other fields.",
+		r.Thresholds.MinJobs, pct(r.Thresholds.MaxHealRate), r.Thresholds.Streak)
 }
 
 func orNone(s string) string {
@@ -165,21 +184,23 @@ func code(s string) string {
 func (r *Report) markdown(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString("# Failure report\n\n")
-	fmt.Fprintf(&b, "Fingerprint v%d (schema + version + path + keyword). Impossible when a fingerprint failed in at least %d jobs with a heal rate at or below %s, or in %d consecutive dead letters.\n\n",
-		r.FingerprintVersion, r.Thresholds.MinJobs, pct(r.Thresholds.MaxHealRate), r.Thresholds.Streak)
+	fmt.Fprintf(&b, "Fingerprint v%d (schema + version + path + keyword). %s\n\n", r.FingerprintVersion, r.rule())
 	b.WriteString("## Clusters\n\n")
 	if len(r.Clusters) == 0 {
 		b.WriteString("No failures.\n")
 	} else {
-		b.WriteString("| id | schema | version | path | keyword | dead letters | jobs | heal rate | impossible | top received | examples |\n")
-		b.WriteString("|---|---|---|---|---|--:|--:|--:|---|---|---|\n")
+		b.WriteString("| id | schema | version | path | keyword | dead letters | jobs | heal rate | fix rate | verdict | top received | examples |\n")
+		b.WriteString("|---|---|---|---|---|--:|--:|--:|--:|---|---|---|\n")
 		for _, c := range r.Clusters {
 			flag := ""
-			if c.Impossible {
-				flag = "**yes**"
+			switch {
+			case c.Impossible:
+				flag = "**impossible**"
+			case c.Masked:
+				flag = "masked"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
-				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, pct(c.HealRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
+				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, pct(c.HealRate), pct(c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
 		}
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
@@ -190,15 +211,21 @@ func (r *Report) markdown(w io.Writer) error {
 				md(strings.Join(c.Examples, ", ")), md(orNone(received(c, Received))), md(c.Suggestion))
 		}
 	}
+	if m := r.Masked(); len(m) > 0 {
+		b.WriteString("\n## Masked fields\n\nThe heal rate blames them, but the model fixed them: their jobs died of other fields.\n\n")
+		for _, c := range m {
+			fmt.Fprintf(&b, "- **%s %s** (`%s`, cluster `%s`): %s.  \n  *Try:* %s\n", md(c.Schema), md(path(c.Path)), c.Keyword, c.ID, md(c.Reason), md(c.Suggestion))
+		}
+	}
 	b.WriteString("\n## Heal funnel\n\n")
 	if len(r.Funnel) == 0 {
 		b.WriteString("No jobs.\n")
 	} else {
-		b.WriteString("| schema | jobs | first pass | succeeded at | dead-lettered | dead by class | tokens per success | tokens on healing |\n")
-		b.WriteString("|---|--:|--:|---|--:|---|--:|--:|\n")
+		b.WriteString("| schema | version | jobs | first pass | succeeded at | dead-lettered | dead by class | tokens per success | tokens on healing |\n")
+		b.WriteString("|---|---|--:|--:|---|--:|---|--:|--:|\n")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %.0f | %s |\n", md(s), f.Jobs, pct(f.FirstPass), steps(f),
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %.0f | %s |\n", md(f.Schema), code(short(f.Version)), f.Jobs, pct(f.FirstPass), steps(f),
 				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.TokensPerSucceeded, pct(f.HealTokenShare))
 		}
 	}
@@ -212,128 +239,188 @@ func (r *Report) markdown(w io.Writer) error {
 	return err
 }
 
-const css = `body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#1d2330}
-h1{font-size:1.6em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #d8dce4}
-table{border-collapse:collapse;width:100%;margin:.5em 0}th,td{padding:.3em .5em;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}
-td.n{text-align:right;font-variant-numeric:tabular-nums}code{font:12px ui-monospace,monospace;background:#f3f4f7;padding:0 .2em}
-.flag{color:#fff;background:#c0392b;border-radius:3px;padding:0 .4em;font-size:.85em}
-.imp{border-left:4px solid #c0392b;padding:.2em .8em;margin:.8em 0;background:#fdf3f2}
-svg text{font:12px system-ui,sans-serif;fill:#1d2330}.muted{color:#667}`
+const css = `body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:80em;padding:0 1em;color:#1d2330}
+h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #d8dce4}
+.wide{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:.5em 0}
+th,td{padding:.3em .5em;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}
+th{font-weight:600;white-space:nowrap;background:#f7f8fa}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.ex{max-width:16em;overflow-wrap:anywhere}code{font:12px ui-monospace,monospace;background:#f3f4f7;padding:0 .2em;overflow-wrap:anywhere}
+.flag,.mask{color:#fff;border-radius:3px;padding:0 .4em;font-size:.85em;white-space:nowrap}.flag{background:#c0392b}.mask{background:#b7791f}
+.imp,.msk{border-left:4px solid #c0392b;padding:.2em .8em;margin:.8em 0;background:#fdf3f2}.msk{border-color:#b7791f;background:#fdf8ec}
+.imp p,.msk p{margin:.3em 0}svg{max-width:100%;height:auto;display:block}
+svg text{font:12px system-ui,sans-serif;fill:#1d2330}svg text.in{fill:#fff;font-size:11px}.muted{color:#667}
+.legend span{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;margin:0 .3em 0 1em;border-radius:2px}`
 
 func esc(s string) string { return html.EscapeString(s) }
 
+// chart colours
+const (
+	colHealed  = "#3f9e6a"
+	colMasked  = "#e0a526"
+	colStuck   = "#c0392b"
+	colBarBack = "#eceef2"
+)
+
 func (r *Report) html(w io.Writer) error {
 	var b bytes.Buffer
-	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Failure report</title>\n<style>\n")
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Failure report</title>\n<style>\n")
 	b.WriteString(css)
 	b.WriteString("\n</style>\n</head>\n<body>\n<h1>Failure report</h1>\n")
-	fmt.Fprintf(&b, "<p class=\"muted\">Fingerprint v%d (schema + version + path + keyword). Impossible: at least %d jobs with a heal rate at or below %s, or %d consecutive dead letters.</p>\n",
-		r.FingerprintVersion, r.Thresholds.MinJobs, esc(pct(r.Thresholds.MaxHealRate)), r.Thresholds.Streak)
+	fmt.Fprintf(&b, "<p class=\"muted\">Fingerprint v%d (schema + version + path + keyword). %s</p>\n", r.FingerprintVersion, esc(r.rule()))
 
-	b.WriteString("<h2>Top clusters</h2>\n")
+	b.WriteString("<h2 id=\"clusters\">Top clusters</h2>\n")
 	if len(r.Clusters) == 0 {
 		b.WriteString("<p>No failures.</p>\n")
 	} else {
 		clusterChart(&b, r.Clusters)
-		b.WriteString("<table>\n<tr><th>id</th><th>schema</th><th>version</th><th>path</th><th>keyword</th><th>dead letters</th><th>jobs</th><th>heal rate</th><th></th><th>top received</th><th>examples</th></tr>\n")
+		b.WriteString("<div class=\"wide\"><table id=\"cluster-table\">\n<tr><th>id</th><th>schema</th><th>version</th><th>path</th><th>keyword</th><th class=\"n\">dead letters</th><th class=\"n\">jobs</th><th class=\"n\">heal rate</th><th class=\"n\">fix rate</th><th>verdict</th><th>top received</th><th>examples</th></tr>\n")
 		for _, c := range r.Clusters {
 			flag := ""
-			if c.Impossible {
+			switch {
+			case c.Impossible:
 				flag = `<span class="flag">impossible</span>`
+			case c.Masked:
+				flag = `<span class="mask" title="` + esc(c.Reason) + `">masked</span>`
 			}
-			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code>%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
-				esc(c.ID), esc(c.Schema), esc(short(c.Version)), esc(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, esc(pct(c.HealRate)), flag,
+			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code>%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
+				esc(c.ID), esc(c.Schema), esc(short(c.Version)), esc(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, esc(pct(c.HealRate)), esc(pct(c.FixRate)), flag,
 				esc(received(c, 3)), esc(strings.Join(c.Examples, ", ")))
 		}
-		b.WriteString("</table>\n")
+		b.WriteString("</table></div>\n")
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
-		b.WriteString("<h2>Impossible fields</h2>\n")
+		b.WriteString("<h2 id=\"impossible\">Impossible fields</h2>\n")
 		for _, c := range imp {
 			fmt.Fprintf(&b, "<div class=\"imp\"><p><b>%s <code>%s</code></b> (%s, cluster <code>%s</code>): %s.</p><p class=\"muted\">Seen %s to %s; jobs %s; received %s.</p><p><b>Try:</b> %s</p></div>\n",
 				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(c.ID), esc(c.Reason), esc(day(c.FirstSeen)), esc(day(c.LastSeen)),
 				esc(strings.Join(c.Examples, ", ")), esc(orNone(received(c, Received))), esc(c.Suggestion))
 		}
 	}
-	b.WriteString("<h2>Heal funnel</h2>\n")
+	if m := r.Masked(); len(m) > 0 {
+		b.WriteString("<h2 id=\"masked\">Masked fields</h2>\n<p class=\"muted\">The heal rate blames them, but the model fixed them: their jobs died of other fields.</p>\n")
+		for _, c := range m {
+			fmt.Fprintf(&b, "<div class=\"msk\"><p><b>%s <code>%s</code></b> (%s, cluster <code>%s</code>): %s.</p><p><b>Try:</b> %s</p></div>\n",
+				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(c.ID), esc(c.Reason), esc(c.Suggestion))
+		}
+	}
+	b.WriteString("<h2 id=\"funnel\">Heal funnel</h2>\n")
 	if len(r.Funnel) == 0 {
 		b.WriteString("<p>No jobs.</p>\n")
 	} else {
 		funnelChart(&b, r)
-		b.WriteString("<table>\n<tr><th>schema</th><th>jobs</th><th>first pass</th><th>succeeded at</th><th>dead-lettered</th><th>dead by class</th><th>tokens per success</th><th>tokens on healing</th></tr>\n")
+		b.WriteString("<div class=\"wide\"><table id=\"funnel-table\">\n<tr><th>schema</th><th>version</th><th class=\"n\">jobs</th><th class=\"n\">first pass</th><th>succeeded at</th><th class=\"n\">dead-lettered</th><th>dead by class</th><th class=\"n\">tokens per success</th><th class=\"n\">tokens on healing</th></tr>\n")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(&b, "<tr><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td></tr>\n",
-				esc(s), f.Jobs, esc(pct(f.FirstPass)), esc(steps(f)), esc(pct(ratio(f.DeadLettered, f.Jobs))), esc(classes(f)), f.TokensPerSucceeded, esc(pct(f.HealTokenShare)))
+			fmt.Fprintf(&b, "<tr><td>%s</td><td><code>%s</code></td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td></tr>\n",
+				esc(f.Schema), esc(short(f.Version)), f.Jobs, esc(pct(f.FirstPass)), esc(steps(f)), esc(pct(ratio(f.DeadLettered, f.Jobs))), esc(classes(f)), f.TokensPerSucceeded, esc(pct(f.HealTokenShare)))
 		}
-		b.WriteString("</table>\n")
+		b.WriteString("</table></div>\n")
 	}
 	if len(r.Lint) > 0 {
-		b.WriteString("<h2>Schema lint</h2>\n<table>\n<tr><th>schema</th><th>file</th><th>path</th><th>rule</th><th>message</th><th>suggestion</th></tr>\n")
+		b.WriteString("<h2 id=\"lint\">Schema lint</h2>\n<div class=\"wide\"><table>\n<tr><th>schema</th><th>file</th><th>path</th><th>rule</th><th>message</th><th>suggestion</th></tr>\n")
 		for _, l := range r.Lint {
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td><code>%s</code></td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
 				esc(l.Schema), esc(l.File), esc(path(l.Path)), esc(l.Rule), esc(l.Message), esc(l.Suggestion))
 		}
-		b.WriteString("</table>\n")
+		b.WriteString("</table></div>\n")
 	}
 	b.WriteString("</body>\n</html>\n")
 	_, err := w.Write(b.Bytes())
 	return err
 }
 
-// clusterChart draws the top clusters as horizontal bars: jobs where the
-// fingerprint failed (light) and the dead letters among them (dark).
+// label shortens a chart label to n runes, keeping its end (the field).
+func label(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// clusterChart draws the top clusters as horizontal bars as long as the
+// jobs where the fingerprint failed, split into the jobs that healed, the
+// dead letters where it had been fixed (masked) and the dead letters where
+// it was still failing.
 func clusterChart(b *bytes.Buffer, cs []Cluster) {
-	const top, rowH, labelW, barW = 15, 22, 300, 420
+	const top, rowH, labelW, barW, countW = 15, 24, 330, 520, 90
 	n := min(len(cs), top)
 	maxJobs := 1
 	for _, c := range cs[:n] {
 		maxJobs = max(maxJobs, c.Jobs)
 	}
-	h := n*rowH + 30
-	fmt.Fprintf(b, "<svg role=\"img\" aria-label=\"top failure clusters\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\">\n", labelW+barW+80, h, labelW+barW+80, h)
+	width, h := labelW+barW+countW, n*rowH+8
+	fmt.Fprintf(b, "<svg id=\"cluster-chart\" role=\"img\" aria-label=\"top failure clusters\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", width, h, width, h)
 	for i, c := range cs[:n] {
 		y := i*rowH + 4
-		jw := c.Jobs * barW / maxJobs
-		dw := c.DeadLetters * barW / maxJobs
-		fill := "#2c6fbb"
-		if c.Impossible {
-			fill = "#c0392b"
+		name := c.Schema + " " + path(c.Path) + " (" + c.Keyword + ")"
+		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\"><title>%s</title>%s</text>", labelW-8, y+13, esc(name), esc(label(name, 44)))
+		healed := c.Jobs - c.DeadLetters
+		stuck := max(c.Jobs-max(c.Fixed, healed), 0)
+		masked := max(c.DeadLetters-stuck, 0)
+		x := float64(labelW)
+		for _, seg := range []struct {
+			n          int
+			fill, what string
+		}{{healed, colHealed, "healed"}, {masked, colMasked, "dead-lettered for other fields (fixed here)"}, {stuck, colStuck, "dead-lettered, still failing here"}} {
+			if seg.n == 0 {
+				continue
+			}
+			wd := float64(seg.n) * barW / float64(maxJobs)
+			fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"17\" fill=\"%s\"><title>%d %s</title></rect>", x, y, wd, seg.fill, seg.n, esc(seg.what))
+			x += wd
 		}
-		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s %s (%s)</text>", labelW-6, y+14, esc(c.Schema), esc(path(c.Path)), esc(c.Keyword))
-		fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"16\" fill=\"#c9d8ec\"/>", labelW, y+2, jw)
-		fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"16\" fill=\"%s\"/>", labelW, y+2, dw, fill)
-		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\">%d / %d</text>\n", labelW+jw+6, y+14, c.DeadLetters, c.Jobs)
+		flag := ""
+		switch {
+		case c.Impossible:
+			flag = " impossible"
+		case c.Masked:
+			flag = " masked"
+		}
+		fmt.Fprintf(b, "<text x=\"%.1f\" y=\"%d\">%d / %d%s</text>\n", x+6, y+13, c.DeadLetters, c.Jobs, flag)
 	}
-	fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" class=\"muted\">dark: dead letters, light: jobs where it failed at some attempt</text>\n</svg>\n", labelW, n*rowH+22)
+	b.WriteString("</svg>\n")
+	fmt.Fprintf(b, "<p class=\"legend muted\">jobs where it failed at some attempt:<span style=\"background:%s\"></span>healed<span style=\"background:%s\"></span>dead-lettered for other fields (fixed here)<span style=\"background:%s\"></span>dead-lettered, still failing here; numbers: dead letters / jobs</p>\n",
+		colHealed, colMasked, colStuck)
 }
 
-// funnelChart draws one stacked 100% bar per schema: succeeded at attempt
-// 1, 2, ... (greens) then dead-lettered by class (reds).
+// funnelChart draws one stacked 100% bar per schema version: succeeded at
+// attempt 1, 2, ... (greens) then dead-lettered by class (reds).
 func funnelChart(b *bytes.Buffer, r *Report) {
-	const rowH, labelW, barW = 26, 140, 560
+	const rowH, labelW, barW = 28, 170, 700
 	schemas := r.Schemas()
 	greens := []string{"#1e8449", "#52be80", "#a9dfbf", "#d4efdf"}
 	reds := []string{"#c0392b", "#e74c3c", "#f1948a", "#fadbd8"}
-	h := len(schemas)*rowH + 10
-	fmt.Fprintf(b, "<svg role=\"img\" aria-label=\"heal funnel\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" xmlns=\"http://www.w3.org/2000/svg\">\n", labelW+barW+20, h, labelW+barW+20, h)
+	h := len(schemas)*rowH + 8
+	fmt.Fprintf(b, "<svg id=\"funnel-chart\" role=\"img\" aria-label=\"heal funnel\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", labelW+barW+10, h, labelW+barW+10, h)
 	for i, s := range schemas {
 		f := r.Funnel[s]
 		y := i*rowH + 4
-		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", labelW-6, y+14, esc(s))
+		fmt.Fprintf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", labelW-8, y+14, esc(label(s, 24)))
+		fmt.Fprintf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"20\" fill=\"%s\"/>", labelW, y, barW, colBarBack)
 		x := float64(labelW)
-		seg := func(share float64, fill, title string) {
+		seg := func(share float64, fill, short, title string, light bool) {
 			wd := share * barW
-			fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"18\" fill=\"%s\"><title>%s</title></rect>", x, y, wd, fill, esc(title))
+			fmt.Fprintf(b, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"20\" fill=\"%s\"><title>%s</title></rect>", x, y, wd, fill, esc(title))
+			if text := short + " " + pct(share); wd >= float64(len(text))*6.5+8 {
+				cls := "in"
+				if light {
+					cls = ""
+				}
+				fmt.Fprintf(b, "<text class=\"%s\" x=\"%.1f\" y=\"%d\">%s</text>", cls, x+4, y+14, esc(text))
+			}
 			x += wd
 		}
 		for k, st := range f.SucceededAt {
-			seg(st.Share, greens[min(k, len(greens)-1)], fmt.Sprintf("succeeded at attempt %d: %s", st.Attempt, pct(st.Share)))
+			c := min(k, len(greens)-1)
+			seg(st.Share, greens[c], fmt.Sprintf("ok@%d", st.Attempt), fmt.Sprintf("succeeded at attempt %d: %d jobs, %s", st.Attempt, st.Jobs, pct(st.Share)), c >= 2)
 		}
 		for k, c := range f.DeadByClass {
-			seg(c.Share, reds[min(k, len(reds)-1)], fmt.Sprintf("dead-lettered (%s): %s", c.Class, pct(c.Share)))
+			ci := min(k, len(reds)-1)
+			seg(c.Share, reds[ci], c.Class, fmt.Sprintf("dead-lettered (%s): %d jobs, %s", c.Class, c.Jobs, pct(c.Share)), ci >= 2)
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("</svg>\n")
+	b.WriteString("<p class=\"legend muted\">per schema version, share of its jobs: greens succeeded at attempt 1, 2, …; reds dead-lettered, by class</p>\n")
 }

@@ -31,8 +31,9 @@ type Options struct {
 	// MinJobs is the number of distinct job runs a fingerprint must fail in
 	// before its heal rate can flag it (default DefaultMinJobs).
 	MinJobs int
-	// MaxHealRate flags a fingerprint healed in at most this share of the
-	// jobs where it failed (default DefaultMaxHealRate; negative means 0).
+	// MaxHealRate flags a fingerprint both healed and fixed in at most this
+	// share of the jobs where it failed (default DefaultMaxHealRate;
+	// negative means 0).
 	MaxHealRate float64
 	// Lint holds the static schema findings, filled by the CLI.
 	Lint []LintFinding
@@ -101,8 +102,17 @@ type Cluster struct {
 	// Jobs counts the distinct job runs where the fingerprint failed at any attempt.
 	Jobs int `json:"jobs"`
 	// HealRate is the share of Jobs that still succeeded.
-	HealRate   float64          `json:"heal_rate"`
-	Impossible bool             `json:"impossible"`
+	HealRate float64 `json:"heal_rate"`
+	// Fixed counts the Jobs in which a later attempt no longer failed on
+	// the fingerprint (dlq.ClusterCount.Fixed): every healed job, and dead
+	// letters that died of other fields.
+	Fixed int `json:"fixed"`
+	// FixRate is Fixed / Jobs; FixRate >= HealRate.
+	FixRate    float64 `json:"fix_rate"`
+	Impossible bool    `json:"impossible"`
+	// Masked is set when the heal rate alone would flag the cluster but the
+	// model did fix it: its jobs were dead-lettered for other fields.
+	Masked     bool             `json:"masked"`
 	Reason     string           `json:"reason"`
 	Suggestion string           `json:"suggestion"`
 	Examples   []string         `json:"examples"`
@@ -111,11 +121,13 @@ type Cluster struct {
 	LastSeen   time.Time        `json:"last_seen"`
 }
 
-// Funnel is what became of one schema's jobs.
+// Funnel is what became of the jobs of one schema version.
 type Funnel struct {
-	Jobs         int `json:"jobs"`
-	Succeeded    int `json:"succeeded"`
-	DeadLettered int `json:"dead_lettered"`
+	Schema       string `json:"schema"`
+	Version      string `json:"version"`
+	Jobs         int    `json:"jobs"`
+	Succeeded    int    `json:"succeeded"`
+	DeadLettered int    `json:"dead_lettered"`
 	// FirstPass is the share of jobs valid at the first model call.
 	FirstPass float64 `json:"first_pass"`
 	// SucceededAt has one step per attempt count k: the jobs that succeeded
@@ -171,8 +183,13 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
+	// The fingerprints that kill jobs first: dead letters where the field
+	// was still failing at the end, then all dead letters, then jobs.
 	sort.Slice(counts, func(i, j int) bool {
 		a, b := counts[i], counts[j]
+		if sa, sb := a.DeadLetters-a.DeadFixed, b.DeadLetters-b.DeadFixed; sa != sb {
+			return sa > sb
+		}
 		if a.DeadLetters != b.DeadLetters {
 			return a.DeadLetters > b.DeadLetters
 		}
@@ -211,9 +228,8 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
 		DeadLetters: c.DeadLetters, Jobs: c.Jobs, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
 	}
-	if c.Jobs > 0 {
-		cl.HealRate = float64(c.Jobs-c.DeadLetters) / float64(c.Jobs)
-	}
+	cl.HealRate = ratio(c.Jobs-c.DeadLetters, c.Jobs)
+	cl.Fixed, cl.FixRate = c.Fixed, ratio(c.Fixed, c.Jobs)
 	var err error
 	if cl.Examples, err = s.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
 		return Cluster{}, err
@@ -227,19 +243,44 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 	if cl.Received == nil {
 		cl.Received = []dlq.ValueCount{}
 	}
+
+	// The heal rate alone blames a field for jobs that died of another
+	// one; the fix rate says whether the model satisfied the field itself.
 	healed := c.Jobs - c.DeadLetters
+	lowHeal := c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate
+	var ends []dlq.RunEnd
+	if c.DeadLetters >= Streak {
+		if ends, err = s.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
+			return Cluster{}, err
+		}
+	}
+	deadStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead })
+	stuckStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead && !e.Fixed })
 	switch {
-	case c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate:
+	case lowHeal && cl.FixRate <= o.MaxHealRate:
 		cl.Impossible = true
-		cl.Reason = fmt.Sprintf("failed in %d jobs, healed in %d (%s), at or below %s", c.Jobs, healed, pct(cl.HealRate), pct(o.MaxHealRate))
-	case c.DeadLetters >= Streak:
-		recent, err := s.ClusterRecent(ctx, c.ID, f, Streak)
+		cl.Reason = fmt.Sprintf("failed in %d jobs, healed in %d (%s), fixed in %d (%s), at or below %s",
+			c.Jobs, healed, pct(cl.HealRate), c.Fixed, pct(cl.FixRate), pct(o.MaxHealRate))
+	case stuckStreak:
+		cl.Impossible = true
+		cl.Reason = fmt.Sprintf("the last %d jobs that failed here were dead-lettered with it still failing, none healed or fixed in between (%d of %d healed, %d fixed before)",
+			Streak, healed, c.Jobs, c.Fixed)
+	case lowHeal || deadStreak:
+		cl.Masked = true
+		blockers, err := s.ClusterBlockers(ctx, c.ID, f, 1)
 		if err != nil {
 			return Cluster{}, err
 		}
-		if len(recent) == Streak && allTrue(recent) {
-			cl.Impossible = true
-			cl.Reason = fmt.Sprintf("the last %d jobs that failed here were dead-lettered, none healed in between (%d of %d healed before)", Streak, healed, c.Jobs)
+		cl.Reason = fmt.Sprintf("masked: fixed in %s of its jobs (%d of %d), which were dead-lettered for other fields", pct(cl.FixRate), c.Fixed, c.Jobs)
+		cl.Suggestion = "not this field: fix what kills these jobs first"
+		if len(blockers) > 0 {
+			b := blockers[0]
+			name := path(b.Path) + " (" + b.Keyword + ")"
+			if b.Schema != c.Schema || b.Version != c.Version {
+				name = b.Schema + " " + name
+			}
+			cl.Reason += fmt.Sprintf(", most often %s in %d", name, b.Runs)
+			cl.Suggestion = fmt.Sprintf("not this field: %s kills these jobs, fix it first", name)
 		}
 	}
 	if cl.Impossible {
@@ -248,9 +289,9 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 	return cl, nil
 }
 
-func allTrue(bs []bool) bool {
-	for _, b := range bs {
-		if !b {
+func all[T any](xs []T, ok func(T) bool) bool {
+	for _, x := range xs {
+		if !ok(x) {
 			return false
 		}
 	}
@@ -290,29 +331,46 @@ func suggest(c Cluster) string {
 	}
 }
 
+// funnel keys each schema version's funnel by the schema id, or by
+// "schema@version" (the version's first 8 characters) for a schema with
+// several versions in the selection: versions are never mixed.
 func funnel(rows []dlq.FunnelRow) map[string]*Funnel {
+	versions := map[string]map[string]bool{}
+	for _, r := range rows {
+		if versions[r.Schema] == nil {
+			versions[r.Schema] = map[string]bool{}
+		}
+		versions[r.Schema][r.Version] = true
+	}
+	key := func(r dlq.FunnelRow) string {
+		if len(versions[r.Schema]) == 1 {
+			return r.Schema
+		}
+		return r.Schema + "@" + short(r.Version)
+	}
 	out := map[string]*Funnel{}
 	okTokens := map[string]int{}
 	heal := map[string]int{}
 	for _, r := range rows {
-		fu := out[r.Schema]
+		k := key(r)
+		fu := out[k]
 		if fu == nil {
-			fu = &Funnel{SucceededAt: []Step{}, DeadByClass: []ClassShare{}}
-			out[r.Schema] = fu
+			fu = &Funnel{Schema: r.Schema, Version: r.Version, SucceededAt: []Step{}, DeadByClass: []ClassShare{}}
+			out[k] = fu
 		}
 		fu.Jobs += r.Jobs
 		fu.Tokens += r.Tokens
-		heal[r.Schema] += r.HealTokens
+		heal[k] += r.HealTokens
 		if r.Dead {
 			fu.DeadLettered += r.Jobs
 			fu.DeadByClass = addClass(fu.DeadByClass, r.Class, r.Jobs)
 		} else {
 			fu.Succeeded += r.Jobs
-			okTokens[r.Schema] += r.Tokens
+			okTokens[k] += r.Tokens
 			fu.SucceededAt = addStep(fu.SucceededAt, r.Attempts, r.Jobs)
 		}
 	}
-	for schema, fu := range out {
+	for k, fu := range out {
 		sort.Slice(fu.SucceededAt, func(i, j int) bool { return fu.SucceededAt[i].Attempt < fu.SucceededAt[j].Attempt })
 		sort.Slice(fu.DeadByClass, func(i, j int) bool {
 			a, b := fu.DeadByClass[i], fu.DeadByClass[j]
@@ -330,8 +388,8 @@ func funnel(rows []dlq.FunnelRow) map[string]*Funnel {
 		for i := range fu.DeadByClass {
 			fu.DeadByClass[i].Share = ratio(fu.DeadByClass[i].Jobs, fu.Jobs)
 		}
-		fu.TokensPerSucceeded = ratio(okTokens[schema], fu.Succeeded)
-		fu.HealTokenShare = ratio(heal[schema], fu.Tokens)
+		fu.TokensPerSucceeded = ratio(okTokens[k], fu.Succeeded)
+		fu.HealTokenShare = ratio(heal[k], fu.Tokens)
 	}
 	return out
 }
@@ -371,13 +429,26 @@ func pct(f float64) string {
 	return strings.TrimSuffix(s, ".0") + "%"
 }
 
-// Schemas returns the funnel's schema ids, sorted.
+// Schemas returns the funnel's keys (schema ids, or schema@version when a
+// schema has several versions in the selection), sorted.
 func (r *Report) Schemas() []string {
 	out := make([]string, 0, len(r.Funnel))
 	for s := range r.Funnel {
 		out = append(out, s)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Masked returns the clusters the heal rate alone would have flagged but
+// the model fixed: their jobs died of other fields.
+func (r *Report) Masked() []Cluster {
+	var out []Cluster
+	for _, c := range r.Clusters {
+		if c.Masked {
+			out = append(out, c)
+		}
+	}
 	return out
 }
 

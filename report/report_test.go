@@ -8,7 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -83,6 +83,15 @@ func dataset() []spec {
 		}
 		add(s)
 	}
+	// shipment: every job dies of /code (pattern, never fixed), while the
+	// model fixes /carrier (enum) on the heal turn -> /code impossible,
+	// /carrier masked, not impossible. Two of the /code failures are the
+	// last attempt's only diagnostic.
+	for i := 0; i < 4; i++ {
+		add(spec{id: id("shp"), schema: "shipment", dead: true, class: "exhausted", attempts: [][]dlq.Diagnostic{
+			{d("/carrier", "enum", `"dhl"`), d("/code", "pattern", `"x1"`)},
+			{d("/code", "pattern", `"x2"`)}}})
+	}
 	// clean first-pass successes
 	for i := 0; i < 6; i++ {
 		schema := "invoice"
@@ -127,41 +136,61 @@ func load(t testing.TB) (*dlq.Store, []spec) {
 }
 
 type want struct {
-	jobs, dead int
-	flagged    bool
-	last       []bool // dead flags in time order
+	jobs, dead, fixed int
+	flagged, masked   bool
+	last              []end // in time order
 }
 
-// expect derives every cluster's numbers from the dataset.
+type end struct{ dead, fixed bool }
+
+// expect derives every cluster's numbers from the dataset: a cluster is
+// fixed in a job when the job's last attempt has no diagnostic of it.
 func expect(specs []spec, o Options) map[string]*want {
 	o = o.withDefaults()
 	m := map[string]*want{}
+	id := func(s spec, dg dlq.Diagnostic) string {
+		return dlq.ClusterID(dlq.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
+	}
 	for _, s := range specs {
+		atEnd := map[string]bool{}
+		for _, dg := range s.attempts[len(s.attempts)-1] {
+			atEnd[id(s, dg)] = true
+		}
 		seen := map[string]bool{}
 		for _, ds := range s.attempts {
 			for _, dg := range ds {
-				id := dlq.ClusterID(dlq.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
-				if seen[id] {
+				c := id(s, dg)
+				if seen[c] {
 					continue
 				}
-				seen[id] = true
-				w := m[id]
+				seen[c] = true
+				w := m[c]
 				if w == nil {
 					w = &want{}
-					m[id] = w
+					m[c] = w
 				}
 				w.jobs++
 				if s.dead {
 					w.dead++
 				}
-				w.last = append(w.last, s.dead)
+				if !atEnd[c] {
+					w.fixed++
+				}
+				w.last = append(w.last, end{s.dead, !atEnd[c]})
 			}
 		}
 	}
 	for _, w := range m {
 		heal := float64(w.jobs-w.dead) / float64(w.jobs)
-		streak := len(w.last) >= Streak && !slices.Contains(w.last[len(w.last)-Streak:], false)
-		w.flagged = (w.jobs >= o.MinJobs && heal <= o.MaxHealRate) || streak
+		fix := float64(w.fixed) / float64(w.jobs)
+		lowHeal := w.jobs >= o.MinJobs && heal <= o.MaxHealRate
+		deadStreak, stuckStreak := len(w.last) >= Streak, len(w.last) >= Streak
+		for _, e := range w.last[max(0, len(w.last)-Streak):] {
+			deadStreak = deadStreak && e.dead
+			stuckStreak = stuckStreak && e.dead && !e.fixed
+		}
+		w.flagged = (lowHeal && fix <= o.MaxHealRate) || stuckStreak
+		w.masked = !w.flagged && (lowHeal || deadStreak)
 	}
 	return m
 }
@@ -190,11 +219,20 @@ func TestBuildClusters(t *testing.T) {
 			if want := float64(w.jobs-w.dead) / float64(w.jobs); math.Abs(c.HealRate-want) > 1e-9 {
 				t.Errorf("heal rate = %v, want %v", c.HealRate, want)
 			}
-			if c.Impossible != w.flagged {
-				t.Errorf("impossible = %v (%s), want %v", c.Impossible, c.Reason, w.flagged)
+			if want := float64(w.fixed) / float64(w.jobs); math.Abs(c.FixRate-want) > 1e-9 {
+				t.Errorf("fix rate = %v, want %v", c.FixRate, want)
+			}
+			if c.Impossible != w.flagged || c.Masked != w.masked {
+				t.Errorf("impossible, masked = %v, %v (%s), want %v, %v", c.Impossible, c.Masked, c.Reason, w.flagged, w.masked)
 			}
 			if c.Impossible && (c.Reason == "" || c.Suggestion == "" || len(c.Examples) == 0) {
 				t.Errorf("a flag without evidence: %+v", c)
+			}
+			if c.Masked && !strings.HasPrefix(c.Reason, "masked: ") {
+				t.Errorf("masked cluster with reason %q", c.Reason)
+			}
+			if !c.Impossible && !c.Masked && c.Reason != "" {
+				t.Errorf("reason %q on a cluster neither impossible nor masked", c.Reason)
 			}
 			if strings.Contains(c.Path, "/items/") && c.Path != "/items/*/price" {
 				t.Errorf("path %q not a pattern", c.Path)
@@ -204,23 +242,43 @@ func TestBuildClusters(t *testing.T) {
 			flagged++
 		}
 	}
-	if flagged != 2 {
-		t.Errorf("%d impossible clusters, the dataset builds exactly 2 (heal rate, streak)", flagged)
+	if flagged != 3 {
+		t.Errorf("%d impossible clusters, the dataset builds exactly 3 (heal rate twice, streak)", flagged)
 	}
-	// both rules, by name
-	reasons := map[string]string{}
+	// the rules, by name
+	byPath := map[string]Cluster{}
 	for _, c := range r.Clusters {
-		reasons[c.Path] = c.Reason
+		byPath[c.Path] = c
 	}
-	if !strings.Contains(reasons["/total"], "healed in 0") {
-		t.Errorf("/total reason %q, want the heal-rate rule", reasons["/total"])
+	if c := byPath["/total"]; !c.Impossible || !strings.Contains(c.Reason, "healed in 0") {
+		t.Errorf("/total %q, want impossible by the heal-rate rule", c.Reason)
 	}
-	if !strings.Contains(reasons["/currency"], "last 3") {
-		t.Errorf("/currency reason %q, want the streak rule", reasons["/currency"])
+	if c := byPath["/currency"]; !c.Impossible || !strings.Contains(c.Reason, "last 3") {
+		t.Errorf("/currency %q, want impossible by the streak rule", c.Reason)
 	}
-	// sorted by dead letters
-	if !sort.SliceIsSorted(r.Clusters, func(i, j int) bool { return r.Clusters[i].DeadLetters > r.Clusters[j].DeadLetters }) {
-		t.Errorf("clusters not sorted by dead letters")
+	// A field the model fixed in every job, whose jobs all died of another
+	// field, is not impossible: its reason names the field that killed them.
+	if c := byPath["/carrier"]; c.Impossible || !c.Masked || c.HealRate != 0 || c.FixRate != 1 ||
+		!strings.Contains(c.Reason, "/code (pattern) in 4") || !strings.Contains(c.Suggestion, "/code") {
+		t.Errorf("/carrier = %+v, want masked by /code, heal rate 0, fix rate 1", c)
+	}
+	if c := byPath["/code"]; !c.Impossible || c.FixRate != 0 {
+		t.Errorf("/code = %+v, want impossible, fix rate 0", c)
+	}
+	// sorted by dead letters still failing there, then dead letters
+	stuck := func(c Cluster) int { return c.Jobs - c.Fixed }
+	if !sort.SliceIsSorted(r.Clusters, func(i, j int) bool {
+		a, b := r.Clusters[i], r.Clusters[j]
+		return stuck(a) > stuck(b) || stuck(a) == stuck(b) && a.DeadLetters > b.DeadLetters
+	}) {
+		t.Errorf("clusters not sorted by dead letters still failing, then dead letters")
+	}
+	rank := map[string]int{}
+	for i, c := range r.Clusters {
+		rank[c.Path] = i
+	}
+	if rank["/carrier"] < rank["/code"] {
+		t.Errorf("masked /carrier ranked %d, above /code (%d) that killed its jobs", rank["/carrier"], rank["/code"])
 	}
 }
 
@@ -255,8 +313,9 @@ func TestBuildThresholdsAndFilters(t *testing.T) {
 			}
 			for _, c := range r.Clusters {
 				w := exp[c.ID]
-				if c.Jobs != w.jobs || c.DeadLetters != w.dead || c.Impossible != w.flagged {
-					t.Errorf("%s: jobs %d dead %d flagged %v, want %d %d %v", c.Path, c.Jobs, c.DeadLetters, c.Impossible, w.jobs, w.dead, w.flagged)
+				if c.Jobs != w.jobs || c.DeadLetters != w.dead || c.Impossible != w.flagged || c.Masked != w.masked {
+					t.Errorf("%s: jobs %d dead %d flagged %v masked %v, want %d %d %v %v", c.Path, c.Jobs, c.DeadLetters, c.Impossible, c.Masked,
+						w.jobs, w.dead, w.flagged, w.masked)
 				}
 			}
 		})
@@ -270,7 +329,7 @@ func TestBuildFunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, schema := range []string{"invoice", "receipt"} {
+	for _, schema := range []string{"invoice", "receipt", "shipment"} {
 		var jobs, ok, first, dead, tokens, okTokens, healTokens int
 		byAttempt := map[int]int{}
 		byClass := map[string]int{}
@@ -381,12 +440,12 @@ func TestJSONContract(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"id", "schema", "version", "path", "keyword", "dead_letters", "jobs", "heal_rate", "impossible", "reason", "suggestion", "examples", "received", "first_seen", "last_seen"} {
+	for _, k := range []string{"id", "schema", "version", "path", "keyword", "dead_letters", "jobs", "heal_rate", "fix_rate", "impossible", "masked", "reason", "suggestion", "examples", "received", "first_seen", "last_seen"} {
 		if _, ok := doc.Clusters[0][k]; !ok {
 			t.Errorf("cluster JSON lacks %q", k)
 		}
 	}
-	for _, k := range []string{"jobs", "succeeded", "dead_lettered", "first_pass", "succeeded_at", "dead_by_class", "tokens_per_succeeded", "heal_token_share"} {
+	for _, k := range []string{"schema", "version", "jobs", "succeeded", "dead_lettered", "first_pass", "succeeded_at", "dead_by_class", "tokens_per_succeeded", "heal_token_share"} {
 		if _, ok := doc.Funnel["invoice"][k]; !ok {
 			t.Errorf("funnel JSON lacks %q", k)
 		}
@@ -438,5 +497,77 @@ func TestEmptyStore(t *testing.T) {
 	js, _ := json.Marshal(r)
 	if !bytes.Contains(js, []byte(`"clusters":[]`)) || !bytes.Contains(js, []byte(`"lint":[]`)) {
 		t.Errorf("empty report JSON %s: want empty arrays, not null", js)
+	}
+}
+
+// TestVersionsNeverMix writes the same schema under two versions: the
+// funnel and the clusters keep them apart, and --version selects one.
+func TestVersionsNeverMix(t *testing.T) {
+	t.Parallel()
+	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	const v1, v2 = "aaaaaaaa1111", "bbbbbbbb2222"
+	var outs []dlq.Outcome
+	for i := 0; i < 6; i++ {
+		s := spec{id: fmt.Sprintf("v-%d", i), schema: "invoice", attempts: [][]dlq.Diagnostic{nil}}
+		version := v1
+		if i%3 == 0 { // v2: dead on /total
+			version = v2
+			s.dead, s.class = true, "exhausted"
+			s.attempts = [][]dlq.Diagnostic{{d("/total", "type", `"1"`)}}
+		} else if i%3 == 1 { // v1: healed on /total
+			s.attempts = [][]dlq.Diagnostic{{d("/total", "type", `"1"`)}, nil}
+		}
+		o := s.outcome(i)
+		o.SchemaVersion = version
+		outs = append(outs, o)
+	}
+	if err := st.Write(t.Context(), outs); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		o        Options
+		keys     []string
+		clusters map[string]int // version -> dead letters of /total
+	}{
+		{"all", Options{}, []string{"invoice@aaaaaaaa", "invoice@bbbbbbbb"}, map[string]int{v1: 0, v2: 2}},
+		{"version", Options{Version: v2}, []string{"invoice"}, map[string]int{v2: 2}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Build(t.Context(), st, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Schemas(); !reflect.DeepEqual(got, tc.keys) {
+				t.Fatalf("funnel keys %v, want %v", got, tc.keys)
+			}
+			for _, k := range tc.keys {
+				f := r.Funnel[k]
+				var jobs, dead int
+				for _, o := range outs {
+					if o.SchemaVersion == f.Version {
+						jobs++
+						if o.Status == dlq.StatusDeadLettered {
+							dead++
+						}
+					}
+				}
+				if f.Schema != "invoice" || f.Jobs != jobs || f.DeadLettered != dead {
+					t.Errorf("funnel %s = %+v, want %d jobs, %d dead of version %s only", k, f, jobs, dead, f.Version)
+				}
+			}
+			got := map[string]int{}
+			for _, c := range r.Clusters {
+				got[c.Version] = c.DeadLetters
+			}
+			if !reflect.DeepEqual(got, tc.clusters) {
+				t.Errorf("clusters by version %v, want %v", got, tc.clusters)
+			}
+		})
 	}
 }
