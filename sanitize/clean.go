@@ -89,16 +89,24 @@ func repair(raw []byte) (Result, error) {
 		return Result{}, &SyntaxError{Offset: len(raw), Reason: "inside an unclosed thinking block", Kind: ErrTruncated}
 	}
 
-	if res, err, ok := fromFences(text, base); ok {
-		if err != nil {
-			return Result{}, err
-		}
-		res.Stages = stageList(stages | res.mask | sFence)
-		return res.Result, nil
+	fenced, fenceErr, ok := fromFences(text, base)
+	if ok && fenceErr == nil {
+		fenced.Stages = stageList(stages | fenced.mask | sFence)
+		return fenced.Result, nil
 	}
 
+	// A fenced block held JSON that does not clean: that is the answer,
+	// unless the text itself starts as JSON (the marker may sit in a string).
+	if fenceErr != nil {
+		if t := trimASCII(text); len(t) == 0 || (t[0] != '"' && t[0] != '{' && t[0] != '[') {
+			return Result{}, fenceErr
+		}
+	}
 	res, err := fromText(text, base)
 	if err != nil {
+		if fenceErr != nil {
+			return Result{}, fenceErr
+		}
 		return Result{}, err
 	}
 	res.Stages = stageList(stages | res.mask)

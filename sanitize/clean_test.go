@@ -177,6 +177,7 @@ var refusalCases = []cleanCase{
 	{name: "bare scalar in prose", in: "The answer is 42", err: ErrNoJSON},
 	{name: "unclosed thinking", in: "<think>The user wants {\"a\": 1}, so", err: ErrTruncated},
 	{name: "braced word in a refusal", in: "Sorry, I can't fill {that} in.", err: ErrUnrepairable},
+	{name: "broken fence wins over prose", in: "```json\n{\"a\": 1 \"b\" ]\n```\nSee [1].", err: ErrUnrepairable},
 	{name: "truncated object", in: `{"a": 1, "b": [1, 2`, err: ErrTruncated},
 	{name: "truncated string", in: `{"a": "hello wor`, err: ErrTruncated},
 	{name: "truncated number", in: `{"a": 12`, err: ErrTruncated},
