@@ -32,7 +32,9 @@
 // version, model, attempts, tokens, times), payloads (the Outcome without
 // its data, S2-compressed above 256 bytes, so the hot tables stay small;
 // files from schema version 1 may hold DEFLATE bodies, still read),
-// attempts (one row per model call), failures (one row per cluster per job
+// attempts (one row per model call of the runs that needed more than one
+// call or were dead-lettered; a first-pass success's call is its outcome
+// row and payload), failures (one row per cluster per job
 // run: its first failing attempt, the received value there cut to 64
 // bytes, and fixed: whether the run's last validated attempt no longer
 // failed on it) and clusters (one row per fingerprint). Every diagnostic of

@@ -3,7 +3,9 @@ package dlq
 import (
 	"bytes"
 	"compress/flate"
+	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -96,6 +98,81 @@ func TestWriteStoresPayloadCompressed(t *testing.T) {
 			if n >= len(js) {
 				t.Errorf("%s: %d bytes stored for a %d-byte transcript: not smaller", tc.job, n, len(js))
 			}
+		}
+	}
+}
+
+// TestAttemptsRows: one attempts row per model call, except for a job valid
+// at its first call, whose call is its outcome row and payload.
+func TestAttemptsRows(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		o    Outcome
+		want int
+	}{
+		{"first pass", outcome("a", false, 1, t0), 0},
+		{"healed at 2", outcome("b", false, 2, t0, diag("/total", "type", "1")), 2},
+		{"dead after 3", outcome("c", true, 3, t0, diag("/total", "type", "1")), 3},
+		{"dead at 1", outcome("d", true, 1, t0, diag("/total", "type", "1")), 1},
+	}
+	s := openTemp(t)
+	for _, tc := range tests {
+		write(t, s, tc.o)
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var n int
+			if err := s.r.QueryRow(`SELECT COUNT(*) FROM attempts a JOIN outcomes o ON o.id = a.outcome_id WHERE o.job_id = ?`, tc.o.JobID).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != tc.want {
+				t.Errorf("%d attempts rows, want %d", n, tc.want)
+			}
+			got, err := s.Get(t.Context(), tc.o.JobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Trace) != len(tc.o.Trace) || got.Trace[0].LatencyMS != tc.o.Trace[0].LatencyMS {
+				t.Errorf("payload trace = %+v, want the %d attempts written", got.Trace, len(tc.o.Trace))
+			}
+		})
+	}
+}
+
+// TestWriteLargeBatch writes a batch over several prepare chunks (prepared
+// while the previous chunk is inserted), again (idempotent), and under a
+// cancelled context (nothing stored, no goroutine left touching the batch).
+func TestWriteLargeBatch(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	var outs []Outcome
+	for i := 0; i < 3*prepChunk+17; i++ {
+		outs = append(outs, mixed(i))
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Write(cancelled, outs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Write(cancelled) = %v, want context.Canceled", err)
+	}
+	if n := count(t, s, "outcomes"); n != 0 {
+		t.Fatalf("%d outcomes stored by a cancelled Write", n)
+	}
+	write(t, s, outs...)
+	write(t, s, outs...)
+	if n := count(t, s, "outcomes"); n != len(outs) {
+		t.Errorf("%d outcomes, want %d", n, len(outs))
+	}
+	if n := count(t, s, "payloads"); n != len(outs) {
+		t.Errorf("%d payloads, want %d", n, len(outs))
+	}
+	for _, i := range []int{0, prepChunk, len(outs) - 1} {
+		got, err := s.Get(t.Context(), outs[i].JobID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != outs[i].Status || len(got.Trace) != len(outs[i].Trace) {
+			t.Errorf("Get(%s) = %s with %d attempts, want %s with %d", outs[i].JobID, got.Status, len(got.Trace), outs[i].Status, len(outs[i].Trace))
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -108,40 +107,68 @@ func (s *Store) Write(ctx context.Context, outs []Outcome) error {
 			return fmt.Errorf("writing outcomes: %w", err)
 		}
 	}
-	rows, err := s.prepare(outs)
-	if err != nil {
-		return fmt.Errorf("writing outcomes: %w", err)
+	rows := make([]row, len(outs))
+	for i := range outs {
+		rows[i].o = &outs[i]
 	}
-	if err := s.insert(ctx, rows); err != nil {
+	pr := startPrepare(outs, rows)
+	defer pr.stop()
+	if err := s.insert(ctx, rows, pr); err != nil {
 		return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
 	}
 	return nil
 }
 
-// prepare encodes payloads and fingerprints failures, spreading large
-// batches over the available cores.
-func (s *Store) prepare(outs []Outcome) ([]row, error) {
-	rows := make([]row, len(outs))
-	workers := runtime.GOMAXPROCS(0)
-	if len(outs) < 64 || workers < 2 {
-		return rows, prepareRange(outs, rows, 0, len(outs))
+// prepChunk is how many outcomes are prepared (encoded, fingerprinted) at a
+// time; the transaction inserts a chunk while the next one is prepared.
+const prepChunk = 128
+
+// prepared hands the chunks of a batch from the goroutine that prepares
+// them to the transaction that inserts them, so the encoding of payloads
+// overlaps the SQLite work.
+type prepared struct {
+	done []chan error // one per chunk, buffered
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startPrepare(outs []Outcome, rows []row) *prepared {
+	n := (len(outs) + prepChunk - 1) / prepChunk
+	p := &prepared{done: make([]chan error, n), quit: make(chan struct{})}
+	for c := range p.done {
+		p.done[c] = make(chan error, 1)
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	step := (len(outs) + workers - 1) / workers
-	for w := 0; w < workers; w++ {
-		lo, hi := w*step, min((w+1)*step, len(outs))
-		if lo >= hi {
-			break
+	if n == 1 {
+		p.done[0] <- prepareRange(outs, rows, 0, len(outs))
+		return p
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for c := range p.done {
+			select {
+			case <-p.quit:
+				return
+			default:
+			}
+			p.done[c] <- prepareRange(outs, rows, c*prepChunk, min((c+1)*prepChunk, len(outs)))
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = prepareRange(outs, rows, lo, hi)
-		}()
-	}
-	wg.Wait()
-	return rows, errors.Join(errs...)
+	}()
+	return p
+}
+
+// wait returns once chunk c is prepared.
+func (p *prepared) wait(c int) error {
+	err := <-p.done[c]
+	p.done[c] <- err // later waits see it too
+	return err
+}
+
+// stop makes the preparing goroutine give up and waits for it: the caller's
+// outcomes are not touched after Write returns.
+func (p *prepared) stop() {
+	close(p.quit)
+	p.wg.Wait()
 }
 
 // fpKey is a diagnostic's fingerprint before its path becomes a pattern.
@@ -193,8 +220,8 @@ func attemptN(a *Attempt, k int) int {
 	return a.N
 }
 
+// row fills r (whose o is already o) from o.
 func (p *preparer) row(o *Outcome, r *row) error {
-	r.o = o
 	if o.Status == StatusDeadLettered {
 		r.dead = 1
 	}
@@ -307,14 +334,15 @@ func decodePayload(enc int, body []byte) (Outcome, error) {
 	return o, nil
 }
 
-// chunk sizes of the multi-row INSERT statements (rows per statement)
+// chunk sizes of the multi-row INSERT statements (rows per statement);
+// prepChunk is a multiple of them
 const (
-	chunkOutcomes = 48
+	chunkOutcomes = 64
 	chunkRows     = 64
 	chunkIDs      = 256
 )
 
-func (s *Store) insert(ctx context.Context, rows []row) (err error) {
+func (s *Store) insert(ctx context.Context, rows []row, pr *prepared) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning: %w", err)
@@ -326,8 +354,8 @@ func (s *Store) insert(ctx context.Context, rows []row) (err error) {
 	}()
 	// The statements below run without ctx's cancellation: go-sqlite3 starts
 	// a watcher goroutine per statement for a cancellable context, which
-	// costs more than the statement. ctx is checked between statements and
-	// the transaction is rolled back when it is done.
+	// costs more than the statement. ctx is checked between chunks and the
+	// transaction is rolled back when it is done.
 	live := ctx
 	ctx = context.WithoutCancel(ctx)
 
@@ -339,110 +367,105 @@ func (s *Store) insert(ctx context.Context, rows []row) (err error) {
 		return tx.Commit() // all indexed already: idempotent
 	}
 
-	// clusters: one row per distinct fingerprint of the batch
 	cl := newBulk(tx, `INSERT OR IGNORE INTO clusters (id, fp_version, schema_id, version, path, keyword) VALUES `, 6, chunkRows)
-	defer cl.close()
-	done := make(map[string]struct{})
-	for i := range rows {
-		r := &rows[i]
-		if r.id == 0 {
-			continue
-		}
-		for k := range r.fails {
-			f := &r.fails[k]
-			if _, ok := done[f.cluster]; ok {
-				continue
-			}
-			done[f.cluster] = struct{}{}
-			if err := cl.add(ctx, f.cluster, FingerprintVersion, r.o.Schema, r.o.SchemaVersion, f.path, f.keyword); err != nil {
-				return fmt.Errorf("inserting clusters: %w", err)
-			}
-		}
-	}
-	if err := cl.flush(ctx); err != nil {
-		return fmt.Errorf("inserting clusters: %w", err)
-	}
-
-	// outcomes first: the other tables reference them
 	out := newBulk(tx, `INSERT INTO outcomes (id, job_id, run, schema_id, version, dead, class, reason, model,
 		attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
 		started_at, finished_at, replayed) VALUES `, 19, chunkOutcomes)
-	defer out.close()
-	for i := range rows {
-		r := &rows[i]
-		if r.id == 0 {
-			continue
-		}
-		o := r.o
-		if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
-			o.Attempts, o.Deliveries, r.prompt, r.completion, r.prompt+r.completion, r.heal, r.firstPath,
-			millis(o.StartedAt), millis(o.FinishedAt), r.replayed); err != nil {
-			return fmt.Errorf("inserting outcomes: %w", err)
-		}
-	}
-	if err := out.flush(ctx); err != nil {
-		return fmt.Errorf("inserting outcomes: %w", err)
-	}
-	if err := live.Err(); err != nil {
-		return err
-	}
-
-	// earlier runs of replayed jobs
-	var mark *sql.Stmt
-	for i := range rows {
-		r := &rows[i]
-		if r.id == 0 || r.o.Run == 0 {
-			continue
-		}
-		if mark == nil {
-			if mark, err = tx.PrepareContext(ctx, `UPDATE outcomes SET replayed = 1 WHERE job_id = ? AND run < ? AND replayed = 0`); err != nil {
-				return fmt.Errorf("preparing replay marks: %w", err)
-			}
-			defer mark.Close()
-		}
-		if _, err := mark.ExecContext(ctx, r.o.JobID, r.o.Run); err != nil {
-			return fmt.Errorf("marking earlier runs of job %s replayed: %w", r.o.JobID, err)
-		}
-	}
-
 	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, encoding, body) VALUES `, 3, chunkRows)
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries) VALUES `, 13, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
-	defer pay.close()
-	defer att.close()
-	defer fai.close()
-	for i := range rows {
-		if i%256 == 0 {
-			if err := live.Err(); err != nil {
-				return err
+	all := []*bulk{cl, out, pay, att, fai}
+	for _, b := range all {
+		defer b.close()
+	}
+	var mark *sql.Stmt
+	defer func() {
+		if mark != nil {
+			mark.Close()
+		}
+	}()
+	done := make(map[string]struct{}) // clusters inserted by this batch
+
+	for c := range pr.done {
+		if err := pr.wait(c); err != nil {
+			return err
+		}
+		if err := live.Err(); err != nil {
+			return err
+		}
+		chunk := rows[c*prepChunk : min((c+1)*prepChunk, len(rows))]
+		// clusters and outcomes first: the other tables reference them
+		for i := range chunk {
+			r := &chunk[i]
+			if r.id == 0 {
+				continue
+			}
+			for k := range r.fails {
+				f := &r.fails[k]
+				if _, ok := done[f.cluster]; ok {
+					continue
+				}
+				done[f.cluster] = struct{}{}
+				if err := cl.add(ctx, f.cluster, FingerprintVersion, r.o.Schema, r.o.SchemaVersion, f.path, f.keyword); err != nil {
+					return fmt.Errorf("inserting clusters: %w", err)
+				}
+			}
+			o := r.o
+			if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
+				o.Attempts, o.Deliveries, r.prompt, r.completion, r.prompt+r.completion, r.heal, r.firstPath,
+				millis(o.StartedAt), millis(o.FinishedAt), r.replayed); err != nil {
+				return fmt.Errorf("inserting outcomes: %w", err)
 			}
 		}
-		r := &rows[i]
-		if r.id == 0 {
-			continue
+		if err := cl.flush(ctx); err != nil {
+			return fmt.Errorf("inserting clusters: %w", err)
 		}
-		o := r.o
-		if err := pay.add(ctx, r.id, r.enc, r.body); err != nil {
-			return fmt.Errorf("inserting payloads: %w", err)
+		if err := out.flush(ctx); err != nil {
+			return fmt.Errorf("inserting outcomes: %w", err)
 		}
-		for k := range o.Trace {
-			a := &o.Trace[k]
-			if err := att.add(ctx, r.id, attemptN(a, k), a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
-				len(a.Diagnostics)+a.DiagnosticsOmitted, a.PromptTokens, a.CompletionTokens, a.CachedTokens,
-				a.ReasoningTokens, a.LatencyMS, a.TransportRetries); err != nil {
-				return fmt.Errorf("inserting attempts: %w", err)
+		for i := range chunk {
+			r := &chunk[i]
+			if r.id == 0 {
+				continue
 			}
-		}
-		at := millis(o.FinishedAt)
-		for k := range r.fails {
-			f := &r.fails[k]
-			if err := fai.add(ctx, r.id, f.attempt, f.seq, f.cluster, 1, r.dead, at, f.received, f.fixed); err != nil {
-				return fmt.Errorf("inserting failures: %w", err)
+			o := r.o
+			if o.Run > 0 { // a replay: its earlier runs are superseded
+				if mark == nil {
+					if mark, err = tx.PrepareContext(ctx, `UPDATE outcomes SET replayed = 1 WHERE job_id = ? AND run < ? AND replayed = 0`); err != nil {
+						return fmt.Errorf("preparing replay marks: %w", err)
+					}
+				}
+				if _, err := mark.ExecContext(ctx, o.JobID, o.Run); err != nil {
+					return fmt.Errorf("marking earlier runs of job %s replayed: %w", o.JobID, err)
+				}
+			}
+			if err := pay.add(ctx, r.id, r.enc, r.body); err != nil {
+				return fmt.Errorf("inserting payloads: %w", err)
+			}
+			// A first-pass success's one call is its outcome row (attempts 1,
+			// tokens) and its payload (the rest): no attempts row.
+			for k := range o.Trace {
+				if r.dead == 0 && len(o.Trace) == 1 {
+					break
+				}
+				a := &o.Trace[k]
+				if err := att.add(ctx, r.id, attemptN(a, k), a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
+					len(a.Diagnostics)+a.DiagnosticsOmitted, a.PromptTokens, a.CompletionTokens, a.CachedTokens,
+					a.ReasoningTokens, a.LatencyMS, a.TransportRetries); err != nil {
+					return fmt.Errorf("inserting attempts: %w", err)
+				}
+			}
+			at := millis(o.FinishedAt)
+			for k := range r.fails {
+				f := &r.fails[k]
+				if err := fai.add(ctx, r.id, f.attempt, f.seq, f.cluster, 1, r.dead, at, f.received, f.fixed); err != nil {
+					return fmt.Errorf("inserting failures: %w", err)
+				}
 			}
 		}
 	}
-	for _, b := range []*bulk{pay, att, fai} {
+	for _, b := range all {
 		if err := b.flush(ctx); err != nil {
 			return fmt.Errorf("inserting %s: %w", b.table(), err)
 		}
