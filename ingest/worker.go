@@ -302,14 +302,18 @@ func (r *runner) stopped() bool {
 	}
 }
 
-func (r *runner) stop(err error) {
+// stop stops the worker with err; it reports whether this call did (the
+// first one), so that one stop is logged once, not once per job in flight.
+func (r *runner) stop(err error) (first bool) {
 	r.stopOnce.Do(func() {
 		if err == nil {
 			err = ErrStopped
 		}
 		r.stopErr = err
 		close(r.stopCh)
+		first = true
 	})
+	return first
 }
 
 func (r *runner) track(j *inflight) {
@@ -457,8 +461,11 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		r.nakOnce(j, r.retryDelay(d, out.Delay))
 	case ActionStop:
 		r.nakOnce(j, r.retryDelay(d, out.Delay))
-		r.log.Error("handler stopped the worker", "msg_id", d.MsgID, "err", out.Err)
-		r.stop(out.Err)
+		if r.stop(out.Err) {
+			r.log.Error("handler stopped the worker", "msg_id", d.MsgID, "err", out.Err)
+		} else {
+			r.log.Debug("job handed back; the worker is already stopping", "msg_id", d.MsgID, "err", out.Err)
+		}
 	default:
 		r.log.Error("handler returned an unknown action; retrying the job", "msg_id", d.MsgID, "action", int(out.Action))
 		r.nakOnce(j, r.retryDelay(d, out.Delay))
