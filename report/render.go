@@ -244,7 +244,8 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:2em;border-b
 .wide{overflow-x:auto}table{border-collapse:collapse;width:100%;margin:.5em 0}
 th,td{padding:.3em .5em;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}
 th{font-weight:600;white-space:nowrap;background:#f7f8fa}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.ex{max-width:16em;overflow-wrap:anywhere}code{font:12px ui-monospace,monospace;background:#f3f4f7;padding:0 .2em;overflow-wrap:anywhere}
+td.ex{max-width:16em;overflow-wrap:anywhere}code{font:12px ui-monospace,monospace;background:#f3f4f7;padding:0 .2em;white-space:nowrap}
+code.p{white-space:normal}
 .flag,.mask{color:#fff;border-radius:3px;padding:0 .4em;font-size:.85em;white-space:nowrap}.flag{background:#c0392b}.mask{background:#b7791f}
 .imp,.msk{border-left:4px solid #c0392b;padding:.2em .8em;margin:.8em 0;background:#fdf3f2}.msk{border-color:#b7791f;background:#fdf8ec}
 .imp p,.msk p{margin:.3em 0}svg{max-width:100%;height:auto;display:block}
@@ -252,6 +253,9 @@ svg text{font:12px system-ui,sans-serif;fill:#1d2330}svg text.in{fill:#fff;font-
 .legend span{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;margin:0 .3em 0 1em;border-radius:2px}`
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// breakable escapes a path and lets the browser wrap it after a "/".
+func breakable(p string) string { return strings.ReplaceAll(esc(p), "/", "/<wbr>") }
 
 // chart colours
 const (
@@ -282,8 +286,8 @@ func (r *Report) html(w io.Writer) error {
 			case c.Masked:
 				flag = `<span class="mask" title="` + esc(c.Reason) + `">masked</span>`
 			}
-			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code>%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
-				esc(c.ID), esc(c.Schema), esc(short(c.Version)), esc(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, esc(pct(c.HealRate)), esc(pct(c.FixRate)), flag,
+			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code class=\"p\">%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
+				esc(c.ID), esc(c.Schema), esc(short(c.Version)), breakable(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, esc(pct(c.HealRate)), esc(pct(c.FixRate)), flag,
 				esc(received(c, 3)), esc(strings.Join(c.Examples, ", ")))
 		}
 		b.WriteString("</table></div>\n")
@@ -343,7 +347,7 @@ func label(s string, n int) string {
 // dead letters where it had been fixed (masked) and the dead letters where
 // it was still failing.
 func clusterChart(b *bytes.Buffer, cs []Cluster) {
-	const top, rowH, labelW, barW, countW = 15, 24, 330, 520, 90
+	const top, rowH, labelW, barW, countW = 15, 24, 330, 520, 150
 	n := min(len(cs), top)
 	maxJobs := 1
 	for _, c := range cs[:n] {
