@@ -341,6 +341,9 @@ func TestRunCases(t *testing.T) {
 			if tt.spec.SampleEvery > 0 && res.SinkLag < 0 {
 				t.Errorf("sink lag not measured: %+v", res)
 			}
+			if tt.spec.Kind != "raw" && (res.HandlerMs <= 0 || res.StoreMs <= 0) {
+				t.Errorf("slot breakdown missing: handler %.3fms, store %.3fms", res.HandlerMs, res.StoreMs)
+			}
 			if tt.spec.Kind != "raw" && (res.MeanInFlight <= 0 || res.MeanInFlight > float64(tt.spec.K)+0.01) {
 				t.Errorf("mean in flight %.2f outside (0, K=%d]", res.MeanInFlight, tt.spec.K)
 			}

@@ -24,15 +24,17 @@ type benchRun struct {
 	Finished  time.Time
 	LoadStart string
 	LoadEnd   string
-	Opts      options
-	Latency   []caseResult
-	HTTP      []caseResult
-	CPU       []caseResult // pipeline runs with the canned (free) model
-	CPUSim    []caseResult // pipeline runs with the zero-latency simulator
-	Raw       []caseResult // raw JetStream runs
-	Micro     []benchLine
-	MicroErr  []string
-	Profiles  []string
+	// PressureStart, PressureEnd: /proc/pressure/cpu "some" averages.
+	PressureStart, PressureEnd string
+	Opts                       options
+	Latency                    []caseResult
+	HTTP                       []caseResult
+	CPU                        []caseResult // pipeline runs with the canned (free) model
+	CPUSim                     []caseResult // pipeline runs with the zero-latency simulator
+	Raw                        []caseResult // raw JetStream runs
+	Micro                      []benchLine
+	MicroErr                   []string
+	Profiles                   []string
 }
 
 func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error {
@@ -40,7 +42,7 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("finding this executable: %w", err)
 	}
-	r := &benchRun{Machine: describeMachine(), Started: time.Now(), LoadStart: loadAvg(), Opts: o}
+	r := &benchRun{Machine: describeMachine(), Started: time.Now(), LoadStart: loadAvg(), PressureStart: cpuPressure(), Opts: o}
 	fmt.Fprintf(stdout, "pipeline bench: %d CPUs (%s), %s, %s; load average %s\n",
 		r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemTotal, r.Machine.Go, r.LoadStart)
 	if o.Profile != "" {
@@ -133,7 +135,7 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 			r.Micro = append(r.Micro, lines...)
 		}
 	}
-	r.Finished, r.LoadEnd = time.Now(), loadAvg()
+	r.Finished, r.LoadEnd, r.PressureEnd = time.Now(), loadAvg(), cpuPressure()
 
 	md := renderMarkdown(r)
 	fmt.Fprintf(stdout, "\n%s", md)
@@ -289,7 +291,10 @@ func printCase(w io.Writer, r caseResult) {
 	if r.Ideal > 0 {
 		fmt.Fprintf(w, " ideal=%.0f eff=%.3f", r.Ideal, r.Efficiency)
 	}
-	fmt.Fprintf(w, " cpu=%.3fms/job rss=%.0fMB", r.CPUPerJob*1000, r.PeakRSSMB)
+	if r.MeanInFlight > 0 {
+		fmt.Fprintf(w, " in-flight=%.0f", r.MeanInFlight)
+	}
+	fmt.Fprintf(w, " cpu=%.3fms/job wait=%.1fs rss=%.0fMB", r.CPUPerJob*1000, r.CPUWait, r.PeakRSSMB)
 	if r.ServerCPUSeconds > 0 {
 		fmt.Fprintf(w, " server cpu=%.3fms/job rss=%.0fMB", r.ServerCPUSeconds/float64(max(r.Jobs, 1))*1000, r.ServerRSSMB)
 	}

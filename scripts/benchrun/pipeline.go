@@ -64,8 +64,18 @@ type caseResult struct {
 	// call, sanitize, validate) over the run: K when no slot ever waits.
 	MeanInFlight float64 `json:"mean_in_flight,omitempty"`
 	CPUSeconds   float64 `json:"cpu_s"`
-	CPUPerJob    float64 `json:"cpu_s_per_job"`
-	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	// HandlerMs is the mean time a job spent in the handler (model call,
+	// sanitize, validate); StoreMs the mean time from the handler's return
+	// to its result being stored in RESULTS (encode, publish, server ack).
+	// K / JobsPerSec is a slot's whole cycle: the rest of it went to
+	// fetching and dispatching.
+	HandlerMs float64 `json:"handler_ms,omitempty"`
+	StoreMs   float64 `json:"store_ms,omitempty"`
+	// CPUWait is the time the process's threads were runnable but waited
+	// for a CPU taken by other processes (schedstat run delay).
+	CPUWait   float64 `json:"cpu_wait_s"`
+	CPUPerJob float64 `json:"cpu_s_per_job"`
+	PeakRSSMB float64 `json:"peak_rss_mb"`
 	// Server* are the HTTP model server's (a separate process).
 	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
 	ServerRSSMB      float64 `json:"server_rss_mb,omitempty"`
@@ -219,6 +229,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
+	wait0, _ := runDelay() // best effort: zero when schedstat is missing
 	t0 := time.Now()
 
 	var samples []sample
@@ -231,11 +242,20 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	// The handler is the worker's own; the wrapper only adds up the time
 	// jobs spend inside it, so mean in-flight = busy / run time (Little's
 	// law) shows whether slots sat idle between jobs.
+	// It also notes when each job left the handler, to compare with when
+	// its result was stored in RESULTS (the stream's timestamp).
 	var busy atomic.Int64
+	var endMu sync.Mutex
+	ended := make(map[string]time.Time, spec.Jobs)
 	timed := ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
 		start := time.Now()
-		defer func() { busy.Add(int64(time.Since(start))) }()
-		return h.Handle(ctx, d)
+		out := h.Handle(ctx, d)
+		end := time.Now()
+		busy.Add(int64(end.Sub(start)))
+		endMu.Lock()
+		ended[d.MsgID] = end
+		endMu.Unlock()
+		return out
 	})
 	serr := worker.Serve(ctx, conn, timed, worker.ServeConfig{
 		Workers: ingest.WorkerConfig{
@@ -252,6 +272,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	})
 	wall := time.Since(t0)
 	cpu1, cerr := cpuTime()
+	wait1, _ := runDelay()
 	stopSampling()
 	sampling.Wait()
 	if perr := stopProfile(); perr != nil {
@@ -283,7 +304,14 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	}
 	res.JobsPerSec = float64(stats.Jobs) / res.Seconds
 	res.MeanInFlight = time.Duration(busy.Load()).Seconds() / res.Seconds
+	res.HandlerMs = time.Duration(busy.Load()).Seconds() * 1000 / float64(max(stats.Jobs, 1))
+	if d, err := storeDelay(ctx, conn, ended); err != nil {
+		log.Warn("reading result times", "err", err)
+	} else {
+		res.StoreMs = d.Seconds() * 1000
+	}
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
+	res.CPUWait = max(0, (wait1 - wait0).Seconds())
 	res.CPUPerJob = res.CPUSeconds / float64(max(stats.Jobs, 1))
 	res.PeakRSSMB = float64(hwm) / 1024
 	res.Succeeded, res.DeadLettered, res.Indexed = stats.Succeeded, stats.DeadLettered, stats.Jobs
@@ -318,6 +346,27 @@ func streamsEnd(ctx context.Context, conn *ingest.Conn) (last time.Time, msgs, s
 		size += info.State.Bytes
 	}
 	return last, msgs, size, nil
+}
+
+// storeDelay is the mean time between a job leaving the handler and its
+// result being stored in RESULTS.
+func storeDelay(ctx context.Context, conn *ingest.Conn, ended map[string]time.Time) (time.Duration, error) {
+	var sum time.Duration
+	n := 0
+	err := conn.ReadStream(ctx, ingest.StreamResults, "", func(m ingest.SinkMsg) error {
+		if end, ok := ended[m.MsgID]; ok && !m.Time.IsZero() {
+			sum += m.Time.Sub(end)
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading results: %w", err)
+	}
+	if n == 0 {
+		return 0, errors.New("no result matched a handled job")
+	}
+	return sum / time.Duration(n), nil
 }
 
 // sample is one observation of outcomes stored in the streams and

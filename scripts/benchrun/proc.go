@@ -104,3 +104,50 @@ func loadAvg() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// runDelay is the time this process's threads spent runnable but waiting
+// for a CPU (the second field of /proc/self/task/*/schedstat, summed over
+// the threads alive now). Against the CPU time over the same interval it
+// says how much the machine's other load held the run back.
+func runDelay() (time.Duration, error) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0, fmt.Errorf("listing threads: %w", err)
+	}
+	var total int64
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		n, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing schedstat %q: %w", b, err)
+		}
+		total += n
+	}
+	return time.Duration(total), nil
+}
+
+// cpuPressure is the "some" line of /proc/pressure/cpu: the share of time
+// at least one task waited for a CPU over 10, 60 and 300 s ("" when
+// unreadable).
+func cpuPressure() string {
+	b, err := os.ReadFile("/proc/pressure/cpu")
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "some "); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 3 {
+				return strings.Join(f[:3], " ")
+			}
+		}
+	}
+	return ""
+}

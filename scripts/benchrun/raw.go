@@ -73,6 +73,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	if err != nil {
 		return res, err
 	}
+	wait0, _ := runDelay()
 	t0 := time.Now()
 	sem := make(chan struct{}, spec.K)
 	var wg sync.WaitGroup
@@ -133,6 +134,8 @@ wait:
 	if err != nil {
 		return res, err
 	}
+	wait1, _ := runDelay()
+	res.CPUWait = max(0, (wait1 - wait0).Seconds())
 	last, stored, _, err := streamsEnd(ctx, conn)
 	if err != nil {
 		return res, err

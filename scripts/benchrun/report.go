@@ -148,7 +148,8 @@ func renderMarkdown(r *benchRun) string {
 
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPUs (nproc) | %d |\n| CPU | %s |\n| memory | %s |\n| Go | %s |\n| kernel | %s |\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.MemTotal, r.Machine.Go, r.Machine.Kernel)
-	p("| load average (1, 5, 15 min) | at start %s; at end %s (other engineers' builds and tests share the cores) |\n\n", r.LoadStart, r.LoadEnd)
+	p("| load average (1, 5, 15 min) | at start %s; at end %s (other engineers' builds and tests share the cores) |\n", r.LoadStart, r.LoadEnd)
+	p("| CPU pressure (/proc/pressure/cpu, some) | at start %s; at end %s |\n\n", orDash(r.PressureStart), orDash(r.PressureEnd))
 
 	p("## Goals\n\n| goal | target | measured | verdict |\n|---|---|---|---|\n")
 	for _, g := range goals(r) {
@@ -160,28 +161,32 @@ func renderMarkdown(r *benchRun) string {
 		p("## 1. Latency-bound: simulated model, L = %v\n\n", r.Opts.Latency)
 		p("No faults (one model call per job), the built-in `invoice` schema, jobs in multiples of K (about %v of rounds, at least %d jobs for K >= 64). ", r.Opts.Duration, r.Opts.MinJobs)
 		p("jobs/s = jobs / (first fetch .. last outcome stored in its stream); CPU is the whole process (embedded nats-server, simulator, workers, sink) over the run, per job.\n\n")
-		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | CPU ms/job | CPU cores | peak RSS MB | run s | wall s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p(slotNote)
+		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | handler→stored ms | rest ms | CPU ms/job | CPU cores | CPU wait s | peak RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Latency {
 			if c.Err != "" {
-				p("| %d | %d | failed: %s | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
+				p("| %d | %d | failed: %s | | | | | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
 				continue
 			}
-			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.3f | %.2f | %.0f | %.1f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
-				c.CPUPerJob*1000, c.CPUSeconds/c.Wall, c.PeakRSSMB, c.Seconds, c.Wall)
+			cycle := float64(c.K) / c.JobsPerSec * 1000
+			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f | %.1f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
+				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000, c.CPUSeconds/c.Wall, c.CPUWait, c.PeakRSSMB, c.Seconds)
 		}
 		p("\n")
 	}
 	if len(r.HTTP) > 0 {
 		p("## 2. HTTP path: llm.NewOpenAI against a local OpenAI-compatible server, L = %v\n\n", r.Opts.HTTPLatency)
 		p("The server is a child process on 127.0.0.1 (real chat-completions wire format, a valid invoice per answer); its CPU and RSS are its own, from its rusage.\n\n")
-		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | CPU ms/job | server CPU ms/job | peak RSS MB | server RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | handler→stored ms | rest ms | CPU ms/job | server CPU ms/job | CPU wait s | peak RSS MB | server RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.HTTP {
 			if c.Err != "" {
-				p("| %d | %d | failed: %s | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
+				p("| %d | %d | failed: %s | | | | | | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
 				continue
 			}
-			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.3f | %.3f | %.0f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight, c.CPUPerJob*1000,
-				c.ServerCPUSeconds/float64(max(c.Jobs, 1))*1000, c.PeakRSSMB, c.ServerRSSMB, c.Seconds)
+			cycle := float64(c.K) / c.JobsPerSec * 1000
+			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.1f | %.0f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
+				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000,
+				c.ServerCPUSeconds/float64(max(c.Jobs, 1))*1000, c.CPUWait, c.PeakRSSMB, c.ServerRSSMB, c.Seconds)
 		}
 		p("\n")
 	}
@@ -190,7 +195,7 @@ func renderMarkdown(r *benchRun) string {
 		p("Pipeline: consume, model call, sanitize, validate, publish result, ack, sink into SQLite; the model is either canned (answers at once with one of 16 valid invoices written beforehand: the non-model path alone) or the simulator at zero latency (which writes each instance: model work on the same cores). ")
 		p("Raw: the same job bytes preloaded into the JOBS work queue, consumed with explicit ack, a result of the pipeline's mean result size published asynchronously, the job acked on its confirmation. ")
 		p("Sink lag: outcomes stored in RESULTS/DLQ against outcomes in the index, sampled every 100 ms; the lag is the longest time between the streams holding n outcomes and the index holding n.\n\n")
-		p("| run | jobs | jobs/s | CPU ms/job | peak RSS MB | sink lag s | job B | result B | run s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| run | jobs | jobs/s | CPU ms/job | CPU cores | CPU wait s | peak RSS MB | sink lag s | job B | result B | run s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for i := range max(len(r.CPU), len(r.CPUSim), len(r.Raw)) {
 			for _, rs := range [][]caseResult{r.CPU, r.CPUSim, r.Raw} {
 				if i >= len(rs) {
@@ -198,14 +203,14 @@ func renderMarkdown(r *benchRun) string {
 				}
 				c := rs[i]
 				if c.Err != "" {
-					p("| %s | %d | failed: %s | | | | | | |\n", c.Name, c.Jobs, oneLine(c.Err))
+					p("| %s | %d | failed: %s | | | | | | | | |\n", c.Name, c.Jobs, oneLine(c.Err))
 					continue
 				}
 				lag := "-"
 				if c.SinkLag >= 0 {
 					lag = fmt.Sprintf("%.2f", c.SinkLag)
 				}
-				p("| %s | %d | %.0f | %.3f | %.0f | %s | %d | %d | %.1f |\n", c.Name, c.Jobs, c.JobsPerSec, c.CPUPerJob*1000, c.PeakRSSMB, lag, c.JobBytes, c.ResultBytes, c.Seconds)
+				p("| %s | %d | %.0f | %.3f | %.2f | %.1f | %.0f | %s | %d | %d | %.1f |\n", c.Name, c.Jobs, c.JobsPerSec, c.CPUPerJob*1000, c.CPUSeconds/max(c.Wall, 1e-9), c.CPUWait, c.PeakRSSMB, lag, c.JobBytes, c.ResultBytes, c.Seconds)
 			}
 		}
 		if pm, rm := medianRate(r.CPU), medianRate(r.Raw); pm > 0 && rm > 0 {
@@ -236,6 +241,17 @@ func renderMarkdown(r *benchRun) string {
 		p("Profiles written: %s.\n", strings.Join(r.Profiles, ", "))
 	}
 	return b.String()
+}
+
+// slotNote explains the latency tables' breakdown of a slot's cycle.
+const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate), handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps) and the rest (ack, fetch, dispatch, and the run's start and tail spread over its jobs). " +
+	"CPU wait is the time the process's threads were runnable but waited for a CPU held by other processes (schedstat): when it is large against the CPU used, the machine's other load, not the pipeline, held the run back.\n\n"
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func oneLine(s string) string {
