@@ -36,7 +36,8 @@ func TestFaults(t *testing.T) {
 		{"provider 401", scenarioUnauthorized},
 		{"poison: random bytes to submit", scenarioPoisonSubmit},
 		{"poison: malformed on pipeline.jobs", scenarioPoisonPublished},
-		{"sqlite locked 5s", scenarioSQLiteLocked},
+		{"sqlite locked 5s", func(t *testing.T) row { return scenarioSQLiteLocked(t, 5*time.Second) }},
+		{"sqlite locked 20s (> busy timeout)", func(t *testing.T) row { return scenarioSQLiteLocked(t, 20*time.Second) }},
 		{"SIGTERM, grace 10s", func(t *testing.T) row { return scenarioSIGTERM(t, 10*time.Second) }},
 		{"SIGTERM, grace 100ms", func(t *testing.T) row { return scenarioSIGTERM(t, 100*time.Millisecond) }},
 	}
@@ -440,9 +441,10 @@ func scenarioPoisonPublished(t *testing.T) row {
 	return r
 }
 
-// 7. the SQLite index locked by another process (BEGIN EXCLUSIVE) for 5 s
-// mid-run: the sink waits, nothing is lost.
-func scenarioSQLiteLocked(t *testing.T) row {
+// 7. the SQLite index locked by another process (BEGIN EXCLUSIVE) for hold
+// mid-run: the sink waits (5s, inside dlq.BusyTimeout) or fails its write,
+// hands the batch back and retries (20s, beyond it); nothing is lost.
+func scenarioSQLiteLocked(t *testing.T, hold time.Duration) row {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "pipeline.db")
 	jobs := exampleJobs(t, 200)
@@ -458,7 +460,7 @@ func scenarioSQLiteLocked(t *testing.T) row {
 	}
 	defer stdinW.Close()
 	locker := &proc{name: "locker", done: make(chan struct{})}
-	locker.cmd = newLockerCmd(db, "5s")
+	locker.cmd = newLockerCmd(db, hold.String())
 	locker.cmd.Stdin = stdinR
 	locker.cmd.Stdout = &locker.stdout
 	locker.cmd.Stderr = &locker.stderr
@@ -501,7 +503,10 @@ func scenarioSQLiteLocked(t *testing.T) row {
 	}
 	run.mustSucceed(t)
 	r := auditEmbedded(t, dir).check(t, "", ids(jobs))
-	r.Note = fmt.Sprintf("index held %d outcomes through the 5s lock, sink caught up after", before)
+	r.Note = fmt.Sprintf("index held %d outcomes through the %v lock, sink caught up after", before, hold)
+	if n := strings.Count(run.stderr.String(), "sink write failed"); n > 0 {
+		r.Note += fmt.Sprintf(" (%d failed writes handed back and retried)", n)
+	}
 	return r
 }
 

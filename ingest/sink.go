@@ -15,10 +15,14 @@ import (
 const (
 	DefaultSinkBatch   = 500
 	DefaultSinkMaxWait = 100 * time.Millisecond
-	sinkAckWait        = 30 * time.Second
-	sinkMaxBackoff     = 30 * time.Second
-	sinkFlushTimeout   = 10 * time.Second
-	idlePollInterval   = 50 * time.Millisecond
+	// sinkAckWait is short so that what a crashed sink held is indexed
+	// soon by the next one (the suite's kill -9 and cluster scenarios
+	// waited 30s for it); a batch being written is kept alive with
+	// InProgress every sinkAckWait/3, however long SQLite makes it wait.
+	sinkAckWait      = 10 * time.Second
+	sinkMaxBackoff   = 30 * time.Second
+	sinkFlushTimeout = 10 * time.Second
+	idlePollInterval = 50 * time.Millisecond
 )
 
 func (cfg SinkConfig) withDefaults() SinkConfig {
@@ -200,7 +204,10 @@ func (s *sinkLoop) flush(ctx context.Context, batch []jetstream.Msg) {
 	for i, m := range batch {
 		out[i] = toSinkMsg(m)
 	}
-	if err := s.write(wctx, out); err != nil {
+	stopBeats := inProgressWhile(batch, sinkAckWait/3)
+	err := s.write(wctx, out)
+	stopBeats()
+	if err != nil {
 		s.fails++
 		delay := jitter(min(time.Second<<min(s.fails-1, 5), sinkMaxBackoff))
 		s.log.Warn("sink write failed; batch handed back", "messages", len(batch), "retry_in", delay, "err", err)
@@ -214,6 +221,31 @@ func (s *sinkLoop) flush(ctx context.Context, batch []jetstream.Msg) {
 		if err := m.Ack(); err != nil {
 			s.log.Warn("acking a stored sink message (redelivery is idempotent)", "subject", m.Subject(), "err", err)
 		}
+	}
+}
+
+// inProgressWhile tells the server every period that the batch is still
+// being worked on, until the returned stop is called.
+func inProgressWhile(batch []jetstream.Msg, period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			for _, m := range batch {
+				_ = m.InProgress() // best effort: a lost one costs a redelivery, written idempotently
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 
