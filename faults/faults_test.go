@@ -30,6 +30,7 @@ type scenario struct {
 func TestFaults(t *testing.T) {
 	scenarios := []scenario{
 		{"kill -9 worker", scenarioKill9},
+		{"kill -9 worker, max-deliver 1 (orphans)", scenarioOrphans},
 		{"nats-server restart", scenarioServerRestart},
 		{"cluster node lost (R3)", scenarioClusterNodeLost},
 		{"provider 429 for 10s", scenarioRateLimited},
@@ -112,6 +113,41 @@ func scenarioKill9(t *testing.T) row {
 	run2.mustSucceed(t)
 	r := auditEmbedded(t, dir).check(t, "", ids(jobs))
 	r.Note = "killed after >= 50 outcomes; restart --until-idle" + stranded(run2)
+	return r
+}
+
+// 1b. kill -9 of a worker process on an external server with MaxDeliver 1:
+// every job in flight has used its only delivery, so the next run must
+// catch it from the MAX_DELIVERIES advisory (or the idle sweep) and
+// dead-letter it as abandoned, once, and remove it from JOBS.
+func scenarioOrphans(t *testing.T) row {
+	dir := t.TempDir()
+	srv := &natsServer{name: "nats-orphans", port: freePort(t), storeDir: filepath.Join(dir, "nats")}
+	srv.start(t)
+	_, js := connectJS(t, srv.url())
+	waitJetStream(t, js)
+
+	jobs := exampleJobs(t, 200)
+	env := childEnv()
+	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir, "--nats-url", srv.url())
+	run1 := pipeline(t, "run-1", env, runArgs("--data-dir", dir, "--nats-url", srv.url(), "--max-deliver", "1")...)
+	waitStored(t, run1, js, 50)
+	run1.kill9(t)
+	run2 := pipeline(t, "run-2", env, runArgs("--data-dir", dir, "--nats-url", srv.url(), "--max-deliver", "1", "--until-idle")...)
+	run2.mustSucceed(t)
+
+	a := collect(t, js, filepath.Join(dir, "pipeline.db"))
+	r := a.check(t, "", ids(jobs))
+	abandoned := 0
+	for _, c := range a.classes {
+		if c == "abandoned" {
+			abandoned++
+		}
+	}
+	if abandoned == 0 {
+		t.Error("no job dead-lettered as abandoned: the kill hit no job in flight")
+	}
+	r.Note = fmt.Sprintf("worker killed with jobs in flight on their only delivery; %d dead-lettered as abandoned by the next run%s", abandoned, stranded(run2))
 	return r
 }
 
