@@ -94,9 +94,13 @@
 // sequence, calls Handle with Orphan set, stores the outcome and deletes the
 // job from the stream. Advisories are not persisted: when the consumer is
 // idle, RunWorkers also sweeps jobs still stored at or below the consumer's
-// last delivered sequence, which can only be such orphans. Two workers
-// handling the same orphan store one outcome (same Nats-Msg-Id), and the
-// second delete finds nothing.
+// last delivered sequence, which can only be such orphans, or jobs whose
+// removal after their ack was lost (seen on an R3 cluster whose stream
+// leader died). So before handling an orphan RunWorkers scans the headers
+// of RESULTS and DLQ (the job's schema) for its message id: a job with an
+// outcome stored is only deleted, never dead-lettered a second time. Two
+// workers handling the same orphan store one outcome (same Nats-Msg-Id),
+// and the second delete finds nothing.
 //
 // On ctx cancel RunWorkers stops fetching and waits up to ShutdownGrace for
 // in-flight handlers; then it cancels their context, naks what is left with
@@ -108,9 +112,10 @@
 // # Sink and readers
 //
 // RunSink reads RESULTS and DLQ with a durable "sink" consumer on each
-// (MaxDeliver unlimited), calls write with batches from one goroutine, acks
-// after write returns nil and naks the whole batch with a growing delay
-// otherwise. After RunWorkers returns in until-idle mode, call SinkIdle,
+// (MaxDeliver unlimited, AckWait 10s so that what a crashed sink held comes
+// back soon; InProgress keeps a batch alive while SQLite makes its write
+// wait), calls write with batches from one goroutine, acks after write
+// returns nil and naks the whole batch with a growing delay otherwise. After RunWorkers returns in until-idle mode, call SinkIdle,
 // then cancel the sink. ReadStream replays a stream in order (for `pipeline
 // results` and `pipeline dlq rebuild`); Pending reports the queue's counts.
 package ingest

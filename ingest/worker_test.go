@@ -534,3 +534,54 @@ func TestWorkerConsumerDriftUpdated(t *testing.T) {
 		}
 	}
 }
+
+// TestStrandedJobWithOutcomeRemoved: a job left in the work queue after its
+// outcome was stored (a cluster lost the removal that follows the ack) is
+// removed, not dead-lettered a second time as abandoned. Found by the
+// faults suite's R3 scenario.
+func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	const n = 4
+	items := jobItems("answered", "invoice", n)
+	submit(t, c, items)
+	// Jobs 0 and 1 have a result, job 2 a dead letter; job 3 nothing.
+	for i, subj := range []string{SubjectResults + ".invoice", SubjectResults + ".invoice", SubjectDLQ + ".invoice"} {
+		id := items[i].MsgID
+		if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(subj, id, []byte(`{"job_id":"`+id+`"}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fastWorkers(WorkerConfig{MaxDeliver: 1, AckWait: 300 * time.Millisecond})
+	deadWorker(t, c, cfg, n)
+	cons, err := c.JetStream().Consumer(t.Context(), StreamJobs, WorkerConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "jobs past max deliver", func() bool {
+		if _, err := cons.FetchNoWait(1); err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.Pending(t.Context())
+		return err == nil && p.AckPending == 0 && p.Pending == 0 && p.Jobs == n
+	})
+	var orphans counter
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		orphans.add(d.MsgID)
+		return Outcome{Action: ActionDeadLetter, Payload: resultFor(d)}
+	})
+	cfg.UntilIdle = true
+	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+		t.Fatal(err)
+	}
+	if orphans.len() != 1 {
+		t.Errorf("handler called for %d orphans, want 1 (only the unanswered job)", orphans.len())
+	}
+	p, err := c.Pending(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Jobs != 0 || p.Results != 2 || p.DeadLetters != 2 {
+		t.Errorf("after the sweep: %d jobs, %d results, %d dead letters; want 0, 2, 2", p.Jobs, p.Results, p.DeadLetters)
+	}
+}
