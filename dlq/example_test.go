@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
@@ -93,4 +94,53 @@ func ExampleStore_Retain() {
 	// Output:
 	// retention would delete [j1]
 	// deleted 1
+}
+
+// The report's reads: per fingerprint, the job runs where it failed, the
+// dead letters among them and the runs where the model fixed it before the
+// end, and what killed the jobs in which it was fixed.
+func ExampleStore_ClusterCounts() {
+	dir, err := os.MkdirTemp("", "dlq-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+
+	// The heal turn fixes /carrier but not /code: the job dies of /code.
+	code := dlq.Diagnostic{Path: "/code", Keyword: "pattern", Received: `"x"`}
+	o := dlq.Outcome{JobID: "shp-1", Schema: "shipment", SchemaVersion: "9b1c", Status: dlq.StatusDeadLettered,
+		Class: "exhausted", Attempts: 2, FinishedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
+		Trace: []dlq.Attempt{
+			{N: 1, Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/carrier", Keyword: "enum", Received: `"dhl"`}, code}},
+			{N: 2, Class: "schema", Diagnostics: []dlq.Diagnostic{code}},
+		}}
+	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+		log.Fatal(err)
+	}
+	counts, err := st.ClusterCounts(ctx, dlq.Filter{Schema: "shipment"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	sort.Slice(counts, func(i, j int) bool { return counts[i].Path < counts[j].Path })
+	for _, c := range counts {
+		fmt.Println(c.Path, c.Keyword, "jobs", c.Jobs, "dead", c.DeadLetters, "fixed", c.Fixed)
+	}
+	carrier := dlq.ClusterID(dlq.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
+	blockers, err := st.ClusterBlockers(ctx, carrier, dlq.Filter{}, 3)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, b := range blockers {
+		fmt.Println("/carrier was fixed in jobs killed by", b.Path, b.Keyword, b.Runs)
+	}
+	// Output:
+	// /carrier enum jobs 1 dead 1 fixed 1
+	// /code pattern jobs 1 dead 1 fixed 0
+	// /carrier was fixed in jobs killed by /code pattern 1
 }

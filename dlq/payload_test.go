@@ -176,3 +176,20 @@ func TestWriteLargeBatch(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodePayload: a stored body of any encoding either decodes or
+// returns an error, never panics.
+func FuzzDecodePayload(f *testing.F) {
+	o := realistic(3)
+	js, _ := json.Marshal(o)
+	f.Add(encJSON, js)
+	f.Add(encS2, s2.Encode(nil, js))
+	f.Add(encDeflate, []byte{0x01, 0x00, 0x00, 0xff, 0xff})
+	f.Add(7, []byte("{}"))
+	f.Fuzz(func(t *testing.T, enc int, body []byte) {
+		o, err := decodePayload(enc, body)
+		if err == nil && enc != encJSON && enc != encDeflate && enc != encS2 {
+			t.Errorf("encoding %d decoded to %+v", enc, o)
+		}
+	})
+}
