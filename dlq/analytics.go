@@ -198,7 +198,7 @@ func (s *Store) ClusterRecentEnds(ctx context.Context, cluster string, f Filter,
 
 // BlockerSample is how many of a cluster's latest fixed dead letters
 // ClusterBlockers looks at, so its cost does not grow with the cluster.
-const BlockerSample = 1000
+const BlockerSample = 200
 
 // ClusterBlockers returns up to n fingerprints that killed the jobs in
 // which a cluster was fixed: over the cluster's latest BlockerSample
