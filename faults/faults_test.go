@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -111,8 +112,18 @@ func scenarioKill9(t *testing.T) row {
 
 	run2 := pipeline(t, "run-2", env, runArgs("--data-dir", dir, "--until-idle")...)
 	run2.mustSucceed(t)
-	r := auditEmbedded(t, dir).check(t, "", ids(jobs))
+	a := auditEmbedded(t, dir)
+	r := a.check(t, "", ids(jobs))
 	r.Note = "killed after >= 50 outcomes; restart --until-idle" + stranded(run2)
+
+	// The index is rebuilt from the streams to the same ids and statuses.
+	rebuilt := filepath.Join(dir, "rebuilt.db")
+	pipeline(t, "dlq rebuild", env, "dlq", "rebuild", "--data-dir", dir, "--db", rebuilt).mustSucceed(t)
+	idx, _ := readIndex(t, rebuilt)
+	if !maps.Equal(idx, a.index) {
+		t.Errorf("dlq rebuild: %d jobs in the rebuilt index, %d in the sink's, or their statuses differ", len(idx), len(a.index))
+	}
+	r.Note += "; dlq rebuild gives the same index"
 	return r
 }
 
