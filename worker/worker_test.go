@@ -1,0 +1,78 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// countingModel fails every call and counts them: an invalid job must
+// never reach it.
+type countingModel struct{ calls atomic.Int32 }
+
+func (m *countingModel) Complete(context.Context, heal.Request) (heal.Response, error) {
+	m.calls.Add(1)
+	return heal.Response{}, errors.New("the model must not be called")
+}
+
+// TestHandleInvalidJobKeyedOnMsgID: a malformed job's dead letter carries
+// the message id it is stored under on DLQ as its job_id, whatever its own
+// "id" says (found by the faults suite: "bad 3 with spaces" vs "bad-3").
+func TestHandleInvalidJobKeyedOnMsgID(t *testing.T) {
+	t.Parallel()
+	reg, err := schemas.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &countingModel{}
+	loop, err := heal.New(model, heal.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Schemas: reg, Loop: loop, Model: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, data, msgID string
+	}{
+		{"id not a valid token", `{"id":"bad id with spaces","schema":"invoice","input":"x"}`, "bad-1"},
+		{"missing input", `{"id":"bad-2","schema":"invoice"}`, "bad-2"},
+		{"missing id", `{"schema":"invoice","input":"x"}`, "JOBS-7"},
+		{"not json", `not json`, "JOBS-8"},
+		{"schema not a token", `{"id":"bad-5","schema":"in voice","input":"x"}`, "bad-5"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &ingest.Delivery{Data: []byte(tc.data), SchemaToken: "invoice", MsgID: tc.msgID, NumDelivered: 1, MaxDeliver: 5}
+			d.Job, d.JobErr = ingest.ParseJob(d.Data)
+			if d.JobErr == nil {
+				t.Fatalf("test case is a valid job")
+			}
+			out := h.Handle(t.Context(), d)
+			if out.Action != ingest.ActionDeadLetter {
+				t.Fatalf("action %d, want dead letter", out.Action)
+			}
+			var o struct {
+				JobID  string `json:"job_id"`
+				Schema string `json:"schema"`
+				Class  string `json:"class"`
+			}
+			if err := json.Unmarshal(out.Payload, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.JobID != tc.msgID || o.Schema != "invoice" || o.Class != string(heal.ClassInvalidJob) {
+				t.Errorf("dead letter job_id %q schema %q class %q, want %q, invoice, invalid_job", o.JobID, o.Schema, o.Class, tc.msgID)
+			}
+		})
+	}
+	if n := model.calls.Load(); n != 0 {
+		t.Errorf("the model was called %d times for invalid jobs", n)
+	}
+}
