@@ -166,7 +166,7 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 	fs.IntVar(&o.RawJobs, "raw-jobs", 0, "jobs of the raw JetStream baseline (default 60000, quick 5000)")
 	fs.IntVar(&o.Reps, "reps", 0, "repetitions of the cpu section, medians reported (default 3, quick 1)")
 	fs.StringVar(&only, "only", "", "run only these sections (comma-separated: "+strings.Join(sections, ", ")+")")
-	fs.StringVar(&o.Profile, "profile", "", "write CPU and heap profiles of the cpu case and of the K=1024 latency case into this directory")
+	fs.StringVar(&o.Profile, "profile", "", "write CPU and heap profiles of extra runs (not in the tables) of the cpu cases and the largest-K latency case into this directory")
 	fs.StringVar(&o.Out, "out", "", "results file (default bench/RESULTS.md; none with --quick); \"-\" for none")
 	fs.StringVar(&o.Root, "root", ".", "module root (where go test runs)")
 	fs.StringVar(&o.Benchtime, "benchtime", "", "go test -benchtime of the micro section (default 1s, quick 100ms)")
