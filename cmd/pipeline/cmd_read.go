@@ -138,7 +138,7 @@ consecutive dead letters with no success in between; the static lint of the sche
 			&cli.StringFlag{Name: "version", Usage: "only this schema version (hash)"},
 			&cli.StringFlag{Name: "since", Usage: "only failures since this time (RFC 3339, a date, or a duration ago like 24h)"},
 			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
-			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "heal rate at or below which a cluster is flagged impossible"},
+			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "a cluster is flagged impossible when both its heal rate (jobs that still succeeded) and its fix rate (jobs where a later attempt fixed the field) are at or below this"},
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters shown"},
 		}),
 		Action: func(c *cli.Context) error {

@@ -42,14 +42,17 @@ func TestDemo(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustCLI(t, "", "report", "--data-dir", dir, "--format", "json")), &rep); err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	// tracking_code has a pattern the simulator never satisfies: impossible.
+	// carrier and friends fail too, but the model fixes them on the heal
+	// turn; their jobs die of tracking_code, so they must not be flagged.
+	var impossible []string
 	for _, c := range rep.Clusters {
-		if c.Schema == "shipment" && c.Path == "/tracking_code" && c.Keyword == "pattern" {
-			found = c.Impossible
+		if c.Impossible {
+			impossible = append(impossible, c.Schema+" "+c.Path+" "+c.Keyword)
 		}
 	}
-	if !found {
-		t.Errorf("report does not flag shipment /tracking_code pattern as impossible: %+v", rep.Clusters)
+	if len(impossible) != 1 || impossible[0] != "shipment /tracking_code pattern" {
+		t.Errorf("impossible clusters %q, want exactly shipment /tracking_code pattern", impossible)
 	}
 }
 
