@@ -167,7 +167,9 @@ func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) err
 		defer st.Close()
 		cfg.Store = st
 	}
+	stopProgress := e.runProgress(ctx, conn)
 	err = worker.Serve(ctx, conn, h, cfg)
+	stopProgress()
 	if err == nil {
 		return nil
 	}
@@ -306,3 +308,35 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 }
 
 var _ = schemas.Load
+
+// runProgress draws a status line on a terminal (stderr) while the workers
+// run: outcomes stored in the streams, jobs waiting and in flight. It
+// returns the function that stops it; nothing is drawn off a terminal.
+func (e *env) runProgress(ctx context.Context, conn *ingest.Conn) func() {
+	if !isTTY(e.stderr) {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				fmt.Fprintln(e.stderr)
+				return
+			case <-t.C:
+			}
+			p, err := conn.Pending(ctx)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(e.stderr, "\r%s  results %d  dead letters %d  waiting %d  in flight %d   ",
+				time.Since(start).Round(time.Second), p.Results, p.DeadLetters, p.Pending, p.AckPending)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
