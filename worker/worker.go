@@ -68,6 +68,10 @@ func New(cfg Config) (*Handler, error) {
 
 // Handle implements ingest.Handler.
 func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	if m := h.cfg.Metrics; m != nil {
+		m.InFlight.Inc()
+		defer m.InFlight.Dec()
+	}
 	start := h.cfg.Now()
 	out := dlq.Outcome{
 		JobID:      d.Job.ID,
