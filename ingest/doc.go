@@ -82,6 +82,16 @@
 //   - ActionStop: NakWithDelay, stop fetching, let in-flight jobs finish,
 //     return Outcome.Err (ErrStopped if nil).
 //
+// A redelivered job (NumDelivered > 1) may have stored an outcome on an
+// earlier delivery and lost its ack. Its own stream deduplicates a second
+// copy, but a model need not answer the same way twice: before a result is
+// stored, DLQ is checked for the job's message id, and RESULTS before a
+// dead letter, over the duplicate window (a short-lived headers-only
+// consumer from now minus the window). If the other kind of outcome is
+// there, the job is acked and the new one dropped, so a job never ends as
+// both. Past the window neither check holds: keep the window well above
+// AckWait.
+//
 // A panic in Handle is recovered and logged; the job is naked with the
 // backoff delay. On its last delivery (Delivery.Last) Handle is called once
 // more with Delivery.Orphan set: the handler's orphan path dead-letters it,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -85,4 +87,57 @@ func (c *Conn) hasMsgID(ctx context.Context, stream, filter, msgID string) (bool
 			return false, nil
 		}
 	}
+}
+
+// outcomeSince reports whether a message with Nats-Msg-Id msgID was stored
+// on stream, matching filter, at or after since. It reads headers through a
+// short-lived ephemeral consumer that starts at since, so it costs the
+// number of messages stored since then, not the stream's size.
+func (c *Conn) outcomeSince(ctx context.Context, stream, filter, msgID string, since time.Time) (bool, error) {
+	st, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return false, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		Description:       "pipeline: is " + msgID + " stored already",
+		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
+		OptStartTime:      &since,
+		AckPolicy:         jetstream.AckNonePolicy,
+		FilterSubject:     filter,
+		HeadersOnly:       true,
+		InactiveThreshold: time.Minute,
+		MemoryStorage:     true,
+		Replicas:          1,
+	})
+	if err != nil {
+		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+	}
+	name := cons.CachedInfo().Name
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = st.DeleteConsumer(dctx, name) // best effort: its inactive threshold removes it anyway
+	}()
+	left := cons.CachedInfo().NumPending
+	for left > 0 {
+		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		}
+		got := uint64(0)
+		for m := range batch.Messages() {
+			got++
+			if m.Headers().Get(jetstream.MsgIDHeader) == msgID {
+				return true, nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		}
+		if got == 0 {
+			return false, fmt.Errorf("scanning %s for %s: %d messages announced, none delivered", stream, msgID, left)
+		}
+		left -= min(got, left)
+	}
+	return false, nil
 }

@@ -440,6 +440,25 @@ func (r *runner) call(d *Delivery) (out Outcome, ok bool) {
 func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 	switch out.Action {
 	case ActionResult, ActionDeadLetter:
+		if d.NumDelivered > 1 {
+			// An earlier delivery may have stored an outcome and lost its
+			// ack; a model need not answer the same way twice, so the
+			// other stream is checked (the same one deduplicates).
+			other, err := r.otherOutcome(d, out)
+			if err != nil {
+				r.log.Warn("checking for an earlier outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
+				r.nakOnce(j, r.retryDelay(d, 0))
+				return
+			}
+			if other != "" {
+				j.settled.Store(true)
+				if err := j.msg.Ack(); err != nil {
+					r.log.Warn("acknowledging a job answered by an earlier delivery", "msg_id", d.MsgID, "err", err)
+				}
+				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
+				return
+			}
+		}
 		if err := r.store(d, out); err != nil {
 			r.log.Warn("storing outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
 			r.nakOnce(j, r.retryDelay(d, 0))
@@ -492,6 +511,31 @@ func (r *runner) store(d *Delivery, out Outcome) error {
 		return err
 	}
 	return nil
+}
+
+// otherOutcome reports the stream (StreamResults or StreamDLQ, "" for
+// none) on which an earlier delivery stored a different kind of outcome
+// for d within the duplicate window: a dead letter when out is a result,
+// or the other way round.
+func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, error) {
+	stream, prefix := StreamDLQ, SubjectDLQ
+	if out.Action == ActionDeadLetter {
+		stream, prefix = StreamResults, SubjectResults
+	}
+	// The subject store would use.
+	filter := prefix + ".>"
+	if validToken.MatchString(out.Schema) {
+		filter = prefix + "." + out.Schema
+	} else if validToken.MatchString(d.SchemaToken) {
+		filter = prefix + "." + d.SchemaToken
+	}
+	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)
+	defer cancel()
+	found, err := r.c.outcomeSince(ctx, stream, filter, d.MsgID, time.Now().Add(-r.c.cfg.DuplicateWindow))
+	if err != nil || !found {
+		return "", err
+	}
+	return stream, nil
 }
 
 func (r *runner) nakOnce(j *inflight, delay time.Duration) {

@@ -585,3 +585,77 @@ func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
 		t.Errorf("after the sweep: %d jobs, %d results, %d dead letters; want 0, 2, 2", p.Jobs, p.Results, p.DeadLetters)
 	}
 }
+
+// TestRedeliveredJobKeepsItsFirstOutcome: a job whose first delivery stored
+// an outcome and lost its ack comes back; a model that now answers
+// otherwise must not give it a second outcome on the other stream.
+func TestRedeliveredJobKeepsItsFirstOutcome(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name         string
+		stored, then Action // what the first delivery stored, what the second decides
+	}{
+		{"result then dead letter", ActionResult, ActionDeadLetter},
+		{"dead letter then result", ActionDeadLetter, ActionResult},
+		{"nothing stored then dead letter", 0, ActionDeadLetter},
+		{"result then result (deduplicated)", ActionResult, ActionResult},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newConn(t)
+			items := jobItems("again", "invoice", 1)
+			submit(t, c, items)
+			id := items[0].MsgID
+			subject := map[Action]string{ActionResult: SubjectResults + ".invoice", ActionDeadLetter: SubjectDLQ + ".invoice"}
+			if tc.stored != 0 {
+				if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(subject[tc.stored], id, []byte(`{"job_id":"`+id+`","first":true}`))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The first delivery, never acked (its worker lost the ack).
+			cfg := fastWorkers(WorkerConfig{MaxDeliver: 3, AckWait: 300 * time.Millisecond, UntilIdle: true})
+			cons, err := c.ensureConsumer(t.Context(), StreamJobs, c.workerConsumerConfig(cfg.withDefaults()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range batch.Messages() {
+			}
+			var calls counter
+			h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+				calls.add(d.MsgID)
+				if d.NumDelivered < 2 {
+					t.Errorf("delivery %d, want a redelivery", d.NumDelivered)
+				}
+				return Outcome{Action: tc.then, Schema: "invoice", Payload: []byte(`{"job_id":"` + d.MsgID + `","second":true}`)}
+			})
+			if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+				t.Fatal(err)
+			}
+			if calls.get(id) != 1 {
+				t.Errorf("handler called %d times, want 1", calls.get(id))
+			}
+			p, err := c.Pending(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.stored
+			if want == 0 {
+				want = tc.then
+			}
+			wantResults, wantDead := uint64(0), uint64(0)
+			if want == ActionResult {
+				wantResults = 1
+			} else {
+				wantDead = 1
+			}
+			if p.Jobs != 0 || p.Results != wantResults || p.DeadLetters != wantDead {
+				t.Errorf("%d jobs, %d results, %d dead letters; want 0, %d, %d", p.Jobs, p.Results, p.DeadLetters, wantResults, wantDead)
+			}
+		})
+	}
+}
