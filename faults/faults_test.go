@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -36,6 +37,7 @@ func TestFaults(t *testing.T) {
 		{"cluster node lost (R3)", scenarioClusterNodeLost},
 		{"provider 429 for 10s", scenarioRateLimited},
 		{"provider 401", scenarioUnauthorized},
+		{"ack lost after the result, model changes its mind", scenarioLostAck},
 		{"poison: random bytes to submit", scenarioPoisonSubmit},
 		{"poison: malformed on pipeline.jobs", scenarioPoisonPublished},
 		{"sqlite locked 5s", func(t *testing.T) row { return scenarioSQLiteLocked(t, 5*time.Second) }},
@@ -336,6 +338,48 @@ func scenarioUnauthorized(t *testing.T) row {
 		t.Errorf("%d jobs dead-lettered, want 0", len(a.dlq))
 	}
 	r.Note = fmt.Sprintf("exit 4 after %d requests answered 401, %d lines on stderr; key accepted, second run finished", denied, strings.Count(stderr, "\n"))
+	return r
+}
+
+// 5b. the connection drops between a job's stored result and its ack; the
+// job comes back and the model, asked again, now fails it: the job keeps
+// its result and gets no dead letter.
+func scenarioLostAck(t *testing.T) row {
+	dir := t.TempDir()
+	srv := &natsServer{name: "nats-lost-ack", port: freePort(t), storeDir: filepath.Join(dir, "nats")}
+	srv.start(t)
+	_, js := connectJS(t, srv.url())
+	waitJetStream(t, js)
+	prov := newProvider(t, 0)
+	prov.changeMind.Store(true)
+	jobs := exampleJobs(t, 20, "invoice", "ticket")
+	target := jobs[2]
+	var targetInput struct {
+		Input string `json:"input"`
+	}
+	if err := json.Unmarshal(target.line, &targetInput); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newAckDropper(t, fmt.Sprintf("127.0.0.1:%d", srv.port), target.ID)
+
+	env := childEnv("OPENAI_API_KEY=" + testKey)
+	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir, "--nats-url", srv.url())
+	run := pipeline(t, "run", env, providerRunArgs(prov, "--data-dir", dir, "--nats-url", proxy.url(), "--until-idle", "--concurrency", "1")...)
+	run.mustSucceed(t)
+	if !proxy.fired.Load() {
+		t.Fatalf("the proxy never cut the connection before %s's ack", target.ID)
+	}
+	calls := prov.callsFor(targetInput.Input)
+	if calls < 2 {
+		t.Errorf("the model was asked %d times about %s, want a second delivery", calls, target.ID)
+	}
+	a := collect(t, js, filepath.Join(dir, "pipeline.db"))
+	r := a.check(t, "", ids(jobs))
+	if a.results[target.ID] != 1 || a.dlq[target.ID] != 0 {
+		t.Errorf("%s: %d results, %d dead letters; want its first outcome only", target.ID, a.results[target.ID], a.dlq[target.ID])
+	}
+	kept := strings.Count(run.stderr.String(), "already has an outcome from an earlier delivery")
+	r.Note = fmt.Sprintf("connection cut before %s's ack; redelivered, the model asked %d times failed it, first outcome kept (%d logged)", target.ID, calls, kept)
 	return r
 }
 

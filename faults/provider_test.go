@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,10 +27,15 @@ type provider struct {
 	srv      *httptest.Server
 	fixtures map[string]string
 
-	unauthorized atomic.Bool   // answer 401
+	unauthorized atomic.Bool // answer 401
+	// changeMind: only the first call for a text gets a valid answer; a
+	// later call for the same text (a redelivery) gets one that fails the
+	// schema, like a real model at temperature > 0.
+	changeMind   atomic.Bool
 	rateLimitFor time.Duration // answer 429 for this long after the first request (set before serving)
 
 	mu       sync.Mutex
+	perText  map[string]int // calls per user text
 	first    time.Time
 	requests int // every request
 	ok       int // answered 200
@@ -42,7 +48,7 @@ var schemaInPrompt = regexp.MustCompile(`Schema "([A-Za-z0-9_\-]+)"`)
 
 func newProvider(t *testing.T, rateLimitFor time.Duration) *provider {
 	t.Helper()
-	p := &provider{fixtures: map[string]string{}, rateLimitFor: rateLimitFor}
+	p := &provider{fixtures: map[string]string{}, rateLimitFor: rateLimitFor, perText: map[string]int{}}
 	for _, s := range []string{"invoice", "ticket"} {
 		b, err := os.ReadFile(filepath.Join("testdata", s+".json"))
 		if err != nil {
@@ -109,6 +115,16 @@ func (p *provider) complete(w http.ResponseWriter, r *http.Request) {
 		openAIError(w, http.StatusBadRequest, "invalid_request_error", "the fake model knows no schema in this prompt")
 		return
 	}
+	content := p.fixtures[m[1]]
+	if len(req.Messages) > 1 {
+		p.mu.Lock()
+		p.perText[req.Messages[1].Content]++
+		again := p.perText[req.Messages[1].Content] > 1
+		p.mu.Unlock()
+		if again && p.changeMind.Load() {
+			content = `{"changed_my_mind": true}`
+		}
+	}
 	p.count(&p.ok)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
@@ -118,10 +134,10 @@ func (p *provider) complete(w http.ResponseWriter, r *http.Request) {
 		"model":   req.Model,
 		"choices": []map[string]any{{
 			"index":         0,
-			"message":       map[string]any{"role": "assistant", "content": p.fixtures[m[1]]},
+			"message":       map[string]any{"role": "assistant", "content": content},
 			"finish_reason": "stop",
 		}},
-		"usage": map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": len(p.fixtures[m[1]]) / 4, "total_tokens": (len(body) + len(p.fixtures[m[1]])) / 4},
+		"usage": map[string]any{"prompt_tokens": len(body) / 4, "completion_tokens": len(content) / 4, "total_tokens": (len(body) + len(content)) / 4},
 	})
 }
 
@@ -149,4 +165,17 @@ func (p *provider) requestBodies() []string {
 func providerRunArgs(p *provider, extra ...string) []string {
 	return append([]string{"run", "--model", "openai:fault-model", "--llm-url", p.url(), "--ack-wait", ackWait,
 		"--concurrency", "16", "--log-level", logLevel()}, extra...)
+}
+
+// callsFor returns how many calls mentioned text in their user turn.
+func (p *provider) callsFor(text string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k, v := range p.perText {
+		if strings.Contains(k, text) {
+			n += v
+		}
+	}
+	return n
 }
