@@ -170,7 +170,7 @@ func renderMarkdown(r *benchRun) string {
 			}
 			cycle := float64(c.K) / c.JobsPerSec * 1000
 			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f | %.1f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
-				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000, c.CPUSeconds/c.Wall, c.CPUWait, c.PeakRSSMB, c.Seconds)
+				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000, c.CPUSeconds/c.Seconds, c.CPUWait, c.PeakRSSMB, c.Seconds)
 		}
 		p("\n")
 	}
@@ -210,7 +210,7 @@ func renderMarkdown(r *benchRun) string {
 				if c.SinkLag >= 0 {
 					lag = fmt.Sprintf("%.2f", c.SinkLag)
 				}
-				p("| %s | %d | %.0f | %.3f | %.2f | %.1f | %.0f | %s | %d | %d | %.1f |\n", c.Name, c.Jobs, c.JobsPerSec, c.CPUPerJob*1000, c.CPUSeconds/max(c.Wall, 1e-9), c.CPUWait, c.PeakRSSMB, lag, c.JobBytes, c.ResultBytes, c.Seconds)
+				p("| %s | %d | %.0f | %.3f | %.2f | %.1f | %.0f | %s | %d | %d | %.1f |\n", c.Name, c.Jobs, c.JobsPerSec, c.CPUPerJob*1000, c.CPUSeconds/max(c.Seconds, 1e-9), c.CPUWait, c.PeakRSSMB, lag, c.JobBytes, c.ResultBytes, c.Seconds)
 			}
 		}
 		if pm, rm := medianRate(r.CPU), medianRate(r.Raw); pm > 0 && rm > 0 {
@@ -245,7 +245,7 @@ func renderMarkdown(r *benchRun) string {
 
 // slotNote explains the latency tables' breakdown of a slot's cycle.
 const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate), handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps) and the rest (ack, fetch, dispatch, and the run's start and tail spread over its jobs). " +
-	"CPU wait is the time the process's threads were runnable but waited for a CPU held by other processes (schedstat): when it is large against the CPU used, the machine's other load, not the pipeline, held the run back.\n\n"
+	"CPU cores is the process's CPU time (the sink's flush after the last result included) over the run's seconds. CPU wait is the time the process's threads were runnable but waited for a CPU held by other processes (schedstat): when it is large against the CPU used, the machine's other load, not the pipeline, held the run back.\n\n"
 
 func orDash(s string) string {
 	if s == "" {
