@@ -37,7 +37,8 @@ func TestFaults(t *testing.T) {
 		{"cluster node lost (R3)", scenarioClusterNodeLost},
 		{"provider 429 for 10s", scenarioRateLimited},
 		{"provider 401", scenarioUnauthorized},
-		{"ack lost after the result, model changes its mind", scenarioLostAck},
+		{"ack lost after the result, model changes its mind", func(t *testing.T) row { return scenarioLostAck(t, false) }},
+		{"connection goes silent (half-open) before an ack", func(t *testing.T) row { return scenarioLostAck(t, true) }},
 		{"poison: random bytes to submit", scenarioPoisonSubmit},
 		{"poison: malformed on pipeline.jobs", scenarioPoisonPublished},
 		{"sqlite locked 5s", func(t *testing.T) row { return scenarioSQLiteLocked(t, 5*time.Second) }},
@@ -341,10 +342,11 @@ func scenarioUnauthorized(t *testing.T) row {
 	return r
 }
 
-// 5b. the connection drops between a job's stored result and its ack; the
-// job comes back and the model, asked again, now fails it: the job keeps
-// its result and gets no dead letter.
-func scenarioLostAck(t *testing.T) row {
+// 5b. the connection drops (or, blackhole, goes silent without closing)
+// between a job's stored result and its ack; the job comes back and the
+// model, asked again, now fails it: the job keeps its result and gets no
+// dead letter. A silent connection is found by the client's pings.
+func scenarioLostAck(t *testing.T, blackhole bool) row {
 	dir := t.TempDir()
 	srv := &natsServer{name: "nats-lost-ack", port: freePort(t), storeDir: filepath.Join(dir, "nats")}
 	srv.start(t)
@@ -360,7 +362,7 @@ func scenarioLostAck(t *testing.T) row {
 	if err := json.Unmarshal(target.line, &targetInput); err != nil {
 		t.Fatal(err)
 	}
-	proxy := newAckDropper(t, fmt.Sprintf("127.0.0.1:%d", srv.port), target.ID)
+	proxy := newAckDropper(t, fmt.Sprintf("127.0.0.1:%d", srv.port), target.ID, blackhole)
 
 	env := childEnv("OPENAI_API_KEY=" + testKey)
 	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir, "--nats-url", srv.url())
@@ -379,7 +381,11 @@ func scenarioLostAck(t *testing.T) row {
 		t.Errorf("%s: %d results, %d dead letters; want its first outcome only", target.ID, a.results[target.ID], a.dlq[target.ID])
 	}
 	kept := strings.Count(run.stderr.String(), "already has an outcome from an earlier delivery")
-	r.Note = fmt.Sprintf("connection cut before %s's ack; redelivered, the model asked %d times failed it, first outcome kept (%d logged)", target.ID, calls, kept)
+	how := "connection cut"
+	if blackhole {
+		how = "connection silent (found by pings)"
+	}
+	r.Note = fmt.Sprintf("%s before %s's ack; redelivered, the model asked %d times failed it, first outcome kept (%d logged)", how, target.ID, calls, kept)
 	return r
 }
 

@@ -16,21 +16,27 @@ import (
 // as a network failure between the outcome's store and the job's ack
 // would. Run the worker with --concurrency 1 so that the next ack is the
 // target's. Every later connection is forwarded untouched.
+//
+// With blackhole set the connection is not cut but goes silent instead (a
+// half-open TCP connection: a dead NAT entry, a peer that lost power): the
+// server's side is closed, the client's stays open and nothing it sends is
+// answered, so only the client's own pings can tell.
 type ackDropper struct {
-	ln       net.Listener
-	upstream string
-	marker   []byte
-	fired    atomic.Bool
-	wg       sync.WaitGroup
+	ln        net.Listener
+	upstream  string
+	marker    []byte
+	blackhole bool
+	fired     atomic.Bool
+	wg        sync.WaitGroup
 }
 
-func newAckDropper(t *testing.T, upstream, target string) *ackDropper {
+func newAckDropper(t *testing.T, upstream, target string, blackhole bool) *ackDropper {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ackDropper{ln: ln, upstream: upstream, marker: []byte("Nats-Msg-Id: " + target + "\r\n")}
+	p := &ackDropper{ln: ln, upstream: upstream, marker: []byte("Nats-Msg-Id: " + target + "\r\n"), blackhole: blackhole}
 	p.wg.Go(p.accept)
 	t.Cleanup(func() {
 		ln.Close()
@@ -61,9 +67,14 @@ func (p *ackDropper) serve(client net.Conn) {
 	}
 	defer server.Close()
 	var down sync.WaitGroup
+	silent := make(chan struct{})
 	down.Go(func() {
 		_, _ = io.Copy(client, server)
-		client.Close()
+		select {
+		case <-silent: // black hole: the client must find out by itself
+		default:
+			client.Close()
+		}
 	})
 	defer down.Wait()
 	armed := false
@@ -80,6 +91,12 @@ func (p *ackDropper) serve(client net.Conn) {
 					armed = true
 				case armed && bytes.Contains(chunk, []byte("+ACK")):
 					p.fired.Store(true)
+					if p.blackhole {
+						close(silent)
+						server.Close()
+						_, _ = io.Copy(io.Discard, client) // until the client gives up on it
+						return
+					}
 					// The ack is lost with the connection: both ends see it close.
 					client.Close()
 					server.Close()

@@ -21,6 +21,12 @@ const (
 	DefaultDuplicateWindow = 2 * time.Minute
 	defaultReconnectWait   = time.Second
 	defaultConnectTimeout  = 5 * time.Second
+	// A connection that went silent without closing (half-open TCP) is
+	// found by the client's pings: after pingMaxOut unanswered ones, at
+	// most (pingMaxOut+1)*pingInterval. nats.go's defaults (2 minutes, 2)
+	// left the workers stalled for minutes in the faults suite.
+	pingInterval = 5 * time.Second
+	pingMaxOut   = 3
 	// publishAsyncMaxPending bounds the async publishes outstanding on one
 	// Conn; past it PublishAsync stalls (and we wait and retry).
 	publishAsyncMaxPending = 4096
@@ -103,6 +109,8 @@ func (c *Conn) dial(u string, external bool) (*nats.Conn, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(defaultReconnectWait),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(pingMaxOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				c.log.Warn("nats disconnected", "err", err)
