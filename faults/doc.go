@@ -14,12 +14,17 @@
 //   - the index (<data-dir>/pipeline.db) holds the same ids with the same
 //     status.
 //
-// The faults: kill -9 of a worker process (embedded server inside it), a
+// The faults: kill -9 of a worker process (embedded server inside it; and
+// with MaxDeliver 1 on an external server, so its jobs become orphans), a
 // restart of an external nats-server, the loss of the JOBS stream leader
 // in a three-node R3 cluster, a provider answering 429 for 10 s, a
-// provider answering 401, poison input (random bytes to submit, malformed
-// messages published straight onto pipeline.jobs.<schema>), the SQLite
-// file locked by another process for 5 s, and SIGTERM with jobs in flight.
+// provider answering 401, a job's ack lost after its result was stored
+// (a TCP proxy cuts the connection, or leaves it silent and half-open)
+// with a model that fails the job when asked again, poison input (random
+// bytes to submit, malformed messages published straight onto
+// pipeline.jobs.<schema>), the SQLite file locked by another process for
+// 5 s and for 20 s (past the busy timeout), and SIGTERM with jobs in
+// flight (a grace they fit in, and one they do not).
 //
 // Run it with
 //
