@@ -173,6 +173,8 @@ func natsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nats-tls-key", EnvVars: []string{"NATS_TLS_KEY"}, Usage: "client TLS key"},
 		&cli.StringFlag{Name: "nats-tls-ca", EnvVars: []string{"NATS_TLS_CA"}, Usage: "CA certificate to verify the server"},
 		&cli.IntFlag{Name: "replicas", EnvVars: []string{"PIPELINE_REPLICAS"}, Value: 1, Usage: "stream replicas (3 on a cluster)"},
+		&cli.BoolFlag{Name: "nats-sync-always", EnvVars: []string{"PIPELINE_NATS_SYNC_ALWAYS"},
+			Usage: "embedded server: fsync every write before acknowledging it (survives power loss; about 40x slower publishes). Off: acknowledged data survives a kill -9 of the process, and is fsynced every 2 minutes"},
 		&cli.DurationFlag{Name: "duplicate-window", EnvVars: []string{"PIPELINE_DUPLICATE_WINDOW"}, Value: 2 * time.Minute,
 			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op)"},
 	}
@@ -230,6 +232,7 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 		TLSKey:          c.String("nats-tls-key"),
 		TLSCA:           c.String("nats-tls-ca"),
 		Replicas:        c.Int("replicas"),
+		SyncAlways:      c.Bool("nats-sync-always"),
 		DuplicateWindow: c.Duration("duplicate-window"),
 		Logger:          log,
 	}

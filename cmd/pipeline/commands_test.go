@@ -105,6 +105,10 @@ func TestExitCodes(t *testing.T) {
 		{"lint clean", "", []string{"schemas", "lint", schemaDir}, exitOK, "no findings", ""},
 		{"lint builtin", "", []string{"schemas", "lint"}, exitOK, "no findings", ""},
 		{"report bad format", "", []string{"report", "--format", "pdf"}, exitUsage, "", "--format"},
+		{"bad memory limit", "", []string{"run", "--memory-limit", "lots"}, exitUsage, "", "--memory-limit"},
+		{"bad concurrency", "", []string{"run", "--concurrency", "-1"}, exitUsage, "", "--concurrency"},
+		{"bad heal history", "", []string{"run", "--heal-history", "some"}, exitUsage, "", "istory"},
+		{"bad model", "", []string{"run", "--model", "gpt4"}, exitUsage, "", "--model"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,5 +123,23 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("stderr %q lacks %q", errs, tc.stderr)
 			}
 		})
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"200MiB", 200 << 20, false}, {"1GiB", 1 << 30, false}, {"512MB", 512e6, false},
+		{"4096", 4096, false}, {"0", 0, false}, {"off", 0, false}, {"", 0, false},
+		{"-1MiB", 0, true}, {"lots", 0, true}, {"12XB", 0, true},
+	}
+	for _, tc := range cases {
+		got, err := parseBytes(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
 	}
 }
