@@ -1,2 +1,28 @@
-// Package worker TODO.
+// Package worker wires one job delivery through the rest of the system and
+// runs the workers with the sink. It is where the packages meet: ingest
+// hands it a delivery, schemas resolves the job's schema, heal runs the
+// loop against the model, and the outcome (a dlq.Outcome, with the whole
+// attempt trace) goes back to ingest to be published on RESULTS or DLQ
+// before the job is acknowledged.
+//
+// Handler decides what happens to each delivery, by code:
+//
+//   - invalid job, unknown schema, a job whose worker died on every
+//     delivery (abandoned): dead-lettered at once, the model never called;
+//   - success: a result;
+//   - healable failures used up, truncated, no progress, request errors:
+//     a dead letter with the class, reason and hint;
+//   - transport failures: handed back to the stream with a backoff delay,
+//     and dead-lettered as transport only on the job's last delivery;
+//   - auth failures: the worker stops taking jobs (ingest.ActionStop).
+//
+// Serve runs ingest's worker runtime and, with a Store, the sink that
+// indexes outcomes into SQLite; the sink outlives the workers so that
+// everything published is indexed before Serve returns.
+//
+//	h, _ := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: "sim"})
+//	err := worker.Serve(ctx, conn, h, worker.ServeConfig{
+//		Workers: ingest.WorkerConfig{Concurrency: 64, UntilIdle: true},
+//		Store:   store,
+//	})
 package worker
