@@ -222,6 +222,16 @@ func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
 	}
 }
 
+// dial makes the command's logger and connects to NATS with its flags.
+func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
+	log, err := e.logger(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := e.connect(c.Context, c, log)
+	return conn, log, err
+}
+
 func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
 	cfg := ingest.Config{
 		URL:             c.String("nats-url"),

@@ -191,11 +191,7 @@ func (e *env) dlqCommand() *cli.Command {
 				ArgsUsage: " ",
 				Flags:     flags(natsFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, logFlags()),
 				Action: func(c *cli.Context) error {
-					log, err := e.logger(c)
-					if err != nil {
-						return err
-					}
-					conn, err := e.connect(c.Context, c, log)
+					conn, log, err := e.dial(c)
 					if err != nil {
 						return err
 					}
@@ -289,11 +285,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 				fmt.Fprintln(e.stdout, "replayed 0 jobs")
 				return nil
 			}
-			log, err := e.logger(c)
-			if err != nil {
-				return err
-			}
-			conn, err := e.connect(c.Context, c, log)
+			conn, _, err := e.dial(c)
 			if err != nil {
 				return err
 			}

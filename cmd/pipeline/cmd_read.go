@@ -28,11 +28,7 @@ job_id, schema, attempts and data are printed; --json prints the whole outcome w
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
-			log, err := e.logger(c)
-			if err != nil {
-				return err
-			}
-			conn, err := e.connect(c.Context, c, log)
+			conn, _, err := e.dial(c)
 			if err != nil {
 				return err
 			}
