@@ -69,11 +69,17 @@
 //
 //	err := conn.RunWorkers(ctx, ingest.WorkerConfig{Concurrency: 64}, handler)
 //
-// RunWorkers fetches in batches and keeps at most Concurrency jobs in
-// flight (a semaphore; the fetcher waits up to 5ms for a quarter of the
-// slots to be free so that a fetch brings a batch). Each job is parsed with
-// ParseJob and handed to Handle in its own goroutine; while it runs,
-// InProgress is sent every Heartbeat. Then, by Outcome:
+// RunWorkers fetches in batches and runs Handle in Concurrency long-lived
+// handler goroutines fed by a queue. It fetches ahead: up to a quarter of
+// Concurrency more jobs wait in the queue, so a handler goroutine that frees
+// up starts its next job at once (the fetcher waits up to 5ms for a quarter
+// of the slots to be free so that a fetch brings a batch). When Handle
+// returns, its goroutine takes the next job and the outcome goes to one of
+// Concurrency settler goroutines, which store it and ack: the model slot is
+// not held while a result is published. Jobs fetched and not yet settled
+// are bounded by min(MaxAckPending, 2*Concurrency + prefetch). Every one of
+// them, queued, running or settling, gets InProgress every Heartbeat. Each
+// job is parsed with ParseJob before Handle. Then, by Outcome:
 //
 //   - ActionResult: publish Payload on pipeline.results.<Schema> with
 //     Nats-Msg-Id = Delivery.MsgID, wait for the stream's ack, then Ack.
@@ -114,8 +120,9 @@
 // workers handling the same orphan store one outcome (same Nats-Msg-Id),
 // and the second delete finds nothing.
 //
-// On ctx cancel RunWorkers stops fetching and waits up to ShutdownGrace for
-// in-flight handlers; then it cancels their context, naks what is left with
+// On ctx cancel (or ActionStop) RunWorkers stops fetching and naks the jobs
+// fetched ahead and not started at once, with a 1s delay; it waits up to
+// ShutdownGrace for in-flight handlers and settling outcomes; then it cancels their context, naks what is left with
 // a 1s delay and returns nil. UntilIdle returns nil once nothing is in
 // flight and the consumer shows nothing pending and nothing unacked (naked
 // jobs waiting for their delay count as unacked) twice in a row, a fetch

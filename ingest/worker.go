@@ -43,6 +43,20 @@ type inflight struct {
 	settled atomic.Bool   // acked, naked or termed (first one wins for naks)
 }
 
+// delivered is one fetched job on its way from the fetcher to a handler
+// goroutine.
+type delivered struct {
+	msg jetstream.Msg
+	j   *inflight
+}
+
+// settling is one handled job on its way to a settler goroutine.
+type settling struct {
+	j   *inflight
+	d   *Delivery
+	out Outcome
+}
+
 type runner struct {
 	c    *Conn
 	cfg  WorkerConfig
@@ -51,8 +65,19 @@ type runner struct {
 	cons jetstream.Consumer
 	jobs jetstream.Stream
 
-	sem chan struct{}
-	wg  sync.WaitGroup
+	// sem holds a slot per job fetched and not yet handled (waiting in
+	// queue or in Handle), and per orphan being handled: at most
+	// Concurrency + prefetch. outstanding holds one per job fetched and
+	// not yet settled (acked, naked or termed), so the jobs whose outcome
+	// is being published are bounded too, and never more than
+	// MaxAckPending.
+	sem         chan struct{}
+	outstanding chan struct{}
+	queue       chan delivered // fetched jobs for the handler goroutines
+	settleQ     chan settling  // handled jobs for the settler goroutines
+	closing     atomic.Bool    // set once fetching has stopped: queued jobs are handed back
+	workers     sync.WaitGroup // handler and settler goroutines
+	wg          sync.WaitGroup // orphan handlers
 
 	mu  sync.Mutex
 	set map[*inflight]struct{}
@@ -73,8 +98,11 @@ type runner struct {
 // is done (graceful: stop fetching, wait up to ShutdownGrace, nak the rest),
 // until idle (UntilIdle), or until a handler returns ActionStop.
 //
-// At most Concurrency jobs are in flight; each runs Handle in its own
-// goroutine, with InProgress heartbeats every Heartbeat until it is settled.
+// At most Concurrency jobs are in Handle, run by as many long-lived
+// goroutines; up to a quarter more wait fetched ahead, and outcomes are
+// stored and acked by settler goroutines so a handler slot is free as soon
+// as Handle returns. Every job fetched gets InProgress heartbeats every
+// Heartbeat until it is settled.
 // A panic in Handle is recovered: the job is naked with a delay, and on its
 // last delivery Handle is called once more with Delivery.Orphan set so the
 // handler dead-letters it. Jobs that reach MaxDeliver without an answer
@@ -104,15 +132,23 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 	pubCtx, cancelPub := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelPub()
 
+	prefetch := prefetchFor(cfg.Concurrency)
+	// Settling jobs are bounded by Concurrency on top of those fetched and
+	// not handled, and everything by MaxAckPending (a pull may not ask for
+	// more than MaxRequestBatch, which is MaxAckPending).
+	outstanding := min(cfg.MaxAckPending, 2*cfg.Concurrency+prefetch)
 	r := &runner{
 		c: c, cfg: cfg, h: h, log: log, cons: cons, jobs: jobs,
-		sem:        make(chan struct{}, cfg.Concurrency),
-		set:        make(map[*inflight]struct{}),
-		handlerCtx: handlerCtx,
-		pubCtx:     pubCtx,
-		stopCh:     make(chan struct{}),
-		orphans:    make(chan uint64, 1024),
-		failedSeqs: make(map[uint64]bool),
+		sem:         make(chan struct{}, cfg.Concurrency+prefetch),
+		outstanding: make(chan struct{}, outstanding),
+		queue:       make(chan delivered, cfg.Concurrency+prefetch),
+		settleQ:     make(chan settling, outstanding),
+		set:         make(map[*inflight]struct{}),
+		handlerCtx:  handlerCtx,
+		pubCtx:      pubCtx,
+		stopCh:      make(chan struct{}),
+		orphans:     make(chan uint64, 1024),
+		failedSeqs:  make(map[uint64]bool),
 	}
 
 	sub, err := c.nc.QueueSubscribe(AdvisoryMaxDeliveries, orphanQueueGroup, r.onAdvisory)
@@ -128,9 +164,27 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 	var bg sync.WaitGroup
 	bg.Go(func() { r.heartbeats(loopCtx) })
 	bg.Go(func() { r.orphanLoop(loopCtx) })
+	// Long-lived goroutines keep their grown stacks: a goroutine per job
+	// grew a fresh one to the validator's depth every time.
+	var handlers sync.WaitGroup
+	for range cfg.Concurrency {
+		handlers.Go(r.handleLoop)
+	}
+	for range cfg.Concurrency {
+		r.workers.Go(r.settleLoop)
+	}
+	r.workers.Go(func() {
+		handlers.Wait()
+		close(r.settleQ)
+	})
 
 	runErr := r.fetchLoop(ctx)
 
+	// Nothing is fetched any more: hand back at once the jobs that were
+	// fetched ahead and not started.
+	r.closing.Store(true)
+	close(r.queue)
+	r.handBackQueued()
 	stopLoops()
 	bg.Wait()
 	r.drain(cancelHandlers)
@@ -174,9 +228,26 @@ func (r *runner) fetchLoop(ctx context.Context) error {
 			return nil
 		}
 		n := r.gatherSlots(ctx)
+		// As many outstanding places, waiting for settling jobs if need be.
+		for i := range n {
+			select {
+			case r.outstanding <- struct{}{}:
+				continue
+			case <-ctx.Done():
+			case <-r.stopCh:
+			}
+			for range n - i {
+				<-r.sem
+			}
+			for range i {
+				<-r.outstanding
+			}
+			return nil
+		}
 		got, err := r.fetch(ctx, n)
 		for range n - got {
 			<-r.sem
+			<-r.outstanding
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -221,7 +292,7 @@ func (r *runner) fetchLoop(ctx context.Context) error {
 func (r *runner) gatherSlots(ctx context.Context) int {
 	n, target := 1, max(1, r.cfg.Concurrency/4)
 	var timer <-chan time.Time
-	for n < r.cfg.Concurrency {
+	for n < cap(r.sem) {
 		select {
 		case r.sem <- struct{}{}:
 			n++
@@ -246,8 +317,9 @@ func (r *runner) gatherSlots(ctx context.Context) int {
 	return n
 }
 
-// fetch pulls up to n jobs and starts a handler for each; it returns how
-// many it started (each holds one semaphore slot until settled).
+// fetch pulls up to n jobs and queues each for a handler goroutine; it
+// returns how many it received (each holds a slot until handled and an
+// outstanding place until settled).
 func (r *runner) fetch(ctx context.Context, n int) (int, error) {
 	batch, err := r.cons.Fetch(n, jetstream.FetchMaxWait(r.cfg.FetchWait))
 	if err != nil {
@@ -260,10 +332,13 @@ func (r *runner) fetch(ctx context.Context, n int) (int, error) {
 			// Arrived after shutdown began: hand it back.
 			r.nak(msg, shutdownNakDelay)
 			<-r.sem
+			<-r.outstanding
 			continue
 		}
-		r.wg.Add(1)
-		go r.handleMsg(msg)
+		// Tracked from now on, so heartbeats reach it while it waits.
+		j := &inflight{msg: msg}
+		r.track(j)
+		r.queue <- delivered{msg: msg, j: j} // room: one slot per place
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		return got, fmt.Errorf("fetching %d jobs: %w", n, err)
@@ -274,7 +349,7 @@ func (r *runner) fetch(ctx context.Context, n int) (int, error) {
 // idle reports whether the consumer has nothing pending or unacked and
 // nothing is in flight here; first it sweeps up stranded orphans.
 func (r *runner) idle(ctx context.Context) (bool, error) {
-	if r.inflightCount() > 0 || len(r.sem) > 0 {
+	if r.inflightCount() > 0 || len(r.sem) > 0 || len(r.outstanding) > 0 {
 		return false, nil
 	}
 	info, err := r.cons.Info(ctx)
@@ -354,11 +429,57 @@ func (r *runner) heartbeats(ctx context.Context) {
 	}
 }
 
+// handBackQueued naks, with a short delay, the jobs fetched ahead that no
+// handler goroutine has started; the queue is closed.
+func (r *runner) handBackQueued() {
+	n := 0
+	for q := range r.queue {
+		r.handBack(q)
+		n++
+	}
+	if n > 0 {
+		r.log.Debug("handed back jobs fetched ahead", "jobs", n)
+	}
+}
+
+func (r *runner) handBack(q delivered) {
+	r.nakOnce(q.j, jitter(shutdownNakDelay))
+	r.untrack(q.j)
+	<-r.sem
+	<-r.outstanding
+}
+
+// handleLoop is one of Concurrency handler goroutines: it runs Handle for
+// queued jobs and passes the outcome on to the settlers, so its slot is free
+// for the next job while the outcome is published.
+func (r *runner) handleLoop() {
+	for q := range r.queue {
+		if r.closing.Load() {
+			r.handBack(q)
+			continue
+		}
+		d, out := r.handleMsg(q.msg)
+		<-r.sem
+		r.settleQ <- settling{j: q.j, d: d, out: out} // room: one per outstanding place
+	}
+}
+
+// settleLoop is one of Concurrency settler goroutines: it stores handled
+// jobs' outcomes and acks or naks them.
+func (r *runner) settleLoop() {
+	for s := range r.settleQ {
+		r.settle(s.j, s.d, s.out)
+		r.untrack(s.j)
+		<-r.outstanding
+	}
+}
+
 // drain waits for in-flight handlers up to ShutdownGrace; then it cancels
 // their context, naks what is left and waits a little more for them.
 func (r *runner) drain(cancelHandlers context.CancelFunc) {
 	done := make(chan struct{})
 	go func() {
+		r.workers.Wait()
 		r.wg.Wait()
 		close(done)
 	}()
@@ -387,14 +508,8 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 	}
 }
 
-// handleMsg runs the handler for one delivered job and settles it.
-func (r *runner) handleMsg(msg jetstream.Msg) {
-	defer r.wg.Done()
-	defer func() { <-r.sem }()
-	j := &inflight{msg: msg}
-	r.track(j)
-	defer r.untrack(j)
-
+// handleMsg runs the handler for one delivered job; the caller settles it.
+func (r *runner) handleMsg(msg jetstream.Msg) (*Delivery, Outcome) {
 	d := &Delivery{
 		Data:        msg.Data(),
 		SchemaToken: lastToken(msg.Subject()),
@@ -422,7 +537,7 @@ func (r *runner) handleMsg(msg jetstream.Msg) {
 	if !ok {
 		out = Outcome{Action: ActionRetry}
 	}
-	r.settle(j, d, out)
+	return d, out
 }
 
 // call runs Handle, turning a panic into ok = false.
@@ -562,6 +677,12 @@ func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
 		}
 	}
 	return jitter(want)
+}
+
+// prefetchFor is how many fetched jobs may wait for a handler goroutine, so
+// one that frees up starts its next job at once rather than after a fetch.
+func prefetchFor(concurrency int) int {
+	return max(1, concurrency/4)
 }
 
 func jitter(d time.Duration) time.Duration {
