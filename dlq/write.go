@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/tidwall/gjson"
 )
 
 // ErrInvalidOutcome is wrapped by the errors of DecodeOutcome and Write for
@@ -39,16 +42,248 @@ const compressAbove = 256
 const receivedCut = 64
 
 // DecodeOutcome decodes one RESULTS or DLQ message and checks that it can be
-// indexed. Its errors wrap ErrInvalidOutcome.
+// indexed. Its errors wrap ErrInvalidOutcome. Data and Job are sub-slices of
+// data (not copies): data must not be modified while the Outcome is used.
+//
+// The message is validated once (gjson's validator) and its top-level
+// fields are read in place: the result's data and the job, most of the
+// bytes, are neither scanned a second time nor copied, unlike a
+// json.Unmarshal of the whole outcome (which scans, then decodes, then
+// copies every RawMessage).
 func DecodeOutcome(data []byte) (Outcome, error) {
 	var o Outcome
-	if err := json.Unmarshal(data, &o); err != nil {
+	if !gjson.ValidBytes(data) {
+		return Outcome{}, fmt.Errorf("%w: decoding: not valid JSON", ErrInvalidOutcome)
+	}
+	// Read in place (no copy of data as a string); strings kept are cloned.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+	if !root.IsObject() {
+		return Outcome{}, fmt.Errorf("%w: decoding: not a JSON object", ErrInvalidOutcome)
+	}
+	var err error
+	root.ForEach(func(key, v gjson.Result) bool {
+		err = o.decodeField(key.Str, v, data)
+		return err == nil
+	})
+	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: decoding: %v", ErrInvalidOutcome, err)
 	}
 	if err := check(&o); err != nil {
 		return Outcome{}, err
 	}
 	return o, nil
+}
+
+// decodeField sets the field of o named key from v, a value of data.
+func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
+	switch key {
+	case "job_id":
+		return str(key, v, &o.JobID)
+	case "schema":
+		return str(key, v, &o.Schema)
+	case "schema_version":
+		return str(key, v, &o.SchemaVersion)
+	case "status":
+		return str(key, v, &o.Status)
+	case "class":
+		return str(key, v, &o.Class)
+	case "reason":
+		return str(key, v, &o.Reason)
+	case "hint":
+		return str(key, v, &o.Hint)
+	case "model":
+		return str(key, v, &o.Model)
+	case "run":
+		return integer(key, v, &o.Run)
+	case "attempts":
+		return integer(key, v, &o.Attempts)
+	case "deliveries":
+		return integer(key, v, &o.Deliveries)
+	case "data":
+		o.Data = rawOf(v, data)
+	case "job":
+		o.Job = rawOf(v, data)
+	case "trace":
+		if v.Type == gjson.Null {
+			o.Trace = nil
+			return nil
+		}
+		if !v.IsArray() {
+			return fmt.Errorf("field %q: want an array, have %s", key, v.Type)
+		}
+		return decodeTrace(v, &o.Trace)
+	case "started_at", "finished_at":
+		t := &o.StartedAt
+		if key == "finished_at" {
+			t = &o.FinishedAt
+		}
+		if v.Type == gjson.Null {
+			return nil
+		}
+		if err := t.UnmarshalJSON(rawOf(v, data)); err != nil {
+			return fmt.Errorf("field %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// decodeTrace reads an outcome's trace, an array of attempts, in place.
+func decodeTrace(v gjson.Result, dst *[]Attempt) error {
+	var err error
+	*dst = make([]Attempt, 0, 4)
+	v.ForEach(func(_, av gjson.Result) bool {
+		if !av.IsObject() {
+			err = fmt.Errorf("field \"trace\": want objects, have %s", av.Type)
+			return false
+		}
+		var a Attempt
+		av.ForEach(func(k, f gjson.Result) bool {
+			err = a.decodeField(k.Str, f)
+			return err == nil
+		})
+		*dst = append(*dst, a)
+		return err == nil
+	})
+	return err
+}
+
+func (a *Attempt) decodeField(key string, v gjson.Result) error {
+	switch key {
+	case "n":
+		return integer(key, v, &a.N)
+	case "temperature":
+		switch v.Type {
+		case gjson.Number:
+			f, err := strconv.ParseFloat(v.Raw, 64)
+			if err != nil {
+				return fmt.Errorf("field %q: %w", key, err)
+			}
+			a.Temperature = f
+		case gjson.Null:
+		default:
+			return fmt.Errorf("field %q: want a number, have %s", key, v.Type)
+		}
+	case "raw":
+		return str(key, v, &a.Raw)
+	case "repairs":
+		return strs(key, v, &a.Repairs)
+	case "class":
+		return str(key, v, &a.Class)
+	case "finish_reason":
+		return str(key, v, &a.FinishReason)
+	case "diagnostics":
+		if v.Type == gjson.Null {
+			a.Diagnostics = nil
+			return nil
+		}
+		if !v.IsArray() {
+			return fmt.Errorf("field %q: want an array, have %s", key, v.Type)
+		}
+		var err error
+		a.Diagnostics = make([]Diagnostic, 0, 4)
+		v.ForEach(func(_, dv gjson.Result) bool {
+			if !dv.IsObject() {
+				err = fmt.Errorf("field %q: want objects, have %s", key, dv.Type)
+				return false
+			}
+			var d Diagnostic
+			dv.ForEach(func(k, f gjson.Result) bool {
+				switch k.Str {
+				case "path":
+					err = str(k.Str, f, &d.Path)
+				case "keyword":
+					err = str(k.Str, f, &d.Keyword)
+				case "message":
+					err = str(k.Str, f, &d.Message)
+				case "expected":
+					err = str(k.Str, f, &d.Expected)
+				case "received":
+					err = str(k.Str, f, &d.Received)
+				}
+				return err == nil
+			})
+			a.Diagnostics = append(a.Diagnostics, d)
+			return err == nil
+		})
+		return err
+	case "diagnostics_omitted":
+		return integer(key, v, &a.DiagnosticsOmitted)
+	case "prompt_tokens":
+		return integer(key, v, &a.PromptTokens)
+	case "completion_tokens":
+		return integer(key, v, &a.CompletionTokens)
+	case "cached_tokens":
+		return integer(key, v, &a.CachedTokens)
+	case "reasoning_tokens":
+		return integer(key, v, &a.ReasoningTokens)
+	case "latency_ms":
+		var n int
+		if err := integer(key, v, &n); err != nil {
+			return err
+		}
+		a.LatencyMS = int64(n)
+	case "transport_retries":
+		return integer(key, v, &a.TransportRetries)
+	}
+	return nil
+}
+
+func strs(key string, v gjson.Result, dst *[]string) error {
+	switch {
+	case v.Type == gjson.Null:
+		*dst = nil
+		return nil
+	case !v.IsArray():
+		return fmt.Errorf("field %q: want an array, have %s", key, v.Type)
+	}
+	var err error
+	*dst = make([]string, 0, 2)
+	v.ForEach(func(_, e gjson.Result) bool {
+		var s string
+		if e.Type != gjson.String {
+			err = fmt.Errorf("field %q: want strings, have %s", key, e.Type)
+			return false
+		}
+		s = strings.Clone(e.Str)
+		*dst = append(*dst, s)
+		return true
+	})
+	return err
+}
+
+// rawOf is v's bytes as a sub-slice of data (gjson's Index), or a copy when
+// gjson could not tell where they are.
+func rawOf(v gjson.Result, data []byte) json.RawMessage {
+	if v.Index > 0 && v.Index+len(v.Raw) <= len(data) {
+		return json.RawMessage(data[v.Index : v.Index+len(v.Raw) : v.Index+len(v.Raw)])
+	}
+	return json.RawMessage(v.Raw)
+}
+
+func str(key string, v gjson.Result, dst *string) error {
+	switch v.Type {
+	case gjson.String:
+		*dst = strings.Clone(v.Str) // may point into the message
+	case gjson.Null:
+	default:
+		return fmt.Errorf("field %q: want a string, have %s", key, v.Type)
+	}
+	return nil
+}
+
+func integer(key string, v gjson.Result, dst *int) error {
+	switch v.Type {
+	case gjson.Number:
+		n, err := strconv.Atoi(v.Raw)
+		if err != nil {
+			return fmt.Errorf("field %q: want an integer, have %s", key, v.Raw)
+		}
+		*dst = n
+	case gjson.Null:
+	default:
+		return fmt.Errorf("field %q: want a number, have %s", key, v.Type)
+	}
+	return nil
 }
 
 func check(o *Outcome) error {

@@ -28,6 +28,11 @@ const (
 // starts with exactly these turns.
 func Messages(t Task) []Message {
 	var sys strings.Builder
+	if t.Schema != nil {
+		// One allocation for the turn, rather than doubling up to the
+		// schema's size (it is rebuilt for every job).
+		sys.Grow(512 + len(t.Schema.ID) + len(t.Schema.Title) + len(t.Schema.Description) + len(t.Schema.Raw))
+	}
 	sys.WriteString("You extract structured data from text. Answer with exactly one JSON object that validates " +
 		"against the JSON Schema below, and nothing else: no prose, no Markdown, no code fences. " +
 		"Use only information present in the text; leave out optional fields the text does not give.")

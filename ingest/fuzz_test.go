@@ -55,3 +55,15 @@ func FuzzRedactURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIsToken holds the byte loop to the regexp it replaces.
+func FuzzIsToken(f *testing.F) {
+	for _, s := range []string{"", "a", "job-1", "a b", "a.b", "x*", "é", strings.Repeat("a", 200), strings.Repeat("a", 201), "k:~@+=_-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := isToken(s), validToken.MatchString(s); got != want {
+			t.Fatalf("isToken(%q) = %v, regexp says %v", s, got, want)
+		}
+	})
+}

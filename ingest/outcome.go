@@ -24,7 +24,7 @@ import (
 func (c *Conn) storedOutcome(ctx context.Context, msgID, schema string) (string, error) {
 	for _, s := range []struct{ stream, subject string }{{StreamResults, SubjectResults}, {StreamDLQ, SubjectDLQ}} {
 		filter := s.subject + ".>"
-		if validToken.MatchString(schema) {
+		if isToken(schema) {
 			filter = s.subject + "." + schema
 		}
 		found, err := c.hasMsgID(ctx, s.stream, filter, msgID)

@@ -78,7 +78,7 @@ func newMsg(subject, msgID string, data []byte) *nats.Msg {
 // for its outstanding acks); a publish whose ack fails is retried.
 func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done int)) (SubmitStats, error) {
 	for i, it := range jobs {
-		if !validToken.MatchString(it.Schema) {
+		if !isToken(it.Schema) {
 			return SubmitStats{}, fmt.Errorf("submitting job %d: schema %q is not a subject token", i, it.Schema)
 		}
 		if it.MsgID == "" {

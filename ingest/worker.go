@@ -614,7 +614,7 @@ func (r *runner) store(d *Delivery, out Outcome) error {
 		prefix = SubjectDLQ
 	}
 	schema := out.Schema
-	if !validToken.MatchString(schema) {
+	if !isToken(schema) {
 		schema = d.SchemaToken
 	}
 	msg := newMsg(prefix+"."+schema, d.MsgID, out.Payload)
@@ -639,9 +639,9 @@ func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, error) {
 	}
 	// The subject store would use.
 	filter := prefix + ".>"
-	if validToken.MatchString(out.Schema) {
+	if isToken(out.Schema) {
 		filter = prefix + "." + out.Schema
-	} else if validToken.MatchString(d.SchemaToken) {
+	} else if isToken(d.SchemaToken) {
 		filter = prefix + "." + d.SchemaToken
 	}
 	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)

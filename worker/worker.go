@@ -78,7 +78,7 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		Schema:     d.Job.Schema,
 		Run:        RunOf(d.MsgID, d.Job.ID),
 		Model:      h.cfg.Model,
-		Job:        jobJSON(d.Data),
+		Job:        jobJSON(d),
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,
 	}
@@ -130,7 +130,7 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		out.Status = dlq.StatusSucceeded
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
-		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: mustJSON(out)}
+		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: encodeOutcome(out)}
 	case heal.ClassAuth:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
@@ -157,7 +157,7 @@ func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason,
 		h.cfg.Metrics.jobs.WithLabelValues(metricSchema(out.Schema, h.cfg.Schemas), "dead_lettered", class).Inc()
 	}
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
-	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: mustJSON(out),
+	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: encodeOutcome(out),
 		Reason: class + ": " + reason}
 }
 
@@ -203,12 +203,13 @@ func errString(err error) string {
 }
 
 // jobJSON keeps the job as JSON when it is JSON, and as a JSON string of the
-// raw bytes when it is not, so a dead letter always holds what arrived.
-func jobJSON(data []byte) json.RawMessage {
-	if json.Valid(data) {
-		return json.RawMessage(data)
+// raw bytes when it is not, so a dead letter always holds what arrived. A
+// job that ParseJob decoded is JSON: it is not scanned again.
+func jobJSON(d *ingest.Delivery) json.RawMessage {
+	if d.JobErr == nil || json.Valid(d.Data) {
+		return json.RawMessage(d.Data)
 	}
-	b, _ := json.Marshal(string(data)) // a string always marshals
+	b, _ := json.Marshal(string(d.Data)) // a string always marshals
 	return b
 }
 
@@ -237,6 +238,29 @@ func trace(as []heal.Attempt) []dlq.Attempt {
 		}
 	}
 	return out
+}
+
+// encodeOutcome encodes o with its Data and Job appended as they are:
+// json.Marshal would scan and compact both again, though Data was validated
+// and Job was decoded (or quoted) already.
+func encodeOutcome(o dlq.Outcome) []byte {
+	data, job := o.Data, o.Job
+	o.Data, o.Job = nil, nil
+	b := mustJSON(o) // an object with job_id at least: {...}
+	if len(data) == 0 && len(job) == 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+len(data)+len(job)+16)
+	out = append(out, b[:len(b)-1]...)
+	if len(data) > 0 {
+		out = append(out, `,"data":`...)
+		out = append(out, data...)
+	}
+	if len(job) > 0 {
+		out = append(out, `,"job":`...)
+		out = append(out, job...)
+	}
+	return append(out, '}')
 }
 
 func mustJSON(v any) []byte {

@@ -1,0 +1,83 @@
+package dlq
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// TestDecodeOutcomeMatchesUnmarshal holds DecodeOutcome's in-place reading
+// to what json.Unmarshal of the whole outcome gives.
+func TestDecodeOutcomeMatchesUnmarshal(t *testing.T) {
+	t.Parallel()
+	ok := outcome("ok-1", false, 1, t0)
+	ok.Data = json.RawMessage(`{"total":12.5,"items":[{"sku":"a\"b"}]}`)
+	ok.Job = json.RawMessage(`{"id":"ok-1","schema":"invoice","input":"caf\u00e9 <x>"}`)
+	ok.Run = 3
+	dead := realistic(7)
+	dead.Reason = "quote \" and newline \n and unicode é"
+	tests := []struct {
+		name string
+		o    Outcome
+	}{
+		{"success with data and job", ok},
+		{"realistic dead letter", dead},
+		{"minimal", outcome("m", true, 0, t0)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := json.Marshal(tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want Outcome
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			got, err := DecodeOutcome(b)
+			if err != nil {
+				t.Fatalf("DecodeOutcome: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("DecodeOutcome =\n%+v\nwant\n%+v", got, want)
+			}
+		})
+	}
+}
+
+func TestDecodeOutcomeRejectsWrongTypes(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`{"job_id":1,"status":"succeeded"}`,
+		`{"job_id":"a","status":"succeeded","attempts":"2"}`,
+		`{"job_id":"a","status":"succeeded","attempts":1.5}`,
+		`{"job_id":"a","status":"succeeded","trace":{"n":1}}`,
+		`{"job_id":"a","status":"succeeded","started_at":"yesterday"}`,
+		`{"job_id":"a","status":"succeeded"} x`,
+	} {
+		t.Run(in, func(t *testing.T) {
+			t.Parallel()
+			if _, err := DecodeOutcome([]byte(in)); err == nil {
+				t.Errorf("DecodeOutcome(%s) accepted it", in)
+			}
+		})
+	}
+}
+
+func BenchmarkDecodeOutcome(b *testing.B) {
+	o := realistic(1)
+	o.Status = StatusSucceeded
+	o.Data = json.RawMessage(`{"invoice_number":"INV-1","total":1250.5,"currency":"EUR","lines":[{"sku":"A-1","qty":2,"price":125.25},{"sku":"B-2","qty":1,"price":1000}]}`)
+	msg, err := json.Marshal(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(msg)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeOutcome(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
