@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,9 +64,15 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&spec.CPUProfile, "cpuprofile", "", "write a CPU profile of the run phase")
 	fs.StringVar(&spec.MemProfile, "memprofile", "", "write an allocation (heap) profile at the end")
 	fs.IntVar(&spec.ResultBytes, "result-bytes", 0, "raw: result size")
+	memLimit := fs.Int64("memory-limit-mib", 200, "pipeline cases: soft memory limit in MiB, as `pipeline run --memory-limit` sets by default (0: none; GOMEMLIMIT wins when set)")
 	logLevel := fs.String("log-level", "error", "log level on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if spec.Kind != "raw" && *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// The same default as pipeline run: RSS stays flat at high K
+		// (the embedded server's block caches included) for some GC CPU.
+		debug.SetMemoryLimit(*memLimit << 20)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
