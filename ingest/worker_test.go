@@ -659,3 +659,76 @@ func TestRedeliveredJobKeepsItsFirstOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefetchedJobsHandedBackOnStop: with every handler busy, the jobs
+// fetched ahead wait in the queue; on stop they are naked at once (another
+// worker gets them as second deliveries while the first worker's handlers
+// are still running), never handed to the stopping worker's handlers.
+func TestPrefetchedJobsHandedBackOnStop(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	const k, n = 4, 20
+	submit(t, c, jobItems("pre", "invoice", n))
+
+	started := make(chan string, n)
+	release := make(chan struct{})
+	var firstCalls counter
+	first := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		firstCalls.add(d.MsgID)
+		started <- d.MsgID
+		<-release
+		return Outcome{Action: ActionResult, Payload: resultFor(d)}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	wait := runWorkers(ctx, c, fastWorkers(WorkerConfig{Concurrency: k, ShutdownGrace: 20 * time.Second}), first)
+	for range k {
+		<-started
+	}
+	// The prefetched job is delivered too: k running plus prefetchFor(k).
+	want := k + prefetchFor(k)
+	eventually(t, 5*time.Second, "jobs fetched ahead", func() bool {
+		p, err := c.Pending(t.Context())
+		return err == nil && p.AckPending == want
+	})
+	cancel()
+
+	redelivered := make(chan string, n)
+	second := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.NumDelivered > 1 {
+			redelivered <- d.MsgID
+		}
+		return Outcome{Action: ActionResult, Payload: resultFor(d)}
+	})
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	wait2 := runWorkers(ctx2, c, fastWorkers(WorkerConfig{Concurrency: k}), second)
+	handedBack := map[string]bool{}
+	for len(handedBack) < prefetchFor(k) {
+		select {
+		case id := <-redelivered:
+			handedBack[id] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("prefetched jobs not handed back while the handlers run: got %v", handedBack)
+		}
+	}
+	close(release)
+	if err := wait(); err != nil {
+		t.Fatalf("first RunWorkers = %v", err)
+	}
+	for id := range handedBack {
+		if firstCalls.get(id) != 0 {
+			t.Errorf("job %s was handed back but also handled by the stopping worker", id)
+		}
+	}
+	if firstCalls.len() != k {
+		t.Errorf("stopping worker handled %d jobs, want its %d running ones", firstCalls.len(), k)
+	}
+	eventually(t, 10*time.Second, "every job stored", func() bool {
+		p, err := c.Pending(t.Context())
+		return err == nil && p.Results == n
+	})
+	cancel2()
+	if err := wait2(); err != nil {
+		t.Fatal(err)
+	}
+}
