@@ -82,6 +82,7 @@ type runner struct {
 	mu  sync.Mutex
 	set map[*inflight]struct{}
 
+	runCtx     context.Context // RunWorkers' ctx: once done, queued jobs are handed back
 	handlerCtx context.Context // cancelled when the shutdown grace runs out
 	pubCtx     context.Context // for result publishes and acks; cancelled on return
 
@@ -144,6 +145,7 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 		queue:       make(chan delivered, cfg.Concurrency+prefetch),
 		settleQ:     make(chan settling, outstanding),
 		set:         make(map[*inflight]struct{}),
+		runCtx:      ctx,
 		handlerCtx:  handlerCtx,
 		pubCtx:      pubCtx,
 		stopCh:      make(chan struct{}),
@@ -454,11 +456,20 @@ func (r *runner) handBack(q delivered) {
 // for the next job while the outcome is published.
 func (r *runner) handleLoop() {
 	for q := range r.queue {
-		if r.closing.Load() {
+		if r.closing.Load() || r.stopped() || r.runCtx.Err() != nil {
 			r.handBack(q)
 			continue
 		}
 		d, out := r.handleMsg(q.msg)
+		if out.Action == ActionStop {
+			// Stop here, before this goroutine takes another job: a
+			// handler that cannot go on (auth) is not called again.
+			r.settle(q.j, d, out)
+			r.untrack(q.j)
+			<-r.sem
+			<-r.outstanding
+			continue
+		}
 		<-r.sem
 		r.settleQ <- settling{j: q.j, d: d, out: out} // room: one per outstanding place
 	}
