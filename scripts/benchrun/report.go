@@ -156,6 +156,7 @@ func renderMarkdown(r *benchRun) string {
 		p("| %s | %s | %s | %s |\n", g.Name, g.Target, g.Measured, g.Verdict)
 	}
 	p("\n")
+	p("Every pipeline case runs with the soft memory limit `pipeline run` sets by default (200 MiB, `debug.SetMemoryLimit`; GOMEMLIMIT wins when set); the raw JetStream baseline runs without.\n\n")
 
 	if len(r.Latency) > 0 {
 		p("## 1. Latency-bound: simulated model, L = %v\n\n", r.Opts.Latency)
