@@ -45,9 +45,10 @@ func TestFailureClasses(t *testing.T) {
 		{name: "transport on the last delivery", replies: []reply{{status: http.StatusServiceUnavailable, content: "overloaded"}},
 			args: []string{"--transport-retries", "1", "--max-deliver", "1"}, calls: 2, class: "transport", attempts: 0},
 	}
+	// Not parallel: urfave/cli applies its shared help flag on every Run,
+	// which races when two commands parse flags at once.
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			srv := newScriptedServer(t, tc.replies...)
 			dir := t.TempDir()
 			mustCLI(t, `{"id":"j1","schema":"ticket","input":"From: Ana <ana@example.com>: I cannot log in."}`+"\n", "submit", "--data-dir", dir, "-")
