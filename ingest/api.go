@@ -1,8 +1,8 @@
 package ingest
 
-// CONTRACT FILE: the types and signatures the rest of the module codes
-// against. The ingest implementer fills in the bodies (and may move these
-// declarations into other files), but keeps the names and shapes.
+// The types and configuration the rest of the module codes against: stream
+// and subject names, Config, the worker runtime's Delivery, Action,
+// Outcome, Handler and WorkerConfig, and the sink's SinkMsg and SinkConfig.
 
 import (
 	"context"
