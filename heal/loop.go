@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmpipeline/pipeline/sanitize"
@@ -19,6 +20,10 @@ import (
 type Loop struct {
 	model Model
 	cfg   Config
+	// systems caches the system turn per schema (*schemas.Schema ->
+	// string): it is the same for every job of a schema, and building it
+	// copied the whole schema text per job.
+	systems sync.Map
 }
 
 // New returns a Loop calling m. It refuses a nil model and a config with a
@@ -48,7 +53,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 		res.Reason = res.Err.Error()
 		return res
 	}
-	base := Messages(t)
+	base := taskMessages(t, l.system(t.Schema))
 	var turns []failedTurn
 	for n := 1; n <= l.cfg.MaxAttempts; n++ {
 		if err := ctx.Err(); err != nil {
@@ -271,3 +276,16 @@ type ModelFunc func(ctx context.Context, req Request) (Response, error)
 func (f ModelFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
 
 var _ Model = ModelFunc(nil)
+
+// system returns the system turn of a schema, built once. A schema is
+// immutable once compiled, so the pointer is its identity.
+func (l *Loop) system(s *schemas.Schema) string {
+	if s == nil {
+		return systemTurn(nil)
+	}
+	if v, ok := l.systems.Load(s); ok {
+		return v.(string)
+	}
+	v, _ := l.systems.LoadOrStore(s, systemTurn(s))
+	return v.(string)
+}

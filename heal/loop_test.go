@@ -547,3 +547,34 @@ func TestMessages(t *testing.T) {
 		t.Error("Messages shares its slice")
 	}
 }
+
+// TestSystemTurnPerSchema: one loop serves jobs of several schemas; each
+// request carries exactly Messages(task), whatever the loop built before.
+func TestSystemTurnPerSchema(t *testing.T) {
+	t.Parallel()
+	other, err := schemas.Compile("note", []byte(`{"title":"Note","type":"object","required":["text"],"properties":{"text":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &scripted{script: []reply{{content: `{"total": 1, "currency": "EUR"}`}, {content: `{"text": "x"}`}, {content: `{"total": 2, "currency": "USD"}`}}}
+	l, err := New(m, cliConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks := []Task{testTask(t), {JobID: "job-2", Schema: other, Input: "x"}, testTask(t)}
+	for _, task := range tasks {
+		if res := l.Run(context.Background(), task); !res.OK() {
+			t.Fatalf("job %s: %s %s", task.JobID, res.Class, res.Reason)
+		}
+	}
+	reqs := m.requests()
+	for i, task := range tasks {
+		want := Messages(task)
+		if !slices.Equal(reqs[i].Messages, want) {
+			t.Errorf("request %d messages differ from Messages(task):\n got %q\nwant %q", i, reqs[i].Messages, want)
+		}
+	}
+	if reqs[0].Messages[0].Content == reqs[1].Messages[0].Content {
+		t.Errorf("two schemas got the same system turn")
+	}
+}

@@ -27,27 +27,39 @@ const (
 // the rules and the schema, a user turn with the text. Every heal request
 // starts with exactly these turns.
 func Messages(t Task) []Message {
+	return taskMessages(t, systemTurn(t.Schema))
+}
+
+// systemTurn is the rules and the schema. It depends on the schema alone,
+// so the loop builds it once per schema (see Loop.system).
+func systemTurn(s *schemas.Schema) string {
 	var sys strings.Builder
-	if t.Schema != nil {
-		// One allocation for the turn, rather than doubling up to the
-		// schema's size (it is rebuilt for every job).
-		sys.Grow(512 + len(t.Schema.ID) + len(t.Schema.Title) + len(t.Schema.Description) + len(t.Schema.Raw))
+	if s != nil {
+		sys.Grow(512 + len(s.ID) + len(s.Title) + len(s.Description) + len(s.Raw))
 	}
 	sys.WriteString("You extract structured data from text. Answer with exactly one JSON object that validates " +
 		"against the JSON Schema below, and nothing else: no prose, no Markdown, no code fences. " +
 		"Use only information present in the text; leave out optional fields the text does not give.")
-	title := "the data"
-	if s := t.Schema; s != nil {
+	if s != nil {
 		fmt.Fprintf(&sys, "\n\nSchema %q", s.ID)
 		if s.Title != "" {
 			fmt.Fprintf(&sys, " (%s)", s.Title)
-			title = "the " + s.Title
 		}
 		if s.Description != "" {
 			fmt.Fprintf(&sys, ": %s", s.Description)
 		}
 		sys.WriteString("\n")
 		sys.Write(s.Raw)
+	}
+	return sys.String()
+}
+
+// taskMessages is the original task with a given system turn: a fresh
+// slice every time.
+func taskMessages(t Task, system string) []Message {
+	title := "the data"
+	if t.Schema != nil && t.Schema.Title != "" {
+		title = "the " + t.Schema.Title
 	}
 	var user strings.Builder
 	fmt.Fprintf(&user, "Extract %s from the text below.", title)
@@ -56,7 +68,7 @@ func Messages(t Task) []Message {
 	}
 	fmt.Fprintf(&user, "\n\nText:\n%s", t.Input)
 	return []Message{
-		{Role: RoleSystem, Content: sys.String()},
+		{Role: RoleSystem, Content: system},
 		{Role: RoleUser, Content: user.String()},
 	}
 }
