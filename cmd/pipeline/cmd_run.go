@@ -23,7 +23,6 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
-	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -314,8 +313,6 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 		_ = srv.Shutdown(ctx) // best effort on the way out
 	}, nil
 }
-
-var _ = schemas.Load
 
 // runProgress draws a status line on a terminal (stderr) while the workers
 // run: outcomes stored in the streams, jobs waiting and in flight. It
