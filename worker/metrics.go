@@ -63,17 +63,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(schema string, res heal.Result) {
+// outcome counts one finished job: every result and every dead letter goes
+// through here, whatever decided it.
+func (m *Metrics) outcome(schema, status, class string) {
 	if m == nil {
 		return
 	}
-	switch res.Class {
-	case heal.ClassNone:
-		m.jobs.WithLabelValues(schema, "succeeded", "").Inc()
-	case heal.ClassAuth, heal.ClassTransport:
-		// Not an outcome yet: the job goes back to the stream.
-	default:
-		m.jobs.WithLabelValues(schema, "dead_lettered", string(res.Class)).Inc()
+	m.jobs.WithLabelValues(schema, status, class).Inc()
+}
+
+// observe records a heal loop's attempts, tokens, latency and repairs.
+func (m *Metrics) observe(schema string, res heal.Result) {
+	if m == nil {
+		return
 	}
 	if n := len(res.Attempts); n > 0 {
 		m.attempts.WithLabelValues(schema).Observe(float64(n))

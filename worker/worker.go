@@ -130,6 +130,7 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		out.Status = dlq.StatusSucceeded
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
+		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
 		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: encodeOutcome(out)}
 	case heal.ClassAuth:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
@@ -153,9 +154,7 @@ func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason,
 	out.Reason = reason
 	out.Hint = hint
 	out.FinishedAt = h.cfg.Now()
-	if h.cfg.Metrics != nil && (class == string(heal.ClassInvalidJob) || class == string(heal.ClassUnknownSchema) || class == ClassAbandoned) {
-		h.cfg.Metrics.jobs.WithLabelValues(metricSchema(out.Schema, h.cfg.Schemas), "dead_lettered", class).Inc()
-	}
+	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
 	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: encodeOutcome(out),
 		Reason: class + ": " + reason}

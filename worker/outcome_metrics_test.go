@@ -1,0 +1,55 @@
+package worker
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// transportModel always fails in transport, as a provider that is down.
+type transportModel struct{}
+
+func (transportModel) Complete(context.Context, heal.Request) (heal.Response, error) {
+	return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "test", StatusCode: 503}
+}
+
+// TestEveryOutcomeIsCounted: the jobs metric counts each dead letter once,
+// whatever decided it (here a transport failure on the last delivery), and
+// a job handed back to the stream is not an outcome yet.
+func TestEveryOutcomeIsCounted(t *testing.T) {
+	t.Parallel()
+	reg, err := schemas.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := heal.New(transportModel{}, heal.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry())
+	h, err := New(Config{Schemas: reg, Loop: loop, Model: "test", Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(`{"id":"t-1","schema":"ticket","input":"x"}`)
+	for _, tc := range []struct {
+		delivered int
+		action    ingest.Action
+		counted   float64
+	}{{1, ingest.ActionRetry, 0}, {5, ingest.ActionDeadLetter, 1}} {
+		d := &ingest.Delivery{Data: data, SchemaToken: "ticket", MsgID: "t-1", NumDelivered: tc.delivered, MaxDeliver: 5}
+		d.Job, d.JobErr = ingest.ParseJob(data)
+		if out := h.Handle(t.Context(), d); out.Action != tc.action {
+			t.Fatalf("delivery %d: action %d, want %d", tc.delivered, out.Action, tc.action)
+		}
+		if got := testutil.ToFloat64(m.jobs.WithLabelValues("ticket", "dead_lettered", "transport")); got != tc.counted {
+			t.Errorf("after delivery %d: %v transport dead letters counted, want %v", tc.delivered, got, tc.counted)
+		}
+	}
+}
