@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
@@ -56,11 +57,14 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	} else {
 		sinkDone <- nil
 	}
+	// Background helpers stop with the sink, and Serve waits for them, so
+	// none of them touches the store after Serve returns.
+	var bg sync.WaitGroup
 	if cfg.Metrics != nil {
-		go pollPending(sinkCtx, conn, cfg.Store, cfg.Metrics, log)
+		bg.Go(func() { pollPending(sinkCtx, conn, cfg.Store, cfg.Metrics, log) })
 	}
 	if cfg.Store != nil && (cfg.RetainMaxAge > 0 || cfg.RetainMaxRows > 0) {
-		go retain(sinkCtx, cfg, log)
+		bg.Go(func() { retain(sinkCtx, cfg, log) })
 	}
 
 	var werr error
@@ -80,6 +84,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 		cancel()
 	}
 	stopSink()
+	bg.Wait()
 	serr := <-sinkDone
 	if serr != nil && !errors.Is(serr, context.Canceled) {
 		serr = fmt.Errorf("sink: %w", serr)
