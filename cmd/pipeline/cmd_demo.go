@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/examples"
-	"github.com/llmpipeline/pipeline/llm"
 )
 
 func (e *env) demoCommand() *cli.Command {
@@ -71,8 +70,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			fmt.Fprintf(e.stdout, "submitted %d example jobs (%d already there)\n", stats.Published, stats.Duplicates)
 
 			start := time.Now()
-			sim := llm.DefaultSimConfig()
-			if err := e.serve(ctx, c, &sim); err != nil {
+			if err := e.serve(ctx, c); err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "processed in %s\n\n", time.Since(start).Round(time.Millisecond))

@@ -81,14 +81,14 @@ func (e *env) runCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return e.serve(ctx, c, nil)
+			return e.serve(ctx, c)
 		},
 	}
 }
 
 // serve wires schemas, model, heal loop, NATS, the index and the workers,
 // and runs them until idle or until ctx is done.
-func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) error {
+func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	log, err := e.logger(c)
 	if err != nil {
 		return err
@@ -108,7 +108,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context, sim *llm.SimConfig) err
 		}
 		defer stopMetrics()
 	}
-	model, name, breaker, err := e.buildModel(c, log, sim, metrics)
+	model, name, breaker, err := e.buildModel(c, log, metrics)
 	if err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func ackWait(c *cli.Context) time.Duration {
 
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimConfig, metrics *worker.Metrics) (heal.Model, string, *llm.Breaker, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics) (heal.Model, string, *llm.Breaker, error) {
 	spec := c.String("model")
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
@@ -218,12 +218,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, simDefaults *llm.SimC
 	switch provider {
 	case "sim":
 		sc := llm.DefaultSimConfig()
-		if simDefaults != nil {
-			sc = *simDefaults
-		}
-		if c.IsSet("sim-latency") || simDefaults == nil {
-			sc.Latency = c.Duration("sim-latency")
-		}
+		sc.Latency = c.Duration("sim-latency")
 		sc.Seed = c.Int64("sim-seed")
 		if f := c.Float64("sim-fix-rate"); f >= 0 {
 			sc.FixRate = f
