@@ -83,3 +83,37 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSink measures the sink's side of the store as it runs: batches
+// of RESULTS/DLQ messages (as the workers encode them, the mix of a healthy
+// run) decoded with DecodeOutcome and written with Write. cpu-µs/outcome is
+// the process's CPU time per outcome, decoding included.
+func BenchmarkSink(b *testing.B) {
+	const batch = 500
+	s := openTemp(b)
+	msgs := make([][]byte, batch*b.N)
+	for i := range msgs {
+		msgs[i] = message(b, mixed(i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	outs := make([]Outcome, 0, batch)
+	for i := 0; i < b.N; i++ {
+		outs = outs[:0]
+		for _, m := range msgs[i*batch : (i+1)*batch] {
+			o, err := DecodeOutcome(m)
+			if err != nil {
+				b.Fatal(err)
+			}
+			outs = append(outs, o)
+		}
+		if err := s.Write(b.Context(), outs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu := cpuTime(b) - cpu0
+	b.ReportMetric(float64(len(msgs))/b.Elapsed().Seconds(), "outcomes/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(len(msgs)), "cpu-µs/outcome")
+}

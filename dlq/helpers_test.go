@@ -78,3 +78,23 @@ func realistic(i int) Outcome {
 		diag("/total", "type", `"120.50"`),
 	)
 }
+
+// message encodes o as a worker publishes it: the outcome without data and
+// job, then both appended as they are (see worker.encodeOutcome).
+func message(tb testing.TB, o Outcome) []byte {
+	tb.Helper()
+	data, job := o.Data, o.Job
+	o.Data, o.Job = nil, nil
+	b, err := json.Marshal(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b = b[:len(b)-1]
+	if len(data) > 0 {
+		b = append(append(b, `,"data":`...), data...)
+	}
+	if len(job) > 0 {
+		b = append(append(b, `,"job":`...), job...)
+	}
+	return append(b, '}')
+}
