@@ -238,36 +238,3 @@ func trace(as []heal.Attempt) []dlq.Attempt {
 	}
 	return out
 }
-
-// encodeOutcome encodes o with its Data and Job appended as they are:
-// json.Marshal would scan and compact both again, though Data was validated
-// and Job was decoded (or quoted) already.
-func encodeOutcome(o dlq.Outcome) []byte {
-	data, job := o.Data, o.Job
-	o.Data, o.Job = nil, nil
-	b := mustJSON(o) // an object with job_id at least: {...}
-	if len(data) == 0 && len(job) == 0 {
-		return b
-	}
-	out := make([]byte, 0, len(b)+len(data)+len(job)+16)
-	out = append(out, b[:len(b)-1]...)
-	if len(data) > 0 {
-		out = append(out, `,"data":`...)
-		out = append(out, data...)
-	}
-	if len(job) > 0 {
-		out = append(out, `,"job":`...)
-		out = append(out, job...)
-	}
-	return append(out, '}')
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Outcome holds only strings, numbers and RawMessages that were
-		// checked valid; a failure here is a bug, not bad input.
-		panic(fmt.Sprintf("worker: encoding outcome: %v", err))
-	}
-	return b
-}

@@ -1,0 +1,244 @@
+package worker
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/llmpipeline/pipeline/dlq"
+)
+
+// encodeOutcome encodes o as json.Marshal would, field for field and byte
+// for byte, except that Data and Job come last and are appended as they
+// are: Data was validated and Job was decoded (or quoted) already, and
+// json.Marshal would scan and compact both again. It writes into one
+// buffer sized for the outcome, without reflection.
+func encodeOutcome(o dlq.Outcome) []byte {
+	b := make([]byte, 0, outcomeSize(&o))
+	b = append(b, `{"job_id":`...)
+	b = appendString(b, o.JobID)
+	b = append(b, `,"schema":`...)
+	b = appendString(b, o.Schema)
+	if o.SchemaVersion != "" {
+		b = append(b, `,"schema_version":`...)
+		b = appendString(b, o.SchemaVersion)
+	}
+	if o.Run != 0 {
+		b = append(b, `,"run":`...)
+		b = strconv.AppendInt(b, int64(o.Run), 10)
+	}
+	b = append(b, `,"status":`...)
+	b = appendString(b, o.Status)
+	b = appendOptString(b, `,"class":`, o.Class)
+	b = appendOptString(b, `,"reason":`, o.Reason)
+	b = appendOptString(b, `,"hint":`, o.Hint)
+	b = appendOptString(b, `,"model":`, o.Model)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(o.Attempts), 10)
+	if len(o.Trace) > 0 {
+		b = append(b, `,"trace":[`...)
+		for i := range o.Trace {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendAttempt(b, &o.Trace[i])
+		}
+		b = append(b, ']')
+	}
+	if o.Deliveries != 0 {
+		b = append(b, `,"deliveries":`...)
+		b = strconv.AppendInt(b, int64(o.Deliveries), 10)
+	}
+	b = append(b, `,"started_at":`...)
+	b = appendTime(b, o.StartedAt)
+	b = append(b, `,"finished_at":`...)
+	b = appendTime(b, o.FinishedAt)
+	if len(o.Data) > 0 {
+		b = append(b, `,"data":`...)
+		b = append(b, o.Data...)
+	}
+	if len(o.Job) > 0 {
+		b = append(b, `,"job":`...)
+		b = append(b, o.Job...)
+	}
+	return append(b, '}')
+}
+
+func appendAttempt(b []byte, a *dlq.Attempt) []byte {
+	b = append(b, `{"n":`...)
+	b = strconv.AppendInt(b, int64(a.N), 10)
+	b = append(b, `,"temperature":`...)
+	b = appendFloat(b, a.Temperature)
+	b = append(b, `,"raw":`...)
+	b = appendString(b, a.Raw)
+	if len(a.Repairs) > 0 {
+		b = append(b, `,"repairs":[`...)
+		for i, r := range a.Repairs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, r)
+		}
+		b = append(b, ']')
+	}
+	b = appendOptString(b, `,"class":`, a.Class)
+	b = appendOptString(b, `,"finish_reason":`, a.FinishReason)
+	if len(a.Diagnostics) > 0 {
+		b = append(b, `,"diagnostics":[`...)
+		for i := range a.Diagnostics {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			d := &a.Diagnostics[i]
+			b = append(b, `{"path":`...)
+			b = appendString(b, d.Path)
+			b = append(b, `,"keyword":`...)
+			b = appendString(b, d.Keyword)
+			b = appendOptString(b, `,"message":`, d.Message)
+			b = appendOptString(b, `,"expected":`, d.Expected)
+			b = appendOptString(b, `,"received":`, d.Received)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	b = appendOptInt(b, `,"diagnostics_omitted":`, int64(a.DiagnosticsOmitted))
+	b = appendOptInt(b, `,"prompt_tokens":`, int64(a.PromptTokens))
+	b = appendOptInt(b, `,"completion_tokens":`, int64(a.CompletionTokens))
+	b = appendOptInt(b, `,"cached_tokens":`, int64(a.CachedTokens))
+	b = appendOptInt(b, `,"reasoning_tokens":`, int64(a.ReasoningTokens))
+	b = append(b, `,"latency_ms":`...)
+	b = strconv.AppendInt(b, a.LatencyMS, 10)
+	b = appendOptInt(b, `,"transport_retries":`, int64(a.TransportRetries))
+	return append(b, '}')
+}
+
+// outcomeSize is the encoded size of o, give or take the strings' escapes:
+// the buffer is allocated once in the common case.
+func outcomeSize(o *dlq.Outcome) int {
+	n := 320 + len(o.JobID) + len(o.Schema) + len(o.SchemaVersion) + len(o.Reason) + len(o.Hint) + len(o.Model) +
+		len(o.Data) + len(o.Job)
+	for i := range o.Trace {
+		a := &o.Trace[i]
+		// Model output is JSON: its quotes and newlines are escaped, about
+		// one byte in six.
+		n += 240 + len(a.Raw) + len(a.Raw)/6 + len(a.FinishReason)
+		for _, r := range a.Repairs {
+			n += len(r) + 3
+		}
+		for j := range a.Diagnostics {
+			d := &a.Diagnostics[j]
+			n += 80 + len(d.Path) + len(d.Keyword) + len(d.Message) + len(d.Expected) + len(d.Received)
+		}
+	}
+	return n
+}
+
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = append(b, key...)
+	return appendString(b, s)
+}
+
+func appendOptInt(b []byte, key string, n int64) []byte {
+	if n == 0 {
+		return b
+	}
+	b = append(b, key...)
+	return strconv.AppendInt(b, n, 10)
+}
+
+// appendTime is time.Time's MarshalJSON: RFC 3339 with nanoseconds, quoted.
+func appendTime(b []byte, t time.Time) []byte {
+	b = append(b, '"')
+	b, err := t.AppendText(b)
+	if err != nil {
+		// json.Marshal refuses the same times (year outside 0-9999); the
+		// handler's clock never gives one.
+		panic(fmt.Sprintf("worker: encoding outcome: %v", err))
+	}
+	return append(b, '"')
+}
+
+// appendFloat is encoding/json's float64 encoding (ES6 number to string).
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		// json.Marshal refuses them too; temperatures are finite.
+		panic(fmt.Sprintf("worker: encoding outcome: unsupported value %v", f))
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// e-09 to e-9, as encoding/json writes it
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString is encoding/json's string encoding with HTML escaping (its
+// default): <, >, & and U+2028/U+2029 as \u escapes, invalid UTF-8 as
+// \ufffd.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
