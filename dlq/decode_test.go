@@ -39,6 +39,10 @@ func TestDecodeOutcomeMatchesUnmarshal(t *testing.T) {
 			if err != nil {
 				t.Fatalf("DecodeOutcome: %v", err)
 			}
+			if got.src == nil {
+				t.Errorf("DecodeOutcome kept no source of a message the Outcome fully holds")
+			}
+			got.src = nil
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("DecodeOutcome =\n%+v\nwant\n%+v", got, want)
 			}

@@ -41,6 +41,10 @@ type Outcome struct {
 	Deliveries int       `json:"deliveries,omitempty"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+
+	// src is the message DecodeOutcome read the outcome from: Write stores
+	// its bytes (without data) as the payload instead of encoding it again.
+	src *source
 }
 
 // Attempt is the trace of one model call.

@@ -50,6 +50,12 @@ const receivedCut = 64
 // bytes, are neither scanned a second time nor copied, unlike a
 // json.Unmarshal of the whole outcome (which scans, then decodes, then
 // copies every RawMessage).
+//
+// The Outcome remembers the message: Write stores the message's own bytes
+// (less its data) as the transcript instead of encoding the Outcome again,
+// as long as the Outcome's fields are still the ones decoded (a changed
+// field, or a replaced Trace or Job, makes Write encode it; the elements of
+// Trace must not be changed in place).
 func DecodeOutcome(data []byte) (Outcome, error) {
 	var o Outcome
 	if !gjson.ValidBytes(data) {
@@ -61,8 +67,10 @@ func DecodeOutcome(data []byte) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: decoding: not a JSON object", ErrInvalidOutcome)
 	}
 	var err error
+	d := decoding{data: data, cut: span{-1, -1}, job: span{-1, -1}}
 	root.ForEach(func(key, v gjson.Result) bool {
-		err = o.decodeField(key.Str, v, data)
+		d.member(key, v)
+		err = o.decodeField(key.Str, v, &d)
 		return err == nil
 	})
 	if err != nil {
@@ -71,11 +79,110 @@ func DecodeOutcome(data []byte) (Outcome, error) {
 	if err := check(&o); err != nil {
 		return Outcome{}, err
 	}
+	if !d.unknown {
+		src := &source{msg: data, cut: d.cut, job: d.job, was: o}
+		o.src = src
+	}
 	return o, nil
 }
 
+// decoding is what DecodeOutcome learns about a message besides its fields:
+// whether the message can be stored as it is (no member the Outcome does
+// not have, none twice), and where its data and its job are.
+type decoding struct {
+	data    []byte
+	seen    uint32 // top-level members seen, by bit (outcomeKeys)
+	unknown bool   // a member of no field, or one seen twice: encode the Outcome
+	cut     span   // the "data" member, with one of its commas
+	job     span   // the job's value
+}
+
+// span is a range of bytes of a message; lo < 0 when there is none.
+type span struct{ lo, hi int }
+
+// keyBit is the bit of decoding.seen of an outcome message's member, -1
+// for a name the Outcome has no field of.
+func keyBit(key string) int {
+	switch key {
+	case "job_id":
+		return 0
+	case "schema":
+		return 1
+	case "schema_version":
+		return 2
+	case "status":
+		return 3
+	case "class":
+		return 4
+	case "reason":
+		return 5
+	case "hint":
+		return 6
+	case "model":
+		return 7
+	case "run":
+		return 8
+	case "attempts":
+		return 9
+	case "deliveries":
+		return 10
+	case "data":
+		return 11
+	case "job":
+		return 12
+	case "trace":
+		return 13
+	case "started_at":
+		return 14
+	case "finished_at":
+		return 15
+	}
+	return -1
+}
+
+// member notes the top-level member key: v of the message.
+func (d *decoding) member(key, v gjson.Result) {
+	bit := keyBit(key.Str)
+	if bit < 0 || d.seen&(1<<bit) != 0 {
+		d.unknown = true
+		return
+	}
+	d.seen |= 1 << bit
+	if key.Str != "data" && key.Str != "job" {
+		return
+	}
+	lo, hi := key.Index, v.Index+len(v.Raw)
+	if key.Index <= 0 || v.Index <= key.Index || hi > len(d.data) || d.data[lo] != '"' {
+		d.unknown = true // gjson could not say where it is
+		return
+	}
+	if key.Str == "job" {
+		d.job = span{v.Index, hi}
+		return
+	}
+	// the member and the comma before it, or the one after it if first
+	p := lo - 1
+	for p > 0 && isSpace(d.data[p]) {
+		p--
+	}
+	if d.data[p] == ',' {
+		lo = p
+	} else {
+		n := hi
+		for n < len(d.data) && isSpace(d.data[n]) {
+			n++
+		}
+		if n < len(d.data) && d.data[n] == ',' {
+			hi = n + 1
+		}
+	}
+	d.cut = span{lo, hi}
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // decodeField sets the field of o named key from v, a value of data.
-func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
+func (o *Outcome) decodeField(key string, v gjson.Result, d *decoding) error {
 	switch key {
 	case "job_id":
 		return str(key, v, &o.JobID)
@@ -100,9 +207,9 @@ func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
 	case "deliveries":
 		return integer(key, v, &o.Deliveries)
 	case "data":
-		o.Data = rawOf(v, data)
+		o.Data = rawOf(v, d.data)
 	case "job":
-		o.Job = rawOf(v, data)
+		o.Job = rawOf(v, d.data)
 	case "trace":
 		if v.Type == gjson.Null {
 			o.Trace = nil
@@ -111,7 +218,7 @@ func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
 		if !v.IsArray() {
 			return fmt.Errorf("field %q: want an array, have %s", key, v.Type)
 		}
-		return decodeTrace(v, &o.Trace)
+		return decodeTrace(v, &o.Trace, d)
 	case "started_at", "finished_at":
 		t := &o.StartedAt
 		if key == "finished_at" {
@@ -120,7 +227,7 @@ func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
 		if v.Type == gjson.Null {
 			return nil
 		}
-		if err := t.UnmarshalJSON(rawOf(v, data)); err != nil {
+		if err := t.UnmarshalJSON(rawOf(v, d.data)); err != nil {
 			return fmt.Errorf("field %q: %w", key, err)
 		}
 	}
@@ -128,7 +235,7 @@ func (o *Outcome) decodeField(key string, v gjson.Result, data []byte) error {
 }
 
 // decodeTrace reads an outcome's trace, an array of attempts, in place.
-func decodeTrace(v gjson.Result, dst *[]Attempt) error {
+func decodeTrace(v gjson.Result, dst *[]Attempt, d *decoding) error {
 	var err error
 	*dst = make([]Attempt, 0, 4)
 	v.ForEach(func(_, av gjson.Result) bool {
@@ -138,7 +245,7 @@ func decodeTrace(v gjson.Result, dst *[]Attempt) error {
 		}
 		var a Attempt
 		av.ForEach(func(k, f gjson.Result) bool {
-			err = a.decodeField(k.Str, f)
+			err = a.decodeField(k.Str, f, d)
 			return err == nil
 		})
 		*dst = append(*dst, a)
@@ -147,7 +254,7 @@ func decodeTrace(v gjson.Result, dst *[]Attempt) error {
 	return err
 }
 
-func (a *Attempt) decodeField(key string, v gjson.Result) error {
+func (a *Attempt) decodeField(key string, v gjson.Result, dec *decoding) error {
 	switch key {
 	case "n":
 		return integer(key, v, &a.N)
@@ -199,6 +306,8 @@ func (a *Attempt) decodeField(key string, v gjson.Result) error {
 					err = str(k.Str, f, &d.Expected)
 				case "received":
 					err = str(k.Str, f, &d.Received)
+				default:
+					dec.unknown = true
 				}
 				return err == nil
 			})
@@ -224,6 +333,8 @@ func (a *Attempt) decodeField(key string, v gjson.Result) error {
 		a.LatencyMS = int64(n)
 	case "transport_retries":
 		return integer(key, v, &a.TransportRetries)
+	default:
+		dec.unknown = true
 	}
 	return nil
 }
@@ -413,6 +524,7 @@ type fpVal struct{ id, pattern string }
 
 // preparer holds what one goroutine of prepare reuses across outcomes.
 type preparer struct {
+	spl []byte // a payload spliced from its message
 	buf bytes.Buffer
 	enc *json.Encoder
 	ids map[fpKey]fpVal
@@ -515,15 +627,108 @@ func (p *preparer) row(o *Outcome, r *row) error {
 	return p.payload(o, r)
 }
 
-// payload encodes the whole outcome but the data.
-func (p *preparer) payload(o *Outcome, r *row) error {
-	c := *o
-	c.Data = nil
-	p.buf.Reset()
-	if err := p.enc.Encode(&c); err != nil {
-		return fmt.Errorf("encoding job %s: %w", o.JobID, err)
+// source is the message an Outcome was decoded from (see DecodeOutcome).
+type source struct {
+	msg []byte
+	cut span    // the "data" member, left out of the payload
+	job span    // the job's value, compacted in the payload if it has spaces
+	was Outcome // the Outcome as decoded (src nil)
+}
+
+// unchanged reports whether o's fields are still those decoded from the
+// message: Data aside (the payload leaves it out), the same values, and the
+// same Job and Trace slices.
+func (s *source) unchanged(o *Outcome) bool {
+	w := &s.was
+	return o.JobID == w.JobID && o.Schema == w.Schema && o.SchemaVersion == w.SchemaVersion && o.Run == w.Run &&
+		o.Status == w.Status && o.Class == w.Class && o.Reason == w.Reason && o.Hint == w.Hint && o.Model == w.Model &&
+		o.Attempts == w.Attempts && o.Deliveries == w.Deliveries && o.StartedAt == w.StartedAt && o.FinishedAt == w.FinishedAt &&
+		len(o.Job) == len(w.Job) && unsafe.SliceData(o.Job) == unsafe.SliceData(w.Job) &&
+		len(o.Trace) == len(w.Trace) && unsafe.SliceData(o.Trace) == unsafe.SliceData(w.Trace)
+}
+
+// spliced appends to dst the message without its "data" member and with
+// its job compacted (as encoding/json writes a RawMessage): JSON that
+// decodes to the Outcome the message decodes to, less its data. ok is false
+// if the job would not compact.
+func (s *source) spliced(dst []byte) (_ []byte, ok bool) {
+	m := s.msg
+	edits := [2]span{s.cut, {-1, -1}}
+	if s.job.lo >= 0 && hasSpace(m[s.job.lo:s.job.hi]) {
+		edits[1] = s.job
 	}
-	body := bytes.TrimSuffix(p.buf.Bytes(), []byte("\n"))
+	if edits[0].lo >= 0 && edits[1].lo >= 0 && edits[1].lo < edits[0].lo {
+		edits[0], edits[1] = edits[1], edits[0]
+	}
+	at := 0
+	for _, e := range edits {
+		if e.lo < 0 {
+			continue
+		}
+		dst = append(dst, m[at:e.lo]...)
+		if e == s.job {
+			b := bytes.NewBuffer(dst)
+			if err := json.Compact(b, m[e.lo:e.hi]); err != nil {
+				return nil, false
+			}
+			dst = b.Bytes()
+		}
+		at = e.hi
+	}
+	return append(dst, m[at:]...), true
+}
+
+// hasSpace reports whether the JSON value b has whitespace outside its
+// strings.
+func hasSpace(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			return true
+		case '"':
+			// skip the string: to the first quote not escaped
+			for j := i + 1; ; {
+				k := bytes.IndexByte(b[j:], '"')
+				if k < 0 {
+					return false
+				}
+				q := j + k
+				n := 0
+				for p := q - 1; p > i && b[p] == '\\'; p-- {
+					n++
+				}
+				if n%2 == 0 {
+					i = q
+					break
+				}
+				j = q + 1
+			}
+		}
+	}
+	return false
+}
+
+// payload encodes the whole outcome but the data: the message it was
+// decoded from less its data member when it has one and o is unchanged,
+// otherwise with encoding/json.
+func (p *preparer) payload(o *Outcome, r *row) error {
+	var body []byte
+	if o.src != nil && o.src.unchanged(o) {
+		b, ok := o.src.spliced(p.spl[:0])
+		if ok {
+			p.spl, body = b, b
+		}
+	}
+	if body == nil {
+		c := *o
+		c.Data = nil
+		c.src = nil
+		p.buf.Reset()
+		if err := p.enc.Encode(&c); err != nil {
+			return fmt.Errorf("encoding job %s: %w", o.JobID, err)
+		}
+		body = bytes.TrimSuffix(p.buf.Bytes(), []byte("\n"))
+	}
 	if len(body) <= compressAbove {
 		r.enc, r.body = encJSON, bytes.Clone(body)
 		return nil
@@ -544,29 +749,55 @@ func cut(s string, n int) string {
 }
 
 func decodePayload(enc int, body []byte) (Outcome, error) {
-	var data []byte
-	switch enc {
-	case encJSON:
-		data = body
-	case encDeflate:
-		zr := flate.NewReader(bytes.NewReader(body))
-		var err error
-		if data, err = io.ReadAll(zr); err != nil {
-			return Outcome{}, fmt.Errorf("decompressing payload: %w", err)
-		}
-	case encS2:
-		var err error
-		if data, err = s2.Decode(nil, body); err != nil {
-			return Outcome{}, fmt.Errorf("decompressing payload: %w", err)
-		}
-	default:
-		return Outcome{}, fmt.Errorf("payload encoding %d unknown", enc)
+	data, err := payloadJSON(enc, body)
+	if err != nil {
+		return Outcome{}, err
 	}
 	var o Outcome
 	if err := json.Unmarshal(data, &o); err != nil {
 		return Outcome{}, fmt.Errorf("decoding payload: %w", err)
 	}
+	normalize(&o)
 	return o, nil
+}
+
+// payloadJSON is a stored payload's JSON, decompressed.
+func payloadJSON(enc int, body []byte) ([]byte, error) {
+	switch enc {
+	case encJSON:
+		return body, nil
+	case encDeflate:
+		data, err := io.ReadAll(flate.NewReader(bytes.NewReader(body)))
+		if err != nil {
+			return nil, fmt.Errorf("decompressing payload: %w", err)
+		}
+		return data, nil
+	case encS2:
+		data, err := s2.Decode(nil, body)
+		if err != nil {
+			return nil, fmt.Errorf("decompressing payload: %w", err)
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("payload encoding %d unknown", enc)
+}
+
+// normalize makes the empty slices of a decoded payload nil, as they were
+// when Write encoded the Outcome (every slice field is omitempty): a payload
+// spliced from a message keeps the message's empty arrays.
+func normalize(o *Outcome) {
+	if len(o.Trace) == 0 {
+		o.Trace = nil
+	}
+	for i := range o.Trace {
+		a := &o.Trace[i]
+		if len(a.Repairs) == 0 {
+			a.Repairs = nil
+		}
+		if len(a.Diagnostics) == 0 {
+			a.Diagnostics = nil
+		}
+	}
 }
 
 // chunk sizes of the multi-row INSERT statements (rows per statement);
