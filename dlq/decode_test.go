@@ -85,3 +85,23 @@ func BenchmarkDecodeOutcome(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeOutcomeStringsOwnTheirBytes: the strings of a decoded outcome
+// (escaped or not) do not change when the message's buffer is reused.
+func TestDecodeOutcomeStringsOwnTheirBytes(t *testing.T) {
+	t.Parallel()
+	msg := []byte(`{"job_id":"plain","status":"dead_lettered","reason":"esc\"aped","trace":[{"n":1,"raw":"r\naw","repairs":["plain","e\tsc"],"diagnostics":[{"path":"/p","keyword":"k\u00e9"}]}]}`)
+	o, err := DecodeOutcome(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"plain", "esc\"aped", "r\naw", "plain", "e\tsc", "/p", "ké"}
+	for i := range msg {
+		msg[i] = 'x'
+	}
+	a := o.Trace[0]
+	got := []string{o.JobID, o.Reason, a.Raw, a.Repairs[0], a.Repairs[1], a.Diagnostics[0].Path, a.Diagnostics[0].Keyword}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after the buffer was overwritten: %q, want %q", got, want)
+	}
+}

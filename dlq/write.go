@@ -355,7 +355,7 @@ func strs(key string, v gjson.Result, dst *[]string) error {
 			err = fmt.Errorf("field %q: want strings, have %s", key, e.Type)
 			return false
 		}
-		s = strings.Clone(e.Str)
+		s = owned(e)
 		*dst = append(*dst, s)
 		return true
 	})
@@ -371,10 +371,20 @@ func rawOf(v gjson.Result, data []byte) json.RawMessage {
 	return json.RawMessage(v.Raw)
 }
 
+// owned is the string value v as a string of its own: gjson's Str points
+// into the message unless the string had escapes, which gjson decoded into
+// a new string already.
+func owned(v gjson.Result) string {
+	if len(v.Str)+2 == len(v.Raw) {
+		return strings.Clone(v.Str)
+	}
+	return v.Str
+}
+
 func str(key string, v gjson.Result, dst *string) error {
 	switch v.Type {
 	case gjson.String:
-		*dst = strings.Clone(v.Str) // may point into the message
+		*dst = owned(v)
 	case gjson.Null:
 	default:
 		return fmt.Errorf("field %q: want a string, have %s", key, v.Type)
