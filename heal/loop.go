@@ -1,7 +1,6 @@
 package heal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -138,7 +137,19 @@ func (l *Loop) judge(s *schemas.Schema, resp Response, a *Attempt) (data []byte,
 		a.Class = ClassTruncated
 		return nil, ""
 	}
-	clean, err := sanitize.Clean([]byte(resp.Content))
+	// One copy of the answer, owned by this call: the data returned on
+	// success is a sub-slice of it.
+	raw := []byte(resp.Content)
+	if doc := trimSpace(raw); len(doc) > 0 && (doc[0] == '{' || doc[0] == '[') {
+		// Most answers are already one JSON object. Validate says so (its
+		// error is only ever "not JSON"), and for such an answer
+		// sanitize.Clean would return these same trimmed bytes with no
+		// stage, so its own scan of the answer is skipped.
+		if diags, omitted, err := s.Validate(doc, l.cfg.MaxDiagnostics); err == nil {
+			return l.validated(doc, diags, omitted, a)
+		}
+	}
+	clean, err := sanitize.Clean(raw)
 	a.Stages = slices.Clone(clean.Stages)
 	switch {
 	case errors.Is(err, sanitize.ErrTruncated):
@@ -153,15 +164,35 @@ func (l *Loop) judge(s *schemas.Schema, resp Response, a *Attempt) (data []byte,
 		a.Class = ClassGrammar
 		return nil, grammarFeedback(err.Error())
 	}
+	return l.validated(clean.JSON, diags, omitted, a)
+}
+
+// validated classifies JSON that parsed by its diagnostics.
+func (l *Loop) validated(doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, feedback string) {
 	if len(diags) == 0 {
 		a.Class = ClassNone
-		return bytes.Clone(clean.JSON), ""
+		return doc, ""
 	}
 	a.Class = ClassSchema
 	a.Diagnostics = diags
 	a.DiagnosticsOmitted = omitted
 	return nil, schemaFeedback(schemas.Lines(diags, omitted))
 }
+
+// trimSpace trims JSON whitespace, as sanitize.Clean does before it
+// returns an answer that is already JSON.
+func trimSpace(b []byte) []byte {
+	i, j := 0, len(b)
+	for i < j && isSpace(b[i]) {
+		i++
+	}
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // isTruncation: the normalised finish reason, or any provider's own
 // spelling of "stopped at the token limit".

@@ -55,18 +55,24 @@ func systemTurn(s *schemas.Schema) string {
 }
 
 // taskMessages is the original task with a given system turn: a fresh
-// slice every time.
+// slice every time. The user turn is built in one sized buffer.
 func taskMessages(t Task, system string) []Message {
 	title := "the data"
 	if t.Schema != nil && t.Schema.Title != "" {
 		title = "the " + t.Schema.Title
 	}
+	ins := strings.TrimSpace(t.Instructions)
 	var user strings.Builder
-	fmt.Fprintf(&user, "Extract %s from the text below.", title)
-	if ins := strings.TrimSpace(t.Instructions); ins != "" {
-		fmt.Fprintf(&user, "\nAdditional instructions: %s", ins)
+	user.Grow(64 + len(title) + len(ins) + len(t.Input))
+	user.WriteString("Extract ")
+	user.WriteString(title)
+	user.WriteString(" from the text below.")
+	if ins != "" {
+		user.WriteString("\nAdditional instructions: ")
+		user.WriteString(ins)
 	}
-	fmt.Fprintf(&user, "\n\nText:\n%s", t.Input)
+	user.WriteString("\n\nText:\n")
+	user.WriteString(t.Input)
 	return []Message{
 		{Role: RoleSystem, Content: system},
 		{Role: RoleUser, Content: user.String()},
