@@ -40,3 +40,20 @@ func BenchmarkValidateInvoiceParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkValidateGeneral is the general validator alone on the same
+// documents: the fast path's side-by-side baseline.
+func BenchmarkValidateGeneral(b *testing.B) {
+	r, err := Builtin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, _ := r.Get("invoice")
+	b.ReportAllocs()
+	b.SetBytes(int64(len(invoiceValid)))
+	for b.Loop() {
+		if ds, _, err := s.validate(invoiceValid, 0); err != nil || len(ds) > 0 {
+			b.Fatal(err, ds)
+		}
+	}
+}

@@ -21,6 +21,18 @@
 // sorted by path and capped. A compiled Schema is immutable and safe for
 // concurrent use.
 //
+// Most documents a worker validates are valid, so Validate first tries a
+// fast path (fast.go): the schema compiled once more, from the general
+// validator's compiled form, into a checker that walks the document's bytes
+// in one pass without decoding it (about a tenth of the general
+// validator's time on the 2 KB invoice, a few allocations instead of about
+// a thousand). It only ever says "valid"; for anything else (an invalid
+// document, or one it does not decide: oneOf, not, if/then/else,
+// patternProperties, multipleOf, an escaped property name, a number equal
+// to an inexact bound) the general validator runs and writes the
+// diagnostics. FuzzFastPath and the differential tests hold it to never
+// accepting what the general validator rejects.
+//
 // Lint, LintRaw and LintDir report static contradictions (minimum above
 // maximum, empty enum, a required property forbidden by
 // additionalProperties: false, ...) with a path into the schema and a

@@ -46,6 +46,9 @@ type Schema struct {
 	// error's schema location can be turned into what the schema expects.
 	subs    map[string]*jsonschema.Schema
 	printer *message.Printer
+	// fast accepts most valid documents without the general validator
+	// (fast.go); nil when the root uses a keyword it does not decide.
+	fast *fastNode
 }
 
 // Registry is a set of compiled schemas by id. It is read-only after Load
@@ -270,6 +273,9 @@ func Compile(id string, raw []byte) (*Schema, error) {
 	s.Title = compiled.Title
 	s.Description = compiled.Description
 	indexSubschemas(compiled, s.subs)
+	if f := compileFast(compiled); !f.opaque {
+		s.fast = f
+	}
 	return s, nil
 }
 

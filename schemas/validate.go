@@ -31,6 +31,14 @@ var ErrNotJSON = errors.New("document is not JSON")
 // non-nil only when doc is not JSON (it wraps ErrNotJSON). Safe for
 // concurrent use.
 func (s *Schema) Validate(doc []byte, max int) (diags []Diagnostic, omitted int, err error) {
+	if s.fast != nil && s.fast.accept(doc) {
+		return nil, 0, nil
+	}
+	return s.validate(doc, max)
+}
+
+// validate is Validate by the general validator alone.
+func (s *Schema) validate(doc []byte, max int) (diags []Diagnostic, omitted int, err error) {
 	if max <= 0 {
 		max = DefaultMaxDiagnostics
 	}

@@ -1,0 +1,874 @@
+package schemas
+
+import (
+	"math"
+	"math/big"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The fast path: most documents a worker validates are valid, and for them
+// the general validator's cost (decoding the whole document into maps and
+// json.Numbers, comparing every bound as a big.Rat) buys nothing but a nil.
+// A fast node is a schema compiled once more, from the general validator's
+// own compiled form, into a checker that walks the document's bytes in one
+// pass without decoding it.
+//
+// The contract is one-sided: accept(doc) == true implies the general
+// validator finds no error and Validate would return no diagnostic (the
+// differential tests and FuzzFastPath hold it to that). false only means "not
+// shown valid here": the document may be invalid, or use something the fast
+// path does not decide (a keyword it does not implement, an escaped key, a
+// number it cannot compare exactly). Validate then runs the general
+// validator, which produces the diagnostics. Nothing the fast path does can
+// change a verdict, only skip work when the verdict is "valid".
+
+// fastMaxDepth bounds nesting (of the document and of $ref chains at one
+// value); deeper than that, the fast path gives up.
+const fastMaxDepth = 512
+
+// stringFormats are the formats whose checks (in the general validator)
+// ignore values that are not strings.
+var stringFormats = map[string]bool{
+	"json-pointer": true, "relative-json-pointer": true, "uuid": true, "duration": true,
+	"period": true, "ipv4": true, "ipv6": true, "hostname": true, "email": true, "date": true,
+	"time": true, "date-time": true, "uri": true, "iri": true, "uri-reference": true,
+	"iri-reference": true, "uri-template": true, "semver": true,
+}
+
+// JSON value types as a bit set.
+const (
+	tNull uint8 = 1 << iota
+	tBool
+	tInteger
+	tNumber // every number; tInteger is the subset with no fractional part
+	tString
+	tArray
+	tObject
+)
+
+var typeBits = map[string]uint8{
+	"null": tNull, "boolean": tBool, "integer": tInteger, "number": tNumber | tInteger,
+	"string": tString, "array": tArray, "object": tObject,
+}
+
+// fastNode is one compiled subschema. A nil *fastNode accepts any value.
+type fastNode struct {
+	opaque bool // uses a keyword the fast path does not decide: never accepts
+	never  bool // the false schema
+	hasOwn bool // has rules besides the applicators ($ref, allOf, anyOf)
+
+	types uint8 // allowed types; 0 = any
+
+	hasEnum bool // enum or const: the value must be one of these
+	enumStr []string
+	enumLit uint8 // tNull, and tBool for true / false in enumTrue/enumFalse
+	enumT   bool
+	enumF   bool
+
+	format *jsonschema.Format
+
+	ref   *fastNode
+	allOf []*fastNode
+	anyOf []*fastNode
+
+	// objects
+	props      map[string]*fastNode
+	required   map[string]int // name -> bit
+	nRequired  int
+	addlFalse  bool
+	addl       *fastNode // when !addlFalse; nil = any
+	minProps   int
+	maxProps   int // -1 = none
+	hasObjRule bool
+
+	// arrays
+	prefix     []*fastNode
+	items      *fastNode // after prefix; nil = any
+	itemsFalse bool      // no items after prefix
+	minItems   int
+	maxItems   int // -1 = none
+	unique     bool
+	hasArrRule bool
+
+	// strings
+	minLen     int
+	maxLen     int // -1 = none
+	pattern    jsonschema.Regexp
+	hasStrRule bool
+
+	// numbers: bounds as the nearest float64 of the exact bound; a value
+	// whose float equals a bound's float is not decided here (see num)
+	bounds []fastBound
+}
+
+// fastBound is one of minimum, exclusiveMinimum (above) or maximum,
+// exclusiveMaximum (below).
+type fastBound struct {
+	f         float64
+	above     bool // the value must be above (minimum) or below (maximum)
+	exclusive bool
+	exact     bool // f is the bound exactly
+}
+
+// compileFast builds the fast checker of a compiled schema.
+func compileFast(sch *jsonschema.Schema) *fastNode {
+	return (&fastCompiler{memo: map[*jsonschema.Schema]*fastNode{}}).node(sch)
+}
+
+type fastCompiler struct {
+	memo map[*jsonschema.Schema]*fastNode
+}
+
+func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
+	if s == nil {
+		return nil
+	}
+	if n, ok := c.memo[s]; ok {
+		return n
+	}
+	n := &fastNode{maxProps: -1, maxItems: -1, maxLen: -1}
+	c.memo[s] = n // before the children: $ref cycles end here
+	if !supported(s) {
+		n.opaque = true
+		return n
+	}
+	if s.Bool != nil {
+		n.never = !*s.Bool
+		return n
+	}
+	if s.Types != nil {
+		for _, t := range s.Types.ToStrings() {
+			n.types |= typeBits[t]
+		}
+	}
+	if s.Enum != nil {
+		n.hasEnum = true
+		for _, v := range s.Enum.Values {
+			n.addEnum(v)
+		}
+	}
+	if s.Const != nil {
+		if n.hasEnum {
+			n.opaque = true // both: rare, not worth intersecting
+			return n
+		}
+		n.hasEnum = true
+		n.addEnum(*s.Const)
+	}
+	if s.Format != nil {
+		if s.Format.Name == "regex" || !stringFormats[s.Format.Name] {
+			n.opaque = true
+			return n
+		}
+		n.format = s.Format
+	}
+	n.ref = c.node(s.Ref)
+	for _, x := range s.AllOf {
+		n.allOf = append(n.allOf, c.node(x))
+	}
+	for _, x := range s.AnyOf {
+		n.anyOf = append(n.anyOf, c.node(x))
+	}
+
+	if len(s.Properties) > 0 {
+		n.props = make(map[string]*fastNode, len(s.Properties))
+		for k, x := range s.Properties {
+			n.props[k] = c.node(x)
+		}
+		n.hasObjRule = true
+	}
+	if len(s.Required) > 0 {
+		n.required = make(map[string]int, len(s.Required))
+		for _, k := range s.Required {
+			if _, dup := n.required[k]; !dup {
+				n.required[k] = len(n.required)
+			}
+		}
+		n.nRequired = len(n.required)
+		if n.nRequired > 64 {
+			n.opaque = true
+			return n
+		}
+		n.hasObjRule = true
+	}
+	switch a := s.AdditionalProperties.(type) {
+	case bool:
+		n.addlFalse = !a
+		n.hasObjRule = n.hasObjRule || !a
+	case *jsonschema.Schema:
+		n.addl = c.node(a)
+		n.hasObjRule = true
+	}
+	if s.MinProperties != nil {
+		n.minProps, n.hasObjRule = *s.MinProperties, true
+	}
+	if s.MaxProperties != nil {
+		n.maxProps, n.hasObjRule = *s.MaxProperties, true
+	}
+
+	switch it := s.Items.(type) { // drafts before 2020-12
+	case *jsonschema.Schema:
+		n.items = c.node(it)
+		n.hasArrRule = true
+	case []*jsonschema.Schema:
+		for _, x := range it {
+			n.prefix = append(n.prefix, c.node(x))
+		}
+		switch a := s.AdditionalItems.(type) {
+		case bool:
+			n.itemsFalse = !a
+		case *jsonschema.Schema:
+			n.items = c.node(a)
+		}
+		n.hasArrRule = true
+	}
+	if len(s.PrefixItems) > 0 {
+		for _, x := range s.PrefixItems {
+			n.prefix = append(n.prefix, c.node(x))
+		}
+		n.hasArrRule = true
+	}
+	if s.Items2020 != nil {
+		n.items = c.node(s.Items2020)
+		if s.Items2020.Bool != nil && !*s.Items2020.Bool {
+			n.itemsFalse, n.items = true, nil
+		}
+		n.hasArrRule = true
+	}
+	if s.MinItems != nil {
+		n.minItems, n.hasArrRule = *s.MinItems, true
+	}
+	if s.MaxItems != nil {
+		n.maxItems, n.hasArrRule = *s.MaxItems, true
+	}
+	if s.UniqueItems {
+		n.unique, n.hasArrRule = true, true
+	}
+
+	if s.MinLength != nil {
+		n.minLen, n.hasStrRule = *s.MinLength, true
+	}
+	if s.MaxLength != nil {
+		n.maxLen, n.hasStrRule = *s.MaxLength, true
+	}
+	if s.Pattern != nil {
+		n.pattern, n.hasStrRule = s.Pattern, true
+	}
+
+	for _, b := range []struct {
+		r                *big.Rat
+		above, exclusive bool
+	}{{s.Minimum, true, false}, {s.ExclusiveMinimum, true, true}, {s.Maximum, false, false}, {s.ExclusiveMaximum, false, true}} {
+		if b.r != nil {
+			f, exact := b.r.Float64()
+			n.bounds = append(n.bounds, fastBound{f: f, above: b.above, exclusive: b.exclusive, exact: exact})
+		}
+	}
+	n.hasOwn = n.types != 0 || n.hasEnum || n.format != nil || n.hasObjRule || n.hasArrRule ||
+		n.hasStrRule || len(n.bounds) > 0
+	return n
+}
+
+// addEnum records one allowed value; values the fast path cannot compare
+// (numbers, arrays, objects) leave it to the general validator.
+func (n *fastNode) addEnum(v any) {
+	switch x := v.(type) {
+	case string:
+		n.enumStr = append(n.enumStr, x)
+	case nil:
+		n.enumLit |= tNull
+	case bool:
+		if x {
+			n.enumT = true
+		} else {
+			n.enumF = true
+		}
+	}
+}
+
+// supported reports whether every assertion of s is one the fast path
+// implements (annotations do not matter).
+func supported(s *jsonschema.Schema) bool {
+	return s.RecursiveRef == nil && s.DynamicRef == nil && s.Not == nil && len(s.OneOf) == 0 &&
+		s.If == nil && s.Then == nil && s.Else == nil &&
+		s.PropertyNames == nil && len(s.PatternProperties) == 0 && len(s.Dependencies) == 0 &&
+		len(s.DependentRequired) == 0 && len(s.DependentSchemas) == 0 && s.UnevaluatedProperties == nil &&
+		s.Contains == nil && s.MinContains == nil && s.MaxContains == nil && s.UnevaluatedItems == nil &&
+		s.ContentEncoding == nil && s.ContentMediaType == nil && s.ContentSchema == nil &&
+		s.MultipleOf == nil && len(s.Extensions) == 0
+}
+
+// accept reports whether doc is one JSON value that n accepts (see the
+// contract above).
+func (n *fastNode) accept(doc []byte) bool {
+	sc := scanner{doc: doc, budget: 16*len(doc) + 1024}
+	sc.ws()
+	if !sc.value(n, 0) {
+		return false
+	}
+	sc.ws()
+	return sc.pos == len(doc)
+}
+
+// scanner walks a document's bytes. Every method that checks a value leaves
+// pos after it and returns false at the first thing it does not accept.
+type scanner struct {
+	doc []byte
+	pos int
+	buf []byte // scratch for decoding escaped strings
+	// budget bounds the work: values visited, counting every applicator's
+	// new look at the same value. Spent, the fast path gives up, so nested
+	// allOf/$ref chains cannot make it slower than the general validator.
+	budget int
+}
+
+func (sc *scanner) ws() {
+	for sc.pos < len(sc.doc) {
+		switch sc.doc[sc.pos] {
+		case ' ', '\t', '\n', '\r':
+			sc.pos++
+		default:
+			return
+		}
+	}
+}
+
+// value checks the value at pos against n (nil: syntax only).
+func (sc *scanner) value(n *fastNode, depth int) bool {
+	sc.budget--
+	if depth > fastMaxDepth || sc.pos >= len(sc.doc) || sc.budget < 0 {
+		return false
+	}
+	if n == nil {
+		return sc.skip(depth)
+	}
+	if n.opaque || n.never {
+		return false
+	}
+	// The applicators see the same value: each starts again from start
+	// (anyOf until one branch accepts). A node with nothing else to check
+	// ends where they ended.
+	if n.ref != nil || len(n.allOf) > 0 || len(n.anyOf) > 0 {
+		start, end := sc.pos, -1
+		if n.ref != nil && !sc.again(start, n.ref, depth+1, &end) {
+			return false
+		}
+		for _, x := range n.allOf {
+			if !sc.again(start, x, depth+1, &end) {
+				return false
+			}
+		}
+		if len(n.anyOf) > 0 {
+			ok := false
+			for _, x := range n.anyOf {
+				if sc.again(start, x, depth+1, &end) {
+					ok = true
+					break
+				}
+			}
+			if !ok {
+				return false
+			}
+		}
+		if !n.hasOwn {
+			sc.pos = end
+			return true
+		}
+		sc.pos = start
+	}
+	switch c := sc.doc[sc.pos]; {
+	case c == '{':
+		return n.allows(tObject) && !n.hasEnum && sc.object(n, depth)
+	case c == '[':
+		return n.allows(tArray) && !n.hasEnum && sc.array(n, depth)
+	case c == '"':
+		return n.allows(tString) && sc.str(n)
+	case c == 't' || c == 'f':
+		lit, t := "false", n.enumF
+		if c == 't' {
+			lit, t = "true", n.enumT
+		}
+		return n.allows(tBool) && (!n.hasEnum || t) && sc.literal(lit)
+	case c == 'n':
+		return n.allows(tNull) && (!n.hasEnum || n.enumLit&tNull != 0) && sc.literal("null")
+	default:
+		return !n.hasEnum && sc.num(n)
+	}
+}
+
+// again checks the value at start against n, records where the value
+// ended in *end when n accepts it, and moves pos back to start.
+func (sc *scanner) again(start int, n *fastNode, depth int, end *int) bool {
+	sc.pos = start
+	ok := sc.value(n, depth)
+	if ok {
+		*end = sc.pos
+	}
+	sc.pos = start
+	return ok
+}
+
+func (n *fastNode) allows(t uint8) bool { return n.types == 0 || n.types&t != 0 }
+
+func (sc *scanner) literal(lit string) bool {
+	if len(sc.doc)-sc.pos < len(lit) || string(sc.doc[sc.pos:sc.pos+len(lit)]) != lit {
+		return false
+	}
+	sc.pos += len(lit)
+	return true
+}
+
+// skip checks the syntax of one value, with the general validator's limit
+// on exponents (Validate reports numbers beyond maxExponent).
+func (sc *scanner) skip(depth int) bool {
+	if depth > fastMaxDepth || sc.pos >= len(sc.doc) {
+		return false
+	}
+	switch c := sc.doc[sc.pos]; c {
+	case '{':
+		return sc.object(nil, depth)
+	case '[':
+		return sc.array(nil, depth)
+	case '"':
+		_, _, ok := sc.strSpan()
+		return ok
+	case 't':
+		return sc.literal("true")
+	case 'f':
+		return sc.literal("false")
+	case 'n':
+		return sc.literal("null")
+	default:
+		_, ok := sc.number()
+		return ok
+	}
+}
+
+// object checks an object; n == nil checks its syntax only.
+func (sc *scanner) object(n *fastNode, depth int) bool {
+	sc.pos++ // '{'
+	var seen uint64
+	count := 0
+	var keys [][]byte // for minProperties: a repeated key counts once when decoded
+	sc.ws()
+	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == '}' {
+		sc.pos++
+		return n == nil || n.objectEnd(0, 0)
+	}
+	for {
+		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
+			return false
+		}
+		s, e, ok := sc.strSpan()
+		if !ok {
+			return false
+		}
+		key := sc.doc[s:e]
+		sc.ws()
+		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != ':' {
+			return false
+		}
+		sc.pos++
+		sc.ws()
+		var child *fastNode
+		if n != nil && n.hasObjRule {
+			if escaped(key) {
+				return false // names compared as decoded text: not here
+			}
+			if bit, ok := n.required[string(key)]; ok {
+				seen |= 1 << bit
+			}
+			if n.minProps > 0 {
+				for _, k := range keys {
+					if string(k) == string(key) {
+						return false
+					}
+				}
+				keys = append(keys, key)
+			}
+			if p, ok := n.props[string(key)]; ok {
+				child = p
+			} else if n.addlFalse {
+				return false
+			} else {
+				child = n.addl
+			}
+		}
+		if !sc.value(child, depth+1) {
+			return false
+		}
+		count++
+		sc.ws()
+		if sc.pos >= len(sc.doc) {
+			return false
+		}
+		switch sc.doc[sc.pos] {
+		case ',':
+			sc.pos++
+			sc.ws()
+		case '}':
+			sc.pos++
+			// count may count a repeated key twice (once when decoded):
+			// still sound for maxProperties; minProperties refused repeats.
+			return n == nil || n.objectEnd(seen, count)
+		default:
+			return false
+		}
+	}
+}
+
+func (n *fastNode) objectEnd(seen uint64, count int) bool {
+	if n.nRequired > 0 && seen != (uint64(1)<<n.nRequired)-1 {
+		return false
+	}
+	return count >= n.minProps && (n.maxProps < 0 || count <= n.maxProps)
+}
+
+func escaped(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// array checks an array; n == nil checks its syntax only.
+func (sc *scanner) array(n *fastNode, depth int) bool {
+	sc.pos++ // '['
+	count := 0
+	var strs [][]byte // the items' spans, for uniqueItems
+	sc.ws()
+	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == ']' {
+		sc.pos++
+		return n == nil || n.arrayEnd(0)
+	}
+	for {
+		var child *fastNode
+		if n != nil && n.hasArrRule {
+			switch {
+			case count < len(n.prefix):
+				child = n.prefix[count]
+			case n.itemsFalse:
+				return false
+			default:
+				child = n.items
+			}
+			if n.unique {
+				// Only strings are compared here, as decoded text.
+				if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
+					return false
+				}
+				s, e, ok := sc.peekStr()
+				if !ok {
+					return false
+				}
+				text := sc.doc[s:e]
+				if escaped(text) {
+					text = unescape(nil, text)
+				}
+				for _, o := range strs {
+					if string(o) == string(text) {
+						return false
+					}
+				}
+				strs = append(strs, text)
+			}
+		}
+		if !sc.value(child, depth+1) {
+			return false
+		}
+		count++
+		sc.ws()
+		if sc.pos >= len(sc.doc) {
+			return false
+		}
+		switch sc.doc[sc.pos] {
+		case ',':
+			sc.pos++
+			sc.ws()
+		case ']':
+			sc.pos++
+			return n == nil || n.arrayEnd(count)
+		default:
+			return false
+		}
+	}
+}
+
+func (n *fastNode) arrayEnd(count int) bool {
+	return count >= n.minItems && (n.maxItems < 0 || count <= n.maxItems)
+}
+
+// peekStr returns the content span of the string at pos without moving.
+func (sc *scanner) peekStr() (int, int, bool) {
+	p := sc.pos
+	s, e, ok := sc.strSpan()
+	sc.pos = p
+	return s, e, ok
+}
+
+// strSpan moves past the string at pos (which starts with '"') and returns
+// its content span. It refuses what decoding would turn into U+FFFD:
+// invalid UTF-8 and lone surrogate escapes.
+func (sc *scanner) strSpan() (start, end int, ok bool) {
+	sc.pos++ // '"'
+	start = sc.pos
+	d := sc.doc
+	for i := sc.pos; i < len(d); {
+		c := d[i]
+		switch {
+		case c == '"':
+			sc.pos = i + 1
+			return start, i, true
+		case c == '\\':
+			if i+1 >= len(d) {
+				return 0, 0, false
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				_, n, ok := escapedRune(d, i)
+				if !ok {
+					return 0, 0, false
+				}
+				i += n
+			default:
+				return 0, 0, false
+			}
+		case c < 0x20:
+			return 0, 0, false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				return 0, 0, false
+			}
+			i += size
+		}
+	}
+	return 0, 0, false
+}
+
+// escapedRune reads the \u escape at d[i:]: one, or a surrogate pair (two
+// escapes, one rune). A lone surrogate, which decoding turns into U+FFFD,
+// is refused.
+func escapedRune(d []byte, i int) (r rune, n int, ok bool) {
+	r, ok = hex4(d, i+2)
+	if !ok {
+		return 0, 0, false
+	}
+	if !utf16.IsSurrogate(r) {
+		return r, 6, true
+	}
+	if r >= 0xdc00 || i+12 > len(d) || d[i+6] != '\\' || d[i+7] != 'u' {
+		return 0, 0, false
+	}
+	lo, ok := hex4(d, i+8)
+	if !ok {
+		return 0, 0, false
+	}
+	if r = utf16.DecodeRune(r, lo); r == utf8.RuneError {
+		return 0, 0, false
+	}
+	return r, 12, true
+}
+
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// str checks the string at pos against n's string rules.
+func (sc *scanner) str(n *fastNode) bool {
+	s, e, ok := sc.strSpan()
+	if !ok {
+		return false
+	}
+	raw := sc.doc[s:e]
+	if !n.hasStrRule && !n.hasEnum && n.format == nil {
+		return true
+	}
+	text := raw
+	if escaped(raw) {
+		sc.buf = unescape(sc.buf[:0], raw)
+		text = sc.buf
+	}
+	if n.hasEnum {
+		found := false
+		for _, v := range n.enumStr {
+			if v == string(text) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if n.minLen > 0 || n.maxLen >= 0 {
+		l := utf8.RuneCount(text)
+		if l < n.minLen || (n.maxLen >= 0 && l > n.maxLen) {
+			return false
+		}
+	}
+	if n.pattern == nil && n.format == nil {
+		return true
+	}
+	str := string(text)
+	if n.pattern != nil && !n.pattern.MatchString(str) {
+		return false
+	}
+	return n.format == nil || n.format.Validate(str) == nil
+}
+
+// unescape appends the decoded content of a string strSpan accepted.
+func unescape(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, n, _ := escapedRune(raw, i)
+			dst = utf8.AppendRune(dst, r)
+			i += n
+			continue
+		default: // " \ /
+			dst = append(dst, raw[i+1])
+		}
+		i += 2
+	}
+	return dst
+}
+
+// numInfo is what number scanning learns about a number's text.
+type numInfo struct {
+	start, end int
+	integral   bool // no fraction digit other than 0, no exponent
+	digits     int  // digits before the point
+}
+
+// number moves past a JSON number, refusing exponents beyond maxExponent.
+func (sc *scanner) number() (numInfo, bool) {
+	d := sc.doc
+	i := sc.pos
+	ni := numInfo{start: i, integral: true}
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && '1' <= d[i] && d[i] <= '9':
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			i++
+			ni.digits++
+		}
+	default:
+		return ni, false
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return ni, false
+		}
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			if d[i] != '0' {
+				ni.integral = false
+			}
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		ni.integral = false
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			return ni, false
+		}
+		exp := 0
+		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
+			exp = exp*10 + int(d[i]-'0')
+			if exp > maxExponent {
+				return ni, false
+			}
+			i++
+		}
+	}
+	ni.end = i
+	sc.pos = i
+	return ni, true
+}
+
+// num checks the number at pos against n's type and bounds.
+func (sc *scanner) num(n *fastNode) bool {
+	ni, ok := sc.number()
+	if !ok {
+		return false
+	}
+	if n.types != 0 && n.types&tNumber == 0 && !(n.types&tInteger != 0 && ni.integral) {
+		return false
+	}
+	if len(n.bounds) == 0 {
+		return true
+	}
+	f, err := strconv.ParseFloat(string(sc.doc[ni.start:ni.end]), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return false
+	}
+	// Conversion to the nearest float64 is monotonic, so a strict order of
+	// the floats is the same strict order of the exact values. Equal floats
+	// say the values are equal only when both are exact: the bound (known)
+	// and the number, which is when it is an integer of at most 15 digits.
+	// Other equal floats are left to the exact comparison of the general
+	// path.
+	for _, b := range n.bounds {
+		switch {
+		case f == b.f:
+			if b.exclusive || !b.exact || !ni.integral || ni.digits > 15 {
+				return false
+			}
+		case b.above && f < b.f, !b.above && f > b.f:
+			return false
+		}
+	}
+	return true
+}
