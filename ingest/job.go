@@ -46,10 +46,13 @@ func isToken(s string) bool {
 // ParseJob decodes and checks one job. The error says which field is wrong
 // and why, and wraps ErrInvalidJob.
 func ParseJob(data []byte) (Job, error) {
-	var j Job
-	// One json.Unmarshal: it rejects trailing data after the object too.
-	if err := json.Unmarshal(data, &j); err != nil {
-		return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
+	// The common shape in one pass; anything else by one json.Unmarshal
+	// (it rejects trailing data after the object too).
+	j, ok := parseJobFast(data)
+	if !ok {
+		if err := json.Unmarshal(data, &j); err != nil {
+			return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
+		}
 	}
 	switch {
 	case j.ID == "":
