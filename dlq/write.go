@@ -889,7 +889,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared) (err error
 			}
 			o := r.o
 			if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
-				o.Attempts, o.Deliveries, r.prompt, r.completion, r.prompt+r.completion, r.heal, r.firstPath,
+				o.Attempts, o.Deliveries, int64(r.prompt), int64(r.completion), int64(r.prompt+r.completion), int64(r.heal), r.firstPath,
 				millis(o.StartedAt), millis(o.FinishedAt), r.replayed); err != nil {
 				return fmt.Errorf("inserting outcomes: %w", err)
 			}
@@ -927,8 +927,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared) (err error
 				}
 				a := &o.Trace[k]
 				if err := att.add(ctx, r.id, attemptN(a, k), a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
-					len(a.Diagnostics)+a.DiagnosticsOmitted, a.PromptTokens, a.CompletionTokens, a.CachedTokens,
-					a.ReasoningTokens, a.LatencyMS, a.TransportRetries); err != nil {
+					len(a.Diagnostics)+a.DiagnosticsOmitted, int64(a.PromptTokens), int64(a.CompletionTokens), int64(a.CachedTokens),
+					int64(a.ReasoningTokens), a.LatencyMS, a.TransportRetries); err != nil {
 					return fmt.Errorf("inserting attempts: %w", err)
 				}
 			}
@@ -1080,8 +1080,15 @@ func (b *bulk) query(n int) string {
 	return b.queries[n]
 }
 
+// add queues one row. An int is passed on as an int64, a driver.Value:
+// database/sql converts any other type by reflection, argument by argument.
 func (b *bulk) add(ctx context.Context, vals ...any) error {
-	b.args = append(b.args, vals...)
+	for _, v := range vals {
+		if n, ok := v.(int); ok {
+			v = int64(n) // free for 0-255, which most of them are
+		}
+		b.args = append(b.args, v)
+	}
 	b.n++
 	if b.n < b.chunk {
 		return nil
