@@ -76,8 +76,7 @@ type fastNode struct {
 	anyOf []*fastNode
 
 	// objects
-	props      map[string]*fastNode
-	required   map[string]int // name -> bit
+	fields     map[string]fastField // properties and required names
 	nRequired  int
 	addlFalse  bool
 	addl       *fastNode // when !addlFalse; nil = any
@@ -107,6 +106,13 @@ type fastNode struct {
 
 // fastBound is one of minimum, exclusiveMinimum (above) or maximum,
 // exclusiveMaximum (below).
+// fastField is what an object's node knows of one property name.
+type fastField struct {
+	node     *fastNode // when declared in properties
+	declared bool
+	bit      int // its bit among the required names, or -1
+}
+
 type fastBound struct {
 	f         float64
 	above     bool // the value must be above (minimum) or below (maximum)
@@ -174,21 +180,22 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 		n.anyOf = append(n.anyOf, c.node(x))
 	}
 
-	if len(s.Properties) > 0 {
-		n.props = make(map[string]*fastNode, len(s.Properties))
+	if len(s.Properties) > 0 || len(s.Required) > 0 {
+		n.fields = make(map[string]fastField, len(s.Properties)+len(s.Required))
 		for k, x := range s.Properties {
-			n.props[k] = c.node(x)
+			n.fields[k] = fastField{node: c.node(x), declared: true, bit: -1}
 		}
-		n.hasObjRule = true
-	}
-	if len(s.Required) > 0 {
-		n.required = make(map[string]int, len(s.Required))
 		for _, k := range s.Required {
-			if _, dup := n.required[k]; !dup {
-				n.required[k] = len(n.required)
+			f, ok := n.fields[k]
+			if !ok {
+				f.bit = -1
 			}
+			if f.bit < 0 {
+				f.bit = n.nRequired
+				n.nRequired++
+			}
+			n.fields[k] = f
 		}
-		n.nRequired = len(n.required)
 		if n.nRequired > 64 {
 			n.opaque = true
 			return n
@@ -434,7 +441,7 @@ func (sc *scanner) skip(depth int) bool {
 	case '[':
 		return sc.array(nil, depth)
 	case '"':
-		_, _, ok := sc.strSpan()
+		_, _, _, ok := sc.strSpan()
 		return ok
 	case 't':
 		return sc.literal("true")
@@ -463,7 +470,7 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
 			return false
 		}
-		s, e, ok := sc.strSpan()
+		s, e, esc, ok := sc.strSpan()
 		if !ok {
 			return false
 		}
@@ -476,11 +483,15 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 		sc.ws()
 		var child *fastNode
 		if n != nil && n.hasObjRule {
-			if escaped(key) {
+			if esc {
 				return false // names compared as decoded text: not here
 			}
-			if bit, ok := n.required[string(key)]; ok {
-				seen |= 1 << bit
+			f, ok := n.fields[string(key)]
+			if !ok {
+				f.bit = -1
+			}
+			if f.bit >= 0 {
+				seen |= 1 << f.bit
 			}
 			if n.minProps > 0 {
 				for _, k := range keys {
@@ -490,11 +501,12 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 				}
 				keys = append(keys, key)
 			}
-			if p, ok := n.props[string(key)]; ok {
-				child = p
-			} else if n.addlFalse {
+			switch {
+			case f.declared:
+				child = f.node
+			case n.addlFalse:
 				return false
-			} else {
+			default:
 				child = n.addl
 			}
 		}
@@ -528,15 +540,6 @@ func (n *fastNode) objectEnd(seen uint64, count int) bool {
 	return count >= n.minProps && (n.maxProps < 0 || count <= n.maxProps)
 }
 
-func escaped(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
-}
-
 // array checks an array; n == nil checks its syntax only.
 func (sc *scanner) array(n *fastNode, depth int) bool {
 	sc.pos++ // '['
@@ -563,12 +566,12 @@ func (sc *scanner) array(n *fastNode, depth int) bool {
 				if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
 					return false
 				}
-				s, e, ok := sc.peekStr()
+				s, e, esc, ok := sc.peekStr()
 				if !ok {
 					return false
 				}
 				text := sc.doc[s:e]
-				if escaped(text) {
+				if esc {
 					text = unescape(nil, text)
 				}
 				for _, o := range strs {
@@ -605,29 +608,45 @@ func (n *fastNode) arrayEnd(count int) bool {
 }
 
 // peekStr returns the content span of the string at pos without moving.
-func (sc *scanner) peekStr() (int, int, bool) {
+func (sc *scanner) peekStr() (start, end int, esc, ok bool) {
 	p := sc.pos
-	s, e, ok := sc.strSpan()
+	start, end, esc, ok = sc.strSpan()
 	sc.pos = p
-	return s, e, ok
+	return
 }
 
+// plain marks the bytes a string's content can hold as they are: ASCII,
+// not a control character, quote or backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return
+}()
+
 // strSpan moves past the string at pos (which starts with '"') and returns
-// its content span. It refuses what decoding would turn into U+FFFD:
-// invalid UTF-8 and lone surrogate escapes.
-func (sc *scanner) strSpan() (start, end int, ok bool) {
+// its content span and whether it holds escapes. It refuses what decoding
+// would turn into U+FFFD: invalid UTF-8 and lone surrogate escapes.
+func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 	sc.pos++ // '"'
 	start = sc.pos
 	d := sc.doc
-	for i := sc.pos; i < len(d); {
-		c := d[i]
-		switch {
+	i := sc.pos
+	for {
+		for i < len(d) && plain[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			return 0, 0, false, false
+		}
+		switch c := d[i]; {
 		case c == '"':
 			sc.pos = i + 1
-			return start, i, true
+			return start, i, esc, true
 		case c == '\\':
+			esc = true
 			if i+1 >= len(d) {
-				return 0, 0, false
+				return 0, 0, false, false
 			}
 			switch d[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -635,25 +654,22 @@ func (sc *scanner) strSpan() (start, end int, ok bool) {
 			case 'u':
 				_, n, ok := escapedRune(d, i)
 				if !ok {
-					return 0, 0, false
+					return 0, 0, false, false
 				}
 				i += n
 			default:
-				return 0, 0, false
+				return 0, 0, false, false
 			}
 		case c < 0x20:
-			return 0, 0, false
-		case c < utf8.RuneSelf:
-			i++
+			return 0, 0, false, false
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
-				return 0, 0, false
+				return 0, 0, false, false
 			}
 			i += size
 		}
 	}
-	return 0, 0, false
 }
 
 // escapedRune reads the \u escape at d[i:]: one, or a surrogate pair (two
@@ -703,7 +719,7 @@ func hex4(d []byte, i int) (rune, bool) {
 
 // str checks the string at pos against n's string rules.
 func (sc *scanner) str(n *fastNode) bool {
-	s, e, ok := sc.strSpan()
+	s, e, esc, ok := sc.strSpan()
 	if !ok {
 		return false
 	}
@@ -712,7 +728,7 @@ func (sc *scanner) str(n *fastNode) bool {
 		return true
 	}
 	text := raw
-	if escaped(raw) {
+	if esc {
 		sc.buf = unescape(sc.buf[:0], raw)
 		text = sc.buf
 	}
