@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
+	"unicode/utf8"
 )
 
 // TestDecodeOutcomeMatchesUnmarshal holds DecodeOutcome's in-place reading
@@ -104,4 +106,34 @@ func TestDecodeOutcomeStringsOwnTheirBytes(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("after the buffer was overwritten: %q, want %q", got, want)
 	}
+}
+
+// FuzzDecodeOutcomeMatchesUnmarshal: a message DecodeOutcome accepts and
+// keeps (every member one of the Outcome's, none twice), in valid UTF-8,
+// decodes as json.Unmarshal decodes it.
+func FuzzDecodeOutcomeMatchesUnmarshal(f *testing.F) {
+	f.Add(message(f, realistic(1)))
+	f.Add(message(f, mixed(2)))
+	f.Add([]byte(`{"job_id":"a\u00e9\ud83d\ude00\ud800x","status":"succeeded","data":{"x":[1,{"y":"}"}]},"job":"q\"","run":2}`))
+	f.Add([]byte(`{"job_id":"a","status":"dead_lettered","trace":[{"n":1,"temperature":-0.5e-3,"repairs":[],"diagnostics":[{"path":"/\\\"","keyword":null}]},{}],"started_at":"2025-03-01T12:00:00.5+02:00"}`))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, err := DecodeOutcome(msg)
+		if err != nil || got.src == nil || !utf8.Valid(msg) {
+			return
+		}
+		var want Outcome
+		if err := json.Unmarshal(msg, &want); err != nil {
+			t.Fatalf("DecodeOutcome accepted what json.Unmarshal rejects (%v): %s", err, msg)
+		}
+		got.src = nil
+		for _, p := range [][2]*time.Time{{&got.StartedAt, &want.StartedAt}, {&got.FinishedAt, &want.FinishedAt}} {
+			if !p[0].Equal(*p[1]) {
+				t.Fatalf("time %v, json.Unmarshal %v", *p[0], *p[1])
+			}
+			*p[0] = *p[1] // zones read twice are equal, not the same pointer
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("DecodeOutcome =\n%+v\njson.Unmarshal =\n%+v", got, want)
+		}
+	})
 }
