@@ -1,8 +1,11 @@
 package worker
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -24,6 +27,44 @@ type Metrics struct {
 	Breaker       *prometheus.GaugeVec
 	DLQRows       prometheus.Gauge
 	RetentionTrim prometheus.Counter
+
+	// perSchema caches, per known schema id, the children a first-pass
+	// job updates (*schemaMetrics): WithLabelValues hashes and looks up
+	// its labels on every call.
+	perSchema sync.Map
+}
+
+// schemaMetrics are one schema's children of the metrics every job
+// updates.
+type schemaMetrics struct {
+	attempts         prometheus.Observer
+	latency          prometheus.Observer
+	promptFirst      prometheus.Counter
+	completionFirst  prometheus.Counter
+	promptHeal       prometheus.Counter
+	completionHeal   prometheus.Counter
+	succeeded        prometheus.Counter
+	transportRetries prometheus.Counter
+}
+
+// forSchema returns schema's cached children. Only schemas of the
+// registry get here, so the cache is as bounded as the labels.
+func (m *Metrics) forSchema(schema string) *schemaMetrics {
+	if v, ok := m.perSchema.Load(schema); ok {
+		return v.(*schemaMetrics)
+	}
+	sm := &schemaMetrics{
+		attempts:         m.attempts.WithLabelValues(schema),
+		latency:          m.modelLatency.WithLabelValues(schema),
+		promptFirst:      m.tokens.WithLabelValues(schema, "prompt", "first"),
+		completionFirst:  m.tokens.WithLabelValues(schema, "completion", "first"),
+		promptHeal:       m.tokens.WithLabelValues(schema, "prompt", "heal"),
+		completionHeal:   m.tokens.WithLabelValues(schema, "completion", "heal"),
+		succeeded:        m.jobs.WithLabelValues(schema, dlq.StatusSucceeded, ""),
+		transportRetries: m.transportRetries.WithLabelValues(schema),
+	}
+	v, _ := m.perSchema.LoadOrStore(schema, sm)
+	return v.(*schemaMetrics)
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -69,16 +110,23 @@ func (m *Metrics) outcome(schema, status, class string) {
 	if m == nil {
 		return
 	}
+	if status == dlq.StatusSucceeded && class == "" {
+		// Only jobs of a schema of the registry succeed.
+		m.forSchema(schema).succeeded.Inc()
+		return
+	}
 	m.jobs.WithLabelValues(schema, status, class).Inc()
 }
 
-// observe records a heal loop's attempts, tokens, latency and repairs.
+// observe records a heal loop's attempts, tokens, latency and repairs;
+// schema is a schema of the registry.
 func (m *Metrics) observe(schema string, res heal.Result) {
 	if m == nil {
 		return
 	}
+	sm := m.forSchema(schema)
 	if n := len(res.Attempts); n > 0 {
-		m.attempts.WithLabelValues(schema).Observe(float64(n))
+		sm.attempts.Observe(float64(n))
 		if n > 1 {
 			r := "failed"
 			if res.OK() {
@@ -88,15 +136,15 @@ func (m *Metrics) observe(schema string, res heal.Result) {
 		}
 	}
 	for i, a := range res.Attempts {
-		phase := "first"
+		prompt, completion := sm.promptFirst, sm.completionFirst
 		if i > 0 {
-			phase = "heal"
+			prompt, completion = sm.promptHeal, sm.completionHeal
 		}
-		m.tokens.WithLabelValues(schema, "prompt", phase).Add(float64(a.Usage.PromptTokens))
-		m.tokens.WithLabelValues(schema, "completion", phase).Add(float64(a.Usage.CompletionTokens))
-		m.modelLatency.WithLabelValues(schema).Observe(a.Latency.Seconds())
+		prompt.Add(float64(a.Usage.PromptTokens))
+		completion.Add(float64(a.Usage.CompletionTokens))
+		sm.latency.Observe(a.Latency.Seconds())
 		if a.TransportRetries > 0 {
-			m.transportRetries.WithLabelValues(schema).Add(float64(a.TransportRetries))
+			sm.transportRetries.Add(float64(a.TransportRetries))
 		}
 		for _, st := range a.Stages {
 			m.repairs.WithLabelValues(schema, st).Inc()

@@ -53,3 +53,42 @@ func TestEveryOutcomeIsCounted(t *testing.T) {
 		}
 	}
 }
+
+// TestSuccessIsMetered: a first-pass result counts one succeeded job, one
+// attempt, its tokens as first-phase tokens and one model latency, under
+// its schema's labels, job after job (the children are cached per schema).
+func TestSuccessIsMetered(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewRegistry())
+	h := benchHandler(t, m)
+	jobs := invoiceJobs(t, 3)
+	for i, data := range jobs {
+		d := &ingest.Delivery{Data: data, SchemaToken: "invoice", MsgID: "m-" + string(rune('a'+i)), NumDelivered: 1, MaxDeliver: 5}
+		d.Job, d.JobErr = ingest.ParseJob(data)
+		if out := h.Handle(t.Context(), d); out.Action != ingest.ActionResult {
+			t.Fatalf("job %d: action %d (%s), want a result", i, out.Action, out.Reason)
+		}
+	}
+	n := float64(len(jobs))
+	for _, tc := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"succeeded", m.jobs.WithLabelValues("invoice", "succeeded", ""), n},
+		{"prompt tokens, first", m.tokens.WithLabelValues("invoice", "prompt", "first"), 700 * n},
+		{"prompt tokens, heal", m.tokens.WithLabelValues("invoice", "prompt", "heal"), 0},
+	} {
+		if got := testutil.ToFloat64(tc.c); got != tc.want {
+			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.tokens.WithLabelValues("invoice", "completion", "first")); got <= 0 {
+		t.Errorf("completion tokens, first = %v, want > 0", got)
+	}
+	for name, c := range map[string]prometheus.Collector{"attempts": m.attempts, "model latency": m.modelLatency} {
+		if got := testutil.CollectAndCount(c); got != 1 {
+			t.Errorf("%s: %d series, want 1 (schema invoice)", name, got)
+		}
+	}
+}
