@@ -2,12 +2,18 @@ package ingest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
 )
 
 // publishOutcomes stores n results and m dead letters directly.
@@ -180,4 +186,92 @@ func TestReadStreamFilters(t *testing.T) {
 	if !errors.Is(err, stop) {
 		t.Errorf("ReadStream returned %v, want fn's error", err)
 	}
+}
+
+// sinkOutcome is a RESULTS message as a worker encodes it: a first-pass
+// success of about 1.5 KB (trace with the raw output, data, job).
+func sinkOutcome(tb testing.TB, i int) []byte {
+	tb.Helper()
+	id := fmt.Sprintf("s-%08d", i)
+	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
+	o := dlq.Outcome{
+		JobID: id, Schema: "invoice", SchemaVersion: "3f9a", Status: dlq.StatusSucceeded, Model: "canned", Attempts: 1,
+		Trace: []dlq.Attempt{{N: 1, Temperature: 0.7, FinishReason: "stop", PromptTokens: 420, CompletionTokens: 130, LatencyMS: 1,
+			Raw: `{"invoice_number":"INV-1","vendor":"ACME \"Tools\"","total":1250.5,"currency":"EUR","lines":[{"sku":"A-1","qty":2,"price":125.25},{"sku":"B-2","qty":1,"price":1000}]}` + strings.Repeat(" ", 200)}},
+		Deliveries: 1, StartedAt: at, FinishedAt: at.Add(time.Millisecond),
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b = append(b[:len(b)-1], `,"data":{"invoice_number":"INV-1","vendor":"ACME \"Tools\"","total":1250.5,"currency":"EUR","lines":[{"sku":"A-1","qty":2,"price":125.25},{"sku":"B-2","qty":1,"price":1000}]}`...)
+	return fmt.Appendf(b, `,"job":{"id":%q,"schema":"invoice","input":%q}}`, id, strings.Repeat("Invoice INV-1 from ACME. ", 24))
+}
+
+// BenchmarkSink runs the sink as `pipeline run` does, from a real RESULTS
+// stream into a real SQLite file: consume, decode, write, ack. "consume"
+// writes nothing (the sink loop's and the broker's share); "sqlite" decodes
+// and writes with dlq. cpu-µs/outcome is the process's CPU time (the
+// embedded server's included) per outcome, the figure to compare.
+func BenchmarkSink(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		store bool
+	}{{"consume", false}, {"sqlite", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c := newConn(b)
+			for i := range b.N {
+				if _, err := c.publishAsync(b.Context(), newMsg(SubjectResults+".invoice", fmt.Sprintf("s-%08d", i), sinkOutcome(b, i))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			select {
+			case <-c.js.PublishAsyncComplete():
+			case <-b.Context().Done():
+				b.Fatal(b.Context().Err())
+			}
+			st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			n := 0
+			write := func(ctx context.Context, batch []SinkMsg) error {
+				n += len(batch)
+				if !bc.store {
+					return nil
+				}
+				outs := make([]dlq.Outcome, 0, len(batch))
+				for _, m := range batch {
+					o, err := dlq.DecodeOutcome(m.Data)
+					if err != nil {
+						return err
+					}
+					outs = append(outs, o)
+				}
+				return st.Write(ctx, outs)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			if err := c.RunSink(b.Context(), SinkConfig{UntilIdle: true, MaxWait: 20 * time.Millisecond}, write); err != nil {
+				b.Fatal(err)
+			}
+			cpu := cpuTime(b) - cpu0
+			b.StopTimer()
+			if n < b.N {
+				b.Fatalf("sink wrote %d of %d", n, b.N)
+			}
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/outcome")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user + system) this process used so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
