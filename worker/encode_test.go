@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // referenceEncode is the encoder encodeOutcome replaced: json.Marshal
@@ -148,6 +149,16 @@ func FuzzEncodeOutcome(f *testing.F) {
 // and by the json.Marshal encoder it replaced.
 func BenchmarkEncodeOutcome(b *testing.B) {
 	o := outcomeCases()[1].o
+	// A succeeded invoice as the canned model's: its answer in the trace
+	// (about 1 KB of JSON, quotes and newlines escaped) and as data.
+	reg, err := schemas.Builtin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, _ := reg.Get("invoice")
+	answer := validInvoices(b, sc, 1)[0].Content
+	o.Trace[0].Raw, o.Trace[0].Repairs = answer, nil
+	o.Data = json.RawMessage(answer)
 	b.Run("hand", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
