@@ -13,6 +13,14 @@
 // the sink acks only after Write returned nil. A later run of a job (a
 // replay) is a new row and marks the earlier runs replayed.
 //
+// DecodeOutcome validates the message and reads it in one pass; the
+// Outcome keeps the message, and Write stores the message's own bytes less
+// its "data" member (the job compacted as encoding/json would) as the
+// transcript instead of encoding the Outcome again. A message with a member
+// the Outcome does not have, or one given twice, and an Outcome changed or
+// built in memory (rebuild, replay, tests) are encoded with encoding/json:
+// either way the stored transcript reads back as the same Outcome.
+//
 //	st, err := dlq.Open(filepath.Join(dataDir, "pipeline.db"))
 //	...
 //	defer st.Close()
