@@ -16,6 +16,11 @@
 // object. History "latest" (the default) carries only the latest failed
 // attempt; "all" carries every one.
 //
+// An answer that starts with { or [ is validated first: when it parses, it
+// is judged as it is (sanitize.Clean would return the same bytes with no
+// stage); only an answer that does not parse goes through the sanitizer.
+// Result.Data is a slice of the attempt's own copy of the answer.
+//
 // Failure classes are decided by code: truncated (finish reason length, any
 // provider's spelling, or a sanitizer ErrTruncated) stops at once and is
 // never retried; no_progress stops when an attempt repeats the previous

@@ -16,6 +16,10 @@
 //     and dead-lettered as transport only on the job's last delivery;
 //   - auth failures: the worker stops taking jobs (ingest.ActionStop).
 //
+// The outcome is encoded by hand (encode.go) into one buffer sized for it:
+// the bytes json.Marshal would write, with data and job appended last as
+// they arrived. Metric children are resolved once per schema.
+//
 // Serve runs ingest's worker runtime and, with a Store, the sink that
 // indexes outcomes into SQLite; the sink outlives the workers so that
 // everything published is indexed before Serve returns.
