@@ -367,7 +367,13 @@ func normalize(ds []Diagnostic) []Diagnostic {
 		if c := strings.Compare(a.Keyword, b.Keyword); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Message, b.Message)
+		if c := strings.Compare(a.Message, b.Message); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Expected, b.Expected); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Received, b.Received)
 	})
 	return slices.CompactFunc(ds, func(a, b Diagnostic) bool { return a == b })
 }
@@ -385,11 +391,13 @@ func comparePointers(a, b string) int {
 		na, errA := strconv.ParseUint(sa, 10, 64)
 		nb, errB := strconv.ParseUint(sb, 10, 64)
 		switch {
-		case errA == nil && errB == nil:
+		case errA == nil && errB == nil && na != nb:
 			if na < nb {
 				return -1
 			}
 			return 1
+		case errA == nil && errB == nil: // "0" and "000"
+			return strings.Compare(sa, sb)
 		case errA == nil:
 			return -1
 		case errB == nil:

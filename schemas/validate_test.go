@@ -354,6 +354,8 @@ func TestComparePointers(t *testing.T) {
 		{"/b", "/a/z", 1},
 		{"/2", "/a", -1},
 		{"/x", "/x", 0},
+		{"/000", "/0", 1}, // the same number, different names: a total order
+		{"/0", "/000", -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.a+" vs "+tt.b, func(t *testing.T) {
