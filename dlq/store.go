@@ -116,7 +116,7 @@ func dsn(p string, readOnly bool) string {
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "NORMAL")
 	q.Set("_foreign_keys", "on")
-	q.Set("_cache_size", "-32000")  // 32 MB page cache per connection
+	q.Set("_cache_size", "-8000")   // 8 MB page cache per connection
 	q.Set("_stmt_cache_size", "64") // the sink's multi-row INSERTs, prepared once
 	if readOnly {
 		q.Set("_query_only", "on")
