@@ -64,6 +64,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&spec.CPUProfile, "cpuprofile", "", "write a CPU profile of the run phase")
 	fs.StringVar(&spec.MemProfile, "memprofile", "", "write an allocation (heap) profile at the end")
 	fs.IntVar(&spec.ResultBytes, "result-bytes", 0, "raw: result size")
+	fs.BoolVar(&spec.NoIndex, "no-index", false, "pipeline cases: run the workers without the sink (no SQLite index), to show the index's share")
 	memLimit := fs.Int64("memory-limit-mib", 200, "pipeline cases: soft memory limit in MiB, as `pipeline run --memory-limit` sets by default (0: none; GOMEMLIMIT wins when set)")
 	logLevel := fs.String("log-level", "error", "log level on stderr")
 	if err := fs.Parse(args); err != nil {

@@ -31,6 +31,7 @@ type benchRun struct {
 	HTTP                       []caseResult
 	CPU                        []caseResult // pipeline runs with the canned (free) model
 	CPUSim                     []caseResult // pipeline runs with the zero-latency simulator
+	CPUNoIndex                 []caseResult // canned model, no sink: the index's share
 	Raw                        []caseResult // raw JetStream runs
 	Micro                      []benchLine
 	MicroErr                   []string
@@ -100,6 +101,11 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 					resultBytes = res.ResultBytes
 				}
 			}
+			noIndex := runChild(ctx, self, []string{"-kind", "canned", "-no-index", "-k", itoa(o.CPUK), "-jobs", itoa(o.CPUJobs), "-latency", "0s"},
+				caseTimeout(o.CPUJobs, 1, 0), stderr)
+			noIndex.Section, noIndex.Name = "cpu", fmt.Sprintf("pipeline, canned model, no index #%d", i+1)
+			r.CPUNoIndex = append(r.CPUNoIndex, noIndex)
+			printCase(stdout, noIndex)
 			if resultBytes == 0 {
 				resultBytes = 2048
 			}

@@ -43,6 +43,10 @@ type caseSpec struct {
 	// ResultBytes: raw only, the result size to mirror (the jobs are the
 	// same bytes as the pipeline's).
 	ResultBytes int
+	// NoIndex runs the workers without the sink: outcomes reach the
+	// streams, nothing reads them into SQLite. A diagnostic case, not a
+	// deployment (the report needs the index).
+	NoIndex bool
 }
 
 // caseResult is what a child reports (one JSON line on stdout).
@@ -247,6 +251,10 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	var busy atomic.Int64
 	var endMu sync.Mutex
 	ended := make(map[string]time.Time, spec.Jobs)
+	index := st
+	if spec.NoIndex {
+		index = nil
+	}
 	timed := ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
 		start := time.Now()
 		out := h.Handle(ctx, d)
@@ -267,7 +275,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 			Gate:          breaker.Wait,
 			Logger:        log,
 		},
-		Store:  st,
+		Store:  index,
 		Logger: log,
 	})
 	wall := time.Since(t0)
@@ -289,9 +297,11 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
-	stats, err := st.Stats(ctx, dlq.Filter{})
-	if err != nil {
-		return res, fmt.Errorf("reading index stats: %w", err)
+	stats := dlq.Stats{Jobs: int(stored)}
+	if !spec.NoIndex {
+		if stats, err = st.Stats(ctx, dlq.Filter{}); err != nil {
+			return res, fmt.Errorf("reading index stats: %w", err)
+		}
 	}
 	hwm, err := procStatusKB("VmHWM")
 	if err != nil {
