@@ -23,7 +23,9 @@ func microPackages(o options) []microPkg {
 		{"./sanitize", "."},
 		{"./schemas", "."},
 		{"./heal", "."},
+		{"./worker", "."},
 		{"./dlq", "."},
+		{"./ingest", "Sink|ParseJob"},
 		{"./report", o.ReportBench},
 	}
 }
