@@ -170,9 +170,9 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 	fs.IntVar(&o.MinJobs, "jobs", 0, "at least this many jobs for K >= 64 (default 5000, quick 500), rounded up to a multiple of K")
 	fs.StringVar(&ks, "k", "1,16,64,256,1024", "concurrency levels of the latency and http sections")
 	fs.IntVar(&o.CPUK, "cpu-k", 256, "jobs in flight in the cpu section")
-	fs.IntVar(&o.CPUJobs, "cpu-jobs", 0, "jobs of the cpu section's pipeline run (default 30000, quick 3000)")
+	fs.IntVar(&o.CPUJobs, "cpu-jobs", 0, "jobs of the cpu section's pipeline runs (default 60000, quick 3000)")
 	fs.IntVar(&o.RawJobs, "raw-jobs", 0, "jobs of the raw JetStream baseline (default 60000, quick 5000)")
-	fs.IntVar(&o.Reps, "reps", 0, "repetitions of the cpu section, medians reported (default 3, quick 1)")
+	fs.IntVar(&o.Reps, "reps", 0, "repetitions of the cpu section, medians reported (default 5, quick 1)")
 	fs.StringVar(&only, "only", "", "run only these sections (comma-separated: "+strings.Join(sections, ", ")+")")
 	fs.StringVar(&o.Profile, "profile", "", "write CPU and heap profiles of extra runs (not in the tables) of the cpu cases and the largest-K latency case into this directory")
 	fs.StringVar(&o.Out, "out", "", "results file (default bench/RESULTS.md; none with --quick); \"-\" for none")
@@ -213,9 +213,9 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 		}
 	}
 	def(&o.MinJobs, 5000, 500)
-	def(&o.CPUJobs, 30000, 3000)
+	def(&o.CPUJobs, 60000, 3000)
 	def(&o.RawJobs, 60000, 5000)
-	def(&o.Reps, 3, 1)
+	def(&o.Reps, 5, 1)
 	if o.Duration <= 0 {
 		o.Duration = 12 * time.Second
 		if o.Quick {

@@ -153,7 +153,7 @@ func TestParseOptions(t *testing.T) {
 		check   func(t *testing.T, o options)
 	}{
 		{"defaults", nil, "", func(t *testing.T, o options) {
-			if o.Out != "bench/RESULTS.md" || o.Reps != 3 || o.MinJobs != 5000 || len(o.Ks) != 5 || !o.enabled("micro") {
+			if o.Out != "bench/RESULTS.md" || o.Reps != 5 || o.CPUJobs != 60000 || o.MinJobs != 5000 || len(o.Ks) != 5 || !o.enabled("micro") {
 				t.Errorf("defaults: %+v", o)
 			}
 		}},
