@@ -57,3 +57,32 @@ func BenchmarkValidateGeneral(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkValidateUnion: a valid document of a schema with discriminated
+// oneOf unions, not and if/then/else, through Validate (the fast path) and
+// through the general validator alone.
+func BenchmarkValidateUnion(b *testing.B) {
+	s := mustCompile(b, "union", fastSchemas["union"])
+	doc := []byte(`{"pay":{"kind":"iban","iban":"DE89370400440532013000"},"id":"A-17","qty":3,"note":"leave at the door",` +
+		`"tags":["fragile","gift"],"ship":{"country":"US","zip":"94107"},"size":2,"list":[1,2,3]}`)
+	if s.fast == nil || !s.fast.accept(doc) {
+		b.Fatal("the fast path does not decide the benchmark document")
+	}
+	for _, bc := range []struct {
+		name string
+		run  func() ([]Diagnostic, int, error)
+	}{
+		{"fast", func() ([]Diagnostic, int, error) { return s.Validate(doc, 0) }},
+		{"general", func() ([]Diagnostic, int, error) { return s.validate(doc, 0) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(doc)))
+			for b.Loop() {
+				if ds, _, err := bc.run(); err != nil || len(ds) > 0 {
+					b.Fatal(err, ds)
+				}
+			}
+		})
+	}
+}

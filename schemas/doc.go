@@ -27,11 +27,14 @@
 // in one pass without decoding it (about a fifteenth of the general
 // validator's time on the 2 KB invoice, a few allocations instead of about
 // a thousand). It only ever says "valid"; for anything else (an invalid
-// document, or one it does not decide: oneOf, not, if/then/else,
-// patternProperties, multipleOf, an escaped property name, a number equal
+// document, or one it does not decide: patternProperties, multipleOf,
+// uniqueItems over non-strings, an escaped property name, a number equal
 // to an inexact bound) the general validator runs and writes the
-// diagnostics. FuzzFastPath and the differential tests hold it to never
-// accepting what the general validator rejects.
+// diagnostics. oneOf, not and if/then/else are decided when the other
+// branches are plainly invalid (a discriminator's const, a wrong type, a
+// missing required property): fastreject.go proves invalidity with the
+// mirror contract. FuzzFastPath and the differential tests hold both
+// halves to the general validator's verdicts.
 //
 // Lint, LintRaw and LintDir report static contradictions (minimum above
 // maximum, empty enum, a required property forbidden by

@@ -22,9 +22,10 @@ import (
 // differential tests and FuzzFastPath hold it to that). false only means "not
 // shown valid here": the document may be invalid, or use something the fast
 // path does not decide (a keyword it does not implement, an escaped key, a
-// number it cannot compare exactly). Validate then runs the general
-// validator, which produces the diagnostics. Nothing the fast path does can
-// change a verdict, only skip work when the verdict is "valid".
+// number it cannot compare exactly, a oneOf whose other branches are not
+// plainly invalid). Validate then runs the general validator, which
+// produces the diagnostics. Nothing the fast path does can change a
+// verdict, only skip work when the verdict is "valid".
 
 // fastMaxDepth bounds nesting (of the document and of $ref chains at one
 // value); deeper than that, the fast path gives up.
@@ -59,7 +60,7 @@ var typeBits = map[string]uint8{
 type fastNode struct {
 	opaque bool // uses a keyword the fast path does not decide: never accepts
 	never  bool // the false schema
-	hasOwn bool // has rules besides the applicators ($ref, allOf, anyOf)
+	hasOwn bool // has rules besides the applicators ($ref, allOf, anyOf, oneOf, not, if)
 
 	types uint8 // allowed types; 0 = any
 
@@ -68,12 +69,24 @@ type fastNode struct {
 	enumLit uint8 // tNull, and tBool for true / false in enumTrue/enumFalse
 	enumT   bool
 	enumF   bool
+	// enumOther: the enum holds a number, array or object (compared by
+	// the general validator only)
+	enumOther bool
 
 	format *jsonschema.Format
 
 	ref   *fastNode
 	allOf []*fastNode
 	anyOf []*fastNode
+	// oneOf, not and if/then/else need a branch shown invalid, which
+	// rejects (fastreject.go) does for the common cases
+	oneOf  []*fastNode
+	hasNot bool
+	not    *fastNode
+	hasIf  bool
+	ifN    *fastNode
+	thenN  *fastNode
+	elseN  *fastNode
 
 	// objects
 	fields     map[string]fastField // properties and required names
@@ -178,6 +191,15 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 	}
 	for _, x := range s.AnyOf {
 		n.anyOf = append(n.anyOf, c.node(x))
+	}
+	for _, x := range s.OneOf {
+		n.oneOf = append(n.oneOf, c.node(x))
+	}
+	if s.Not != nil {
+		n.hasNot, n.not = true, c.node(s.Not)
+	}
+	if s.If != nil {
+		n.hasIf, n.ifN, n.thenN, n.elseN = true, c.node(s.If), c.node(s.Then), c.node(s.Else)
 	}
 
 	if len(s.Properties) > 0 || len(s.Required) > 0 {
@@ -294,14 +316,15 @@ func (n *fastNode) addEnum(v any) {
 		} else {
 			n.enumF = true
 		}
+	default:
+		n.enumOther = true
 	}
 }
 
 // supported reports whether every assertion of s is one the fast path
 // implements (annotations do not matter).
 func supported(s *jsonschema.Schema) bool {
-	return s.RecursiveRef == nil && s.DynamicRef == nil && s.Not == nil && len(s.OneOf) == 0 &&
-		s.If == nil && s.Then == nil && s.Else == nil &&
+	return s.RecursiveRef == nil && s.DynamicRef == nil &&
 		s.PropertyNames == nil && len(s.PatternProperties) == 0 && len(s.Dependencies) == 0 &&
 		len(s.DependentRequired) == 0 && len(s.DependentSchemas) == 0 && s.UnevaluatedProperties == nil &&
 		s.Contains == nil && s.MinContains == nil && s.MaxContains == nil && s.UnevaluatedItems == nil &&
@@ -357,9 +380,8 @@ func (sc *scanner) value(n *fastNode, depth int) bool {
 		return false
 	}
 	// The applicators see the same value: each starts again from start
-	// (anyOf until one branch accepts). A node with nothing else to check
-	// ends where they ended.
-	if n.ref != nil || len(n.allOf) > 0 || len(n.anyOf) > 0 {
+	// (anyOf until one branch accepts).
+	if n.ref != nil || len(n.allOf) > 0 || len(n.anyOf) > 0 || len(n.oneOf) > 0 || n.hasNot || n.hasIf {
 		start, end := sc.pos, -1
 		if n.ref != nil && !sc.again(start, n.ref, depth+1, &end) {
 			return false
@@ -381,7 +403,31 @@ func (sc *scanner) value(n *fastNode, depth int) bool {
 				return false
 			}
 		}
-		if !n.hasOwn {
+		if len(n.oneOf) > 0 && !sc.oneOf(start, n.oneOf, depth+1, &end) {
+			return false
+		}
+		if n.hasNot && !sc.rejects(start, n.not, depth+1) {
+			return false
+		}
+		if n.hasIf {
+			var branch *fastNode
+			var unused int
+			switch {
+			case sc.again(start, n.ifN, depth+1, &unused):
+				branch = n.thenN
+			case sc.rejects(start, n.ifN, depth+1):
+				branch = n.elseN
+			default:
+				return false
+			}
+			if branch != nil && !sc.again(start, branch, depth+1, &end) {
+				return false
+			}
+		}
+		// A node with nothing else to check ends where an accepting
+		// applicator ended; with none (not, an if without its branch) its
+		// own scan below checks the value's syntax.
+		if !n.hasOwn && end >= 0 {
 			sc.pos = end
 			return true
 		}
@@ -797,7 +843,9 @@ func unescape(dst, raw []byte) []byte {
 type numInfo struct {
 	start, end int
 	integral   bool // no fraction digit other than 0, no exponent
-	digits     int  // digits before the point
+	fraction   bool // a fraction digit other than 0
+	exponent   bool
+	digits     int // digits before the point
 }
 
 // number moves past a JSON number, refusing exponents beyond maxExponent.
@@ -826,13 +874,13 @@ func (sc *scanner) number() (numInfo, bool) {
 		}
 		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
 			if d[i] != '0' {
-				ni.integral = false
+				ni.integral, ni.fraction = false, true
 			}
 			i++
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		ni.integral = false
+		ni.integral, ni.exponent = false, true
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
