@@ -1,15 +1,14 @@
 package dlq
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf16"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // DecodeOutcome decodes one RESULTS or DLQ message and checks that it can be
@@ -297,70 +296,10 @@ func (s *scanner) string(borrowed bool) string {
 }
 
 // unescape decodes a JSON string's escapes as encoding/json does: a lone
-// surrogate is U+FFFD.
+// surrogate is U+FFFD. The message was validated before.
 func unescape(b []byte) string {
-	out := make([]byte, 0, len(b))
-	for len(b) > 0 {
-		k := bytes.IndexByte(b, '\\')
-		if k < 0 {
-			out = append(out, b...)
-			break
-		}
-		out = append(out, b[:k]...)
-		b = b[k:]
-		if len(b) < 2 {
-			break
-		}
-		c := b[1]
-		b = b[2:]
-		switch c {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if len(b) < 4 {
-				b = nil
-				break
-			}
-			r := hex4(b)
-			b = b[4:]
-			if utf16.IsSurrogate(r) && len(b) >= 6 && b[0] == '\\' && b[1] == 'u' {
-				if r2 := hex4(b[2:]); r2 >= 0xDC00 && r2 < 0xE000 && r < 0xDC00 {
-					r = utf16.DecodeRune(r, r2)
-					b = b[6:]
-				}
-			}
-			out = utf8.AppendRune(out, r) // a surrogate appends U+FFFD
-		default: // " \ /
-			out = append(out, c)
-		}
-	}
+	out, _, _ := jsontext.AppendUnescaped(make([]byte, 0, len(b)), b)
 	return string(out)
-}
-
-func hex4(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return utf8.RuneError
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
 }
 
 // str reads a string or null field.

@@ -1,9 +1,10 @@
 package ingest
 
 import (
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // parseJobFast decodes the common shape of a job in one pass: an object
@@ -154,24 +155,14 @@ func unescapeString(data []byte, start, k int) (string, int, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(data, k+2)
+			// A pair decodes to one rune; a lone half is U+FFFD, as
+			// encoding/json has it.
+			r, n, _, ok := jsontext.EscapedRune(data, k)
 			if !ok {
 				return "", 0, false
 			}
-			k += 6
-			if utf16.IsSurrogate(r) {
-				// A pair decodes to one rune; a lone half is U+FFFD, as
-				// encoding/json has it.
-				if r2, ok := hex4(data, k+2); ok && k+1 < len(data) && data[k] == '\\' && data[k+1] == 'u' {
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
-						out = utf8.AppendRune(out, dec)
-						k += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
 			out = utf8.AppendRune(out, r)
+			k += n
 			continue
 		default:
 			return "", 0, false
@@ -179,25 +170,4 @@ func unescapeString(data []byte, start, k int) (string, int, bool) {
 		k += 2
 	}
 	return "", 0, false
-}
-
-func hex4(data []byte, i int) (rune, bool) {
-	if i+4 > len(data) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range data[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

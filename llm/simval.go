@@ -6,7 +6,8 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // val is a JSON value with object keys in order, as the simulator builds
@@ -206,7 +207,7 @@ func (w *writer) value(v *val, indent int) {
 	case vBool, vNum:
 		w.buf = append(w.buf, v.s...)
 	case vStr:
-		w.buf = appendString(w.buf, v.s)
+		w.buf = jsontext.AppendString(w.buf, v.s, false)
 	case vObj, vArr:
 		open, close := byte('{'), byte('}')
 		if v.k == vArr {
@@ -223,7 +224,7 @@ func (w *writer) value(v *val, indent int) {
 			w.buf = append(w.buf, '\n')
 			w.buf = appendIndent(w.buf, indent+1)
 			if v.k == vObj {
-				w.buf = appendString(w.buf, v.keys[i])
+				w.buf = jsontext.AppendString(w.buf, v.keys[i], false)
 				w.buf = append(w.buf, ':', ' ')
 			}
 			w.value(e, indent+1)
@@ -254,48 +255,4 @@ func containers(v *val) int {
 		c += containers(e)
 	}
 	return c
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaping only what JSON requires.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -4,10 +4,11 @@ import (
 	"math"
 	"math/big"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // The fast path: most documents a worker validates are valid, and for them
@@ -698,8 +699,8 @@ func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
-				_, n, ok := escapedRune(d, i)
-				if !ok {
+				_, n, lone, ok := jsontext.EscapedRune(d, i)
+				if !ok || lone {
 					return 0, 0, false, false
 				}
 				i += n
@@ -716,51 +717,6 @@ func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 			i += size
 		}
 	}
-}
-
-// escapedRune reads the \u escape at d[i:]: one, or a surrogate pair (two
-// escapes, one rune). A lone surrogate, which decoding turns into U+FFFD,
-// is refused.
-func escapedRune(d []byte, i int) (r rune, n int, ok bool) {
-	r, ok = hex4(d, i+2)
-	if !ok {
-		return 0, 0, false
-	}
-	if !utf16.IsSurrogate(r) {
-		return r, 6, true
-	}
-	if r >= 0xdc00 || i+12 > len(d) || d[i+6] != '\\' || d[i+7] != 'u' {
-		return 0, 0, false
-	}
-	lo, ok := hex4(d, i+8)
-	if !ok {
-		return 0, 0, false
-	}
-	if r = utf16.DecodeRune(r, lo); r == utf8.RuneError {
-		return 0, 0, false
-	}
-	return r, 12, true
-}
-
-func hex4(d []byte, i int) (rune, bool) {
-	if i+4 > len(d) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range d[i : i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // str checks the string at pos against n's string rules.
@@ -806,36 +762,10 @@ func (sc *scanner) str(n *fastNode) bool {
 	return n.format == nil || n.format.Validate(str) == nil
 }
 
-// unescape appends the decoded content of a string strSpan accepted.
+// unescape appends the decoded content of a string strSpan accepted (no
+// malformed escape, no lone surrogate).
 func unescape(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c != '\\' {
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		switch raw[i+1] {
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, n, _ := escapedRune(raw, i)
-			dst = utf8.AppendRune(dst, r)
-			i += n
-			continue
-		default: // " \ /
-			dst = append(dst, raw[i+1])
-		}
-		i += 2
-	}
+	dst, _, _ = jsontext.AppendUnescaped(dst, raw)
 	return dst
 }
 

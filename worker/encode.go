@@ -5,9 +5,9 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // encodeOutcome encodes o as json.Marshal would, field for field and byte
@@ -18,19 +18,19 @@ import (
 func encodeOutcome(o dlq.Outcome) []byte {
 	b := make([]byte, 0, outcomeSize(&o))
 	b = append(b, `{"job_id":`...)
-	b = appendString(b, o.JobID)
+	b = jsontext.AppendString(b, o.JobID, true)
 	b = append(b, `,"schema":`...)
-	b = appendString(b, o.Schema)
+	b = jsontext.AppendString(b, o.Schema, true)
 	if o.SchemaVersion != "" {
 		b = append(b, `,"schema_version":`...)
-		b = appendString(b, o.SchemaVersion)
+		b = jsontext.AppendString(b, o.SchemaVersion, true)
 	}
 	if o.Run != 0 {
 		b = append(b, `,"run":`...)
 		b = strconv.AppendInt(b, int64(o.Run), 10)
 	}
 	b = append(b, `,"status":`...)
-	b = appendString(b, o.Status)
+	b = jsontext.AppendString(b, o.Status, true)
 	b = appendOptString(b, `,"class":`, o.Class)
 	b = appendOptString(b, `,"reason":`, o.Reason)
 	b = appendOptString(b, `,"hint":`, o.Hint)
@@ -72,14 +72,14 @@ func appendAttempt(b []byte, a *dlq.Attempt) []byte {
 	b = append(b, `,"temperature":`...)
 	b = appendFloat(b, a.Temperature)
 	b = append(b, `,"raw":`...)
-	b = appendString(b, a.Raw)
+	b = jsontext.AppendString(b, a.Raw, true)
 	if len(a.Repairs) > 0 {
 		b = append(b, `,"repairs":[`...)
 		for i, r := range a.Repairs {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, r)
+			b = jsontext.AppendString(b, r, true)
 		}
 		b = append(b, ']')
 	}
@@ -93,9 +93,9 @@ func appendAttempt(b []byte, a *dlq.Attempt) []byte {
 			}
 			d := &a.Diagnostics[i]
 			b = append(b, `{"path":`...)
-			b = appendString(b, d.Path)
+			b = jsontext.AppendString(b, d.Path, true)
 			b = append(b, `,"keyword":`...)
-			b = appendString(b, d.Keyword)
+			b = jsontext.AppendString(b, d.Keyword, true)
 			b = appendOptString(b, `,"message":`, d.Message)
 			b = appendOptString(b, `,"expected":`, d.Expected)
 			b = appendOptString(b, `,"received":`, d.Received)
@@ -140,7 +140,7 @@ func appendOptString(b []byte, key, s string) []byte {
 		return b
 	}
 	b = append(b, key...)
-	return appendString(b, s)
+	return jsontext.AppendString(b, s, true)
 }
 
 func appendOptInt(b []byte, key string, n int64) []byte {
@@ -184,61 +184,4 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString is encoding/json's string encoding with HTML escaping (its
-// default): <, >, & and U+2028/U+2029 as \u escapes, invalid UTF-8 as
-// \ufffd.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
