@@ -118,56 +118,26 @@ func parseString(data []byte, i int) (string, int, bool) {
 }
 
 // unescapeString decodes a string with escapes: data[start:k] needs none,
-// data[k] is the first backslash.
+// data[k] is the first backslash. A lone surrogate is U+FFFD, as
+// encoding/json has it.
 func unescapeString(data []byte, start, k int) (string, int, bool) {
-	out := make([]byte, 0, len(data)-start)
-	out = append(out, data[start:k]...)
-	for k < len(data) {
-		c := data[k]
+	end := k
+	for end < len(data) && data[end] != '"' {
 		switch {
-		case c == '"':
-			if !utf8.Valid(out) {
-				return "", 0, false
-			}
-			// out is never written again: the string shares it.
-			return unsafe.String(unsafe.SliceData(out), len(out)), k + 1, true
-		case c < 0x20:
+		case data[end] < 0x20:
 			return "", 0, false
-		case c != '\\':
-			out = append(out, c)
-			k++
-			continue
+		case data[end] == '\\':
+			end++ // the escaped byte; AppendUnescaped checks it
 		}
-		if k+1 >= len(data) {
-			return "", 0, false
-		}
-		switch data[k+1] {
-		case '"', '\\', '/':
-			out = append(out, data[k+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			// A pair decodes to one rune; a lone half is U+FFFD, as
-			// encoding/json has it.
-			r, n, _, ok := jsontext.EscapedRune(data, k)
-			if !ok {
-				return "", 0, false
-			}
-			out = utf8.AppendRune(out, r)
-			k += n
-			continue
-		default:
-			return "", 0, false
-		}
-		k += 2
+		end++
 	}
-	return "", 0, false
+	if end >= len(data) {
+		return "", 0, false
+	}
+	out, _, ok := jsontext.AppendUnescaped(make([]byte, 0, end-start), data[start:end])
+	if !ok || !utf8.Valid(out) {
+		return "", 0, false
+	}
+	// out is never written again: the string shares it.
+	return unsafe.String(unsafe.SliceData(out), len(out)), end + 1, true
 }
