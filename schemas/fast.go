@@ -502,16 +502,16 @@ func (sc *scanner) skip(depth int) bool {
 	}
 }
 
-// object checks an object; n == nil checks its syntax only.
-func (sc *scanner) object(n *fastNode, depth int) bool {
+// members walks the object at pos (its '{'): for each member it reads the
+// name and the colon and calls member with the name (its raw bytes, and
+// whether it has escapes), which must move pos past the value. It returns
+// false at malformed JSON or as soon as member does; pos is then anywhere.
+func (sc *scanner) members(member func(key []byte, esc bool) bool) bool {
 	sc.pos++ // '{'
-	var seen uint64
-	count := 0
-	var keys [][]byte // for minProperties: a repeated key counts once when decoded
 	sc.ws()
 	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == '}' {
 		sc.pos++
-		return n == nil || n.objectEnd(0, 0)
+		return true
 	}
 	for {
 		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
@@ -521,13 +521,67 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 		if !ok {
 			return false
 		}
-		key := sc.doc[s:e]
 		sc.ws()
 		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != ':' {
 			return false
 		}
 		sc.pos++
 		sc.ws()
+		if !member(sc.doc[s:e], esc) {
+			return false
+		}
+		if more, ok := sc.next('}'); !more {
+			return ok
+		}
+	}
+}
+
+// elements walks the array at pos (its '['), calling elem with each item's
+// index; elem must move pos past the item. It returns the number of items,
+// and false at malformed JSON or as soon as elem does.
+func (sc *scanner) elements(elem func(i int) bool) (int, bool) {
+	sc.pos++ // '['
+	sc.ws()
+	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == ']' {
+		sc.pos++
+		return 0, true
+	}
+	for i := 0; ; i++ {
+		if !elem(i) {
+			return 0, false
+		}
+		if more, ok := sc.next(']'); !more {
+			return i + 1, ok
+		}
+	}
+}
+
+// next moves past what follows a member or item: a comma and the space
+// after it (more), or the closing bracket (ok, no more); anything else is
+// not JSON (neither).
+func (sc *scanner) next(closing byte) (more, ok bool) {
+	sc.ws()
+	if sc.pos >= len(sc.doc) {
+		return false, false
+	}
+	switch sc.doc[sc.pos] {
+	case ',':
+		sc.pos++
+		sc.ws()
+		return true, true
+	case closing:
+		sc.pos++
+		return false, true
+	}
+	return false, false
+}
+
+// object checks an object; n == nil checks its syntax only.
+func (sc *scanner) object(n *fastNode, depth int) bool {
+	var seen uint64
+	count := 0
+	var keys [][]byte // for minProperties: a repeated key counts once when decoded
+	ok := sc.members(func(key []byte, esc bool) bool {
 		var child *fastNode
 		if n != nil && n.hasObjRule {
 			if esc {
@@ -557,27 +611,12 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 				child = n.addl
 			}
 		}
-		if !sc.value(child, depth+1) {
-			return false
-		}
 		count++
-		sc.ws()
-		if sc.pos >= len(sc.doc) {
-			return false
-		}
-		switch sc.doc[sc.pos] {
-		case ',':
-			sc.pos++
-			sc.ws()
-		case '}':
-			sc.pos++
-			// count may count a repeated key twice (once when decoded):
-			// still sound for maxProperties; minProperties refused repeats.
-			return n == nil || n.objectEnd(seen, count)
-		default:
-			return false
-		}
-	}
+		return sc.value(child, depth+1)
+	})
+	// count may count a repeated key twice (once when decoded): still
+	// sound for maxProperties; minProperties refused repeats.
+	return ok && (n == nil || n.objectEnd(seen, count))
 }
 
 func (n *fastNode) objectEnd(seen uint64, count int) bool {
@@ -589,20 +628,13 @@ func (n *fastNode) objectEnd(seen uint64, count int) bool {
 
 // array checks an array; n == nil checks its syntax only.
 func (sc *scanner) array(n *fastNode, depth int) bool {
-	sc.pos++ // '['
-	count := 0
-	var strs [][]byte // the items' spans, for uniqueItems
-	sc.ws()
-	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == ']' {
-		sc.pos++
-		return n == nil || n.arrayEnd(0)
-	}
-	for {
+	var strs [][]byte // the items' decoded text, for uniqueItems
+	count, ok := sc.elements(func(i int) bool {
 		var child *fastNode
 		if n != nil && n.hasArrRule {
 			switch {
-			case count < len(n.prefix):
-				child = n.prefix[count]
+			case i < len(n.prefix):
+				child = n.prefix[i]
 			case n.itemsFalse:
 				return false
 			default:
@@ -629,25 +661,9 @@ func (sc *scanner) array(n *fastNode, depth int) bool {
 				strs = append(strs, text)
 			}
 		}
-		if !sc.value(child, depth+1) {
-			return false
-		}
-		count++
-		sc.ws()
-		if sc.pos >= len(sc.doc) {
-			return false
-		}
-		switch sc.doc[sc.pos] {
-		case ',':
-			sc.pos++
-			sc.ws()
-		case ']':
-			sc.pos++
-			return n == nil || n.arrayEnd(count)
-		default:
-			return false
-		}
-	}
+		return sc.value(child, depth+1)
+	})
+	return ok && (n == nil || n.arrayEnd(count))
 }
 
 func (n *fastNode) arrayEnd(count int) bool {

@@ -163,48 +163,33 @@ func (sc *scanner) rejectsNumber(n *fastNode) bool {
 
 // rejectsObject: a property shown invalid, an unknown property where none
 // is allowed, a required one missing, too few or too many properties. An
-// object with an escaped or repeated name is not decided here.
+// object with an escaped or repeated name is not decided here; nor is one
+// that is not JSON to its end.
 func (sc *scanner) rejectsObject(n *fastNode, depth int) bool {
 	if !n.hasObjRule {
 		return false
 	}
-	sc.pos++ // '{'
 	var keys [][]byte
 	var seen uint64
 	shown := false
-	sc.ws()
-	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == '}' {
-		return n.objectBroken(0, 0)
-	}
-	for {
-		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != '"' {
+	ok := sc.members(func(key []byte, esc bool) bool {
+		if esc {
 			return false
 		}
-		s, e, esc, ok := sc.strSpan()
-		if !ok || esc {
-			return false
-		}
-		key := sc.doc[s:e]
 		for _, k := range keys {
 			if string(k) == string(key) {
 				return false // the decoded map keeps the last: not decided here
 			}
 		}
 		keys = append(keys, key)
-		sc.ws()
-		if sc.pos >= len(sc.doc) || sc.doc[sc.pos] != ':' {
-			return false
-		}
-		sc.pos++
-		sc.ws()
-		f, declared := n.fields[string(key)]
-		if declared && f.bit >= 0 {
+		f, known := n.fields[string(key)]
+		if known && f.bit >= 0 {
 			seen |= 1 << f.bit
 		}
 		if !shown {
 			at := sc.pos
 			switch {
-			case declared && f.declared:
+			case known && f.declared:
 				shown = sc.rejectsAt(at, f.node, depth+1)
 			case n.addlFalse:
 				shown = true
@@ -213,24 +198,9 @@ func (sc *scanner) rejectsObject(n *fastNode, depth int) bool {
 			}
 			sc.pos = at
 		}
-		// The rest of the object must still be JSON for a verdict.
-		if !sc.skip(depth + 1) {
-			return false
-		}
-		sc.ws()
-		if sc.pos >= len(sc.doc) {
-			return false
-		}
-		switch sc.doc[sc.pos] {
-		case ',':
-			sc.pos++
-			sc.ws()
-		case '}':
-			return shown || n.objectBroken(seen, len(keys))
-		default:
-			return false
-		}
-	}
+		return sc.skip(depth + 1)
+	})
+	return ok && (shown || n.objectBroken(seen, len(keys)))
 }
 
 // objectBroken: a required property missing, or a property count out of
@@ -246,19 +216,13 @@ func (sc *scanner) rejectsArray(n *fastNode, depth int) bool {
 	if !n.hasArrRule {
 		return false
 	}
-	sc.pos++ // '['
-	count := 0
 	shown := false
-	sc.ws()
-	if sc.pos < len(sc.doc) && sc.doc[sc.pos] == ']' {
-		return n.minItems > 0
-	}
-	for {
+	count, ok := sc.elements(func(i int) bool {
 		if !shown {
 			at := sc.pos
 			switch {
-			case count < len(n.prefix):
-				shown = sc.rejectsAt(at, n.prefix[count], depth+1)
+			case i < len(n.prefix):
+				shown = sc.rejectsAt(at, n.prefix[i], depth+1)
 			case n.itemsFalse:
 				shown = true
 			default:
@@ -266,22 +230,7 @@ func (sc *scanner) rejectsArray(n *fastNode, depth int) bool {
 			}
 			sc.pos = at
 		}
-		if !sc.skip(depth + 1) {
-			return false
-		}
-		count++
-		sc.ws()
-		if sc.pos >= len(sc.doc) {
-			return false
-		}
-		switch sc.doc[sc.pos] {
-		case ',':
-			sc.pos++
-			sc.ws()
-		case ']':
-			return shown || count < n.minItems || (n.maxItems >= 0 && count > n.maxItems)
-		default:
-			return false
-		}
-	}
+		return sc.skip(depth + 1)
+	})
+	return ok && (shown || count < n.minItems || (n.maxItems >= 0 && count > n.maxItems))
 }
