@@ -57,6 +57,18 @@ func DecodeOutcome(data []byte) (Outcome, error) {
 	return o, nil
 }
 
+// Encoded returns o as if DecodeOutcome had read it from msg, its encoding
+// by the caller: Write then stores the payload from msg as it does for a
+// decoded message, without decoding msg or encoding o again. data is where
+// msg's "data" member is, with the comma before it ([-1, -1] if it has
+// none), and job where the job's value is ([-1, -1] if none). The caller
+// must not change o's fields afterwards (a changed one makes Write encode
+// o after all).
+func Encoded(o Outcome, msg []byte, data, job [2]int) Outcome {
+	o.src = &source{msg: msg, cut: span{data[0], data[1]}, job: span{job[0], job[1]}, was: o}
+	return o
+}
+
 // decoding is what DecodeOutcome learns about a message besides its fields:
 // whether the message can be stored as it is (no member the Outcome does
 // not have, none twice), and where its data and its job are.

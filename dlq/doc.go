@@ -2,24 +2,27 @@
 // letters operators list, show, replay, purge and export, and the attempt
 // traces of succeeded jobs that heal rates need. The JetStream RESULTS and
 // DLQ streams are the durable record; this index is built from them by the
-// sink and can be rebuilt (Reset, then Write everything again).
+// sink and can be rebuilt (Reset, then the sink reads the streams again).
 //
 // # Writing
 //
-// The sink decodes each RESULTS/DLQ message with DecodeOutcome (a message
-// that fails it wraps ErrInvalidOutcome and should be termed, not retried)
-// and writes batches with Store.Write: one IMMEDIATE transaction per batch,
-// idempotent on (job id, run), so a redelivered message changes nothing and
-// the sink acks only after Write returned nil. A later run of a job (a
-// replay) is a new row and marks the earlier runs replayed.
+// The sink writes batches with Store.WriteWithCursors: one IMMEDIATE
+// transaction per batch holding the rows and the sink's cursor per stream
+// (Cursors reads them back; every message up to a cursor is indexed),
+// idempotent on (job id, run), so a message written twice changes nothing.
+// A later run of a job (a replay) is a new row and marks the earlier runs
+// replayed. A message the sink read from a stream is decoded with
+// DecodeOutcome (one that fails it wraps ErrInvalidOutcome and is skipped,
+// not retried); an outcome the worker of the same process encoded comes
+// with its message already (Encoded) and is not decoded at all.
 //
 // DecodeOutcome validates the message and reads it in one pass; the
 // Outcome keeps the message, and Write stores the message's own bytes less
 // its "data" member (the job compacted as encoding/json would) as the
 // transcript instead of encoding the Outcome again. A message with a member
 // the Outcome does not have, or one given twice, and an Outcome changed or
-// built in memory (rebuild, replay, tests) are encoded with encoding/json:
-// either way the stored transcript reads back as the same Outcome.
+// built in memory (replay, tests) are encoded with encoding/json: either
+// way the stored transcript reads back as the same Outcome.
 //
 //	st, err := dlq.Open(filepath.Join(dataDir, "pipeline.db"))
 //	...

@@ -87,7 +87,14 @@ type failRow struct {
 // new row, and the earlier runs are marked replayed. If Write returns an
 // error nothing of the batch is stored and the caller must not ack it.
 func (s *Store) Write(ctx context.Context, outs []Outcome) error {
-	if len(outs) == 0 {
+	return s.WriteWithCursors(ctx, outs, nil)
+}
+
+// WriteWithCursors is Write that also records, in the same transaction,
+// where the sink stands in each stream (see Cursors): the rows and the
+// cursors are stored together or not at all.
+func (s *Store) WriteWithCursors(ctx context.Context, outs []Outcome, cursors map[string]uint64) error {
+	if len(outs) == 0 && len(cursors) == 0 {
 		return nil
 	}
 	for i := range outs {
@@ -101,7 +108,7 @@ func (s *Store) Write(ctx context.Context, outs []Outcome) error {
 	}
 	pr := startPrepare(outs, rows)
 	defer pr.stop()
-	if err := s.insert(ctx, rows, pr); err != nil {
+	if err := s.insert(ctx, rows, pr, cursors); err != nil {
 		return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
 	}
 	return nil
@@ -450,7 +457,7 @@ const (
 	chunkIDs      = 256
 )
 
-func (s *Store) insert(ctx context.Context, rows []row, pr *prepared) (err error) {
+func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors map[string]uint64) (err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning: %w", err)
@@ -467,6 +474,12 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared) (err error
 	live := ctx
 	ctx = context.WithoutCancel(ctx)
 
+	if err := setCursors(ctx, tx, cursors); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return tx.Commit()
+	}
 	n, err := plan(ctx, tx, rows)
 	if err != nil {
 		return fmt.Errorf("finding indexed runs: %w", err)
@@ -749,3 +762,37 @@ func (b *bulk) flush(ctx context.Context) error {
 }
 
 func (b *bulk) close() {}
+
+// setCursors records the sink's position in each stream.
+func setCursors(ctx context.Context, tx *sql.Tx, cursors map[string]uint64) error {
+	for stream, seq := range cursors {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO stream_cursors (stream, seq) VALUES (?, ?)
+			ON CONFLICT (stream) DO UPDATE SET seq = excluded.seq`, stream, int64(seq)); err != nil {
+			return fmt.Errorf("recording the cursor of stream %s: %w", stream, err)
+		}
+	}
+	return nil
+}
+
+// Cursors returns, per stream, the sequence up to which the sink indexed
+// every message (as WriteWithCursors recorded it; none after Reset).
+func (s *Store) Cursors(ctx context.Context) (map[string]uint64, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT stream, seq FROM stream_cursors`)
+	if err != nil {
+		return nil, fmt.Errorf("reading stream cursors: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]uint64)
+	for rows.Next() {
+		var name string
+		var seq int64
+		if err := rows.Scan(&name, &seq); err != nil {
+			return nil, fmt.Errorf("reading stream cursors: %w", err)
+		}
+		out[name] = uint64(seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading stream cursors: %w", err)
+	}
+	return out, nil
+}

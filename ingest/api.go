@@ -19,7 +19,9 @@ const (
 	SubjectResults = "pipeline.results" // pipeline.results.<schema>
 	SubjectDLQ     = "pipeline.dlq"     // pipeline.dlq.<schema>
 	WorkerConsumer = "workers"
-	SinkConsumer   = "sink"
+	// SinkConsumer is the durable consumer earlier versions' sinks read
+	// RESULTS and DLQ with; the sink deletes it when it finds it.
+	SinkConsumer = "sink"
 )
 
 // Config says how to reach NATS. The zero value (plus DataDir) means: an
@@ -127,6 +129,10 @@ type Outcome struct {
 	Reason  string
 	Delay   time.Duration
 	Err     error
+	// Record is passed, untouched, to WorkerConfig.Stored with the stored
+	// message (the handler's own form of Payload, so that the sink need not
+	// decode it again).
+	Record any
 }
 
 // Handler processes one job. It must not Ack or Nak: the runtime does, from
@@ -163,7 +169,12 @@ type WorkerConfig struct {
 	// FetchWait is the longest one fetch waits for jobs (default 1s): the
 	// runtime re-checks ctx, Gate and idleness at least this often.
 	FetchWait time.Duration
-	Logger    *slog.Logger
+	// Stored, if set, is called with every result or dead letter once the
+	// stream acknowledged it as new (not for a duplicate): the sink of the
+	// same process takes it from there (Sink.Offer) instead of reading it
+	// back from the stream. It must not block.
+	Stored func(SinkMsg)
+	Logger *slog.Logger
 }
 
 // SinkMsg is one RESULTS or DLQ message handed to the sink.
@@ -176,12 +187,34 @@ type SinkMsg struct {
 	Stream   string
 	Sequence uint64
 	Time     time.Time
+	// Record is the handler's Outcome.Record for a message handed over by
+	// the worker of the same process (nil when read from the stream).
+	Record any
 }
 
-// SinkConfig configures RunSink.
+// SinkConfig configures a Sink.
 type SinkConfig struct {
-	Batch     int           // messages per write (default 500)
-	MaxWait   time.Duration // longest a message waits for its batch (default 100ms)
-	UntilIdle bool          // return once both sink consumers show nothing pending or unacked, twice in a row
+	Batch   int           // messages per write (default 500)
+	MaxWait time.Duration // longest a message waits for its batch (default 100ms)
+	// GapGrace is how long a message the stream holds may be missing from
+	// what Offer handed over before the sink reads it from the stream
+	// (default 250ms): long enough for a publish acknowledged a moment ago
+	// to arrive, short enough to keep the index well under a second behind.
+	GapGrace time.Duration
+	// UntilIdle: Run returns once the index holds every message of both
+	// streams and nothing is waiting, seen twice in a row.
+	UntilIdle bool
 	Logger    *slog.Logger
+}
+
+// SinkIndex is what a Sink writes into: an index of the RESULTS and DLQ
+// messages that remembers, with the rows, where it stands in each stream.
+type SinkIndex interface {
+	// Cursors returns, per stream name, the sequence up to which every
+	// message is indexed.
+	Cursors(ctx context.Context) (map[string]uint64, error)
+	// Write indexes batch and records cursors, in one transaction: after an
+	// error nothing of it is stored. Writing a message twice must change
+	// nothing.
+	Write(ctx context.Context, batch []SinkMsg, cursors map[string]uint64) error
 }

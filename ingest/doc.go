@@ -130,11 +130,18 @@
 //
 // # Sink and readers
 //
-// RunSink reads RESULTS and DLQ with a durable "sink" consumer on each
-// (MaxDeliver unlimited, AckWait 10s so that what a crashed sink held comes
-// back soon; InProgress keeps a batch alive while SQLite makes its write
-// wait), calls write with batches from one goroutine, acks after write
-// returns nil and naks the whole batch with a growing delay otherwise. After RunWorkers returns in until-idle mode, call SinkIdle,
-// then cancel the sink. ReadStream replays a stream in order (for `pipeline
-// results` and `pipeline dlq rebuild`); Pending reports the queue's counts.
+// A Sink (Conn.NewSink) indexes RESULTS and DLQ into a SinkIndex that
+// keeps, with the rows and in the same transaction, a cursor per stream:
+// every message up to it is indexed. Workers of the same process hand each
+// outcome they stored over with its stream sequence (WorkerConfig.Stored →
+// Sink.Offer), so it is not delivered a second time; a sequence the stream
+// holds and the sink still lacks after GapGrace (250ms) is read with an
+// ordered consumer from the stream (other processes' outcomes, what a
+// crash lost between the publish and the hand-over, an offer dropped when
+// the sink was behind). After a restart the sink starts from the stored
+// cursors. Write is called from one goroutine; a failed write is retried,
+// with a growing delay, until it succeeds. After RunWorkers returns in
+// until-idle mode, call Sink.Idle, then cancel the sink. ReadStream
+// replays a stream in order (for `pipeline results`); Pending reports the
+// queue's counts.
 package ingest

@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Defaults of SinkConfig.
+// Defaults of SinkConfig, and the sink's pacing.
 const (
-	DefaultSinkBatch   = 500
-	DefaultSinkMaxWait = 100 * time.Millisecond
-	// sinkAckWait is short so that what a crashed sink held is indexed
-	// soon by the next one (the suite's kill -9 and cluster scenarios
-	// waited 30s for it); a batch being written is kept alive with
-	// InProgress every sinkAckWait/3, however long SQLite makes it wait.
-	sinkAckWait      = 10 * time.Second
+	DefaultSinkBatch    = 500
+	DefaultSinkMaxWait  = 100 * time.Millisecond
+	DefaultSinkGapGrace = 250 * time.Millisecond
+	// offerWait bounds how long Offer holds a worker when the sink is
+	// behind: a stalled index (SQLite locked) must not stall the workers.
+	offerWait        = 100 * time.Millisecond
 	sinkMaxBackoff   = 30 * time.Second
 	sinkFlushTimeout = 10 * time.Second
 	idlePollInterval = 50 * time.Millisecond
@@ -32,246 +32,498 @@ func (cfg SinkConfig) withDefaults() SinkConfig {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = DefaultSinkMaxWait
 	}
+	if cfg.GapGrace <= 0 {
+		cfg.GapGrace = DefaultSinkGapGrace
+	}
 	return cfg
 }
 
-// sinkConsumerConfig: the durable "sink" consumer of RESULTS or DLQ. It
-// never gives a message up (MaxDeliver -1): nothing leaves unstored.
-func (c *Conn) sinkConsumerConfig(subject string, cfg SinkConfig) jetstream.ConsumerConfig {
-	pending := max(4*cfg.Batch, 1024)
-	return jetstream.ConsumerConfig{
-		Durable:           SinkConsumer,
-		Description:       "pipeline sink (analytics index)",
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-		AckPolicy:         jetstream.AckExplicitPolicy,
-		AckWait:           sinkAckWait,
-		MaxDeliver:        -1,
-		FilterSubject:     subject + ".>",
-		ReplayPolicy:      jetstream.ReplayInstantPolicy,
-		MaxWaiting:        consumerMaxWaiting,
-		MaxAckPending:     pending,
-		MaxRequestBatch:   pending,
-		MaxRequestExpires: maxRequestExpires,
-		InactiveThreshold: 0,
-		Replicas:          c.cfg.Replicas,
-	}
+// Sink indexes RESULTS and DLQ into a SinkIndex. The streams are the
+// record; the index keeps a cursor per stream (every message up to it is
+// indexed), written in the same transaction as the rows, and the sink
+// resumes from it after a restart or a crash.
+//
+// The workers of the same process hand every outcome they stored over to
+// Offer (WorkerConfig.Stored), with its stream sequence, so the sink does
+// not read it back from the broker. What never arrives that way (other
+// processes' outcomes, what a crash lost between the publish and the hand
+// over, an offer dropped while the sink was busy) is a gap: a sequence the
+// stream holds, missing for longer than a short grace. The sink reads gaps
+// from the stream with an ordered consumer. Writing a message twice
+// changes nothing, so an outcome that arrives both ways is harmless.
+type Sink struct {
+	c      *Conn
+	cfg    SinkConfig
+	idx    SinkIndex
+	log    *slog.Logger
+	offers chan SinkMsg
+
+	mu      sync.Mutex
+	cursors map[string]uint64 // committed, for Idle and Progress
+
+	dropped atomic.Int64 // offers refused because the sink was behind
+	handed  int64        // messages written from an offer (loop only)
+	read    int64        // messages written from the streams (loop only)
 }
 
-// RunSink consumes RESULTS and DLQ with the durable "sink" consumer (one on
-// each stream) and calls write with batches of up to Batch messages, waiting
-// at most MaxWait to fill one. write is never called concurrently. Messages
-// are acked only after write returns nil; on error they are naked with a
-// growing delay and redelivered, so nothing is acked unstored. RunSink
-// returns nil when ctx is done (after writing what it holds) or, with
-// UntilIdle, once both consumers have nothing pending or unacked.
-func (c *Conn) RunSink(ctx context.Context, cfg SinkConfig, write func(ctx context.Context, batch []SinkMsg) error) error {
+// NewSink returns a sink writing into idx; Run starts it.
+func (c *Conn) NewSink(idx SinkIndex, cfg SinkConfig) *Sink {
 	cfg = cfg.withDefaults()
 	log := c.log
 	if cfg.Logger != nil {
 		log = cfg.Logger
 	}
-	var iters []jetstream.MessagesContext
-	defer func() {
-		for _, it := range iters {
-			it.Stop()
-		}
-	}()
-	for _, sc := range []struct{ stream, subject string }{{StreamResults, SubjectResults}, {StreamDLQ, SubjectDLQ}} {
-		cons, err := c.ensureConsumer(ctx, sc.stream, c.sinkConsumerConfig(sc.subject, cfg))
-		if err != nil {
-			return err
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(cfg.Batch), jetstream.WithMessagesErrOnMissingHeartbeat(false))
-		if err != nil {
-			return fmt.Errorf("consuming %s: %w", sc.stream, err)
-		}
-		iters = append(iters, it)
-	}
-
-	msgs := make(chan jetstream.Msg, cfg.Batch)
-	done := make(chan struct{})
-	var feeders sync.WaitGroup
-	for _, it := range iters {
-		feeders.Go(func() { feed(it, msgs, done, log) })
-	}
-	defer func() {
-		close(done)
-		for _, it := range iters {
-			it.Stop()
-		}
-		feeders.Wait()
-	}()
-
-	s := &sinkLoop{c: c, cfg: cfg, log: log, write: write}
-	return s.run(ctx, msgs)
+	return &Sink{c: c, cfg: cfg, idx: idx, log: log, offers: make(chan SinkMsg, 4*cfg.Batch), cursors: map[string]uint64{}}
 }
 
-// feed moves messages from one iterator to the sink loop.
-func feed(it jetstream.MessagesContext, out chan<- jetstream.Msg, done <-chan struct{}, log *slog.Logger) {
+// Offer hands over a message the caller stored in RESULTS or DLQ (with its
+// stream sequence from the publish's ack). When the sink is behind, Offer
+// waits up to offerWait for room (the workers slow down to the index's
+// pace rather than make it read the message back from the broker, which
+// costs more); after that the message is dropped and read from the stream
+// later. It reports whether the sink took the message.
+func (s *Sink) Offer(m SinkMsg) bool {
+	if m.Sequence == 0 || (m.Stream != StreamResults && m.Stream != StreamDLQ) {
+		return false
+	}
+	select {
+	case s.offers <- m:
+		return true
+	default:
+	}
+	t := time.NewTimer(offerWait)
+	defer t.Stop()
+	select {
+	case s.offers <- m:
+		return true
+	case <-t.C:
+		s.dropped.Add(1)
+		return false
+	}
+}
+
+// Progress returns, per stream, the sequence up to which the index holds
+// every message.
+func (s *Sink) Progress() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.cursors))
+	for k, v := range s.cursors {
+		out[k] = v
+	}
+	return out
+}
+
+// sinkStream is the sink's view of one stream.
+type sinkStream struct {
+	name   string
+	cursor uint64 // every sequence up to here is indexed (or absent)
+	saved  uint64 // the cursor as the index has it
+	// held: sequences above cursor the sink has; true once written (or
+	// found absent), false while waiting in the batch.
+	held map[uint64]bool
+	// seen: the stream's last sequence as observed, oldest first; a
+	// sequence up to one observed at least GapGrace ago is due.
+	seen []observed
+	due  uint64
+}
+
+type observed struct {
+	at   time.Time
+	last uint64
+}
+
+// missing returns the first sequence above cursor the sink does not have.
+func (st *sinkStream) missing() uint64 {
+	seq := st.cursor + 1
 	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			log.Debug("sink consumer", "err", err)
-			select {
-			case <-done:
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
+		if _, ok := st.held[seq]; !ok {
+			return seq
 		}
-		select {
-		case out <- msg:
-		case <-done:
-			return // unacked: redelivered after the sink's ack wait
+		seq++
+	}
+}
+
+// advanced is where the cursor stands once every held sequence is written.
+func (st *sinkStream) advanced() uint64 {
+	c := st.cursor
+	for {
+		if _, ok := st.held[c+1]; !ok {
+			return c
+		}
+		c++
+	}
+}
+
+// commit moves the cursor over the written sequences.
+func (st *sinkStream) commit() {
+	for st.held[st.cursor+1] {
+		delete(st.held, st.cursor+1)
+		st.cursor++
+	}
+}
+
+// jump moves the cursor to seq (the stream no longer holds what is below).
+func (st *sinkStream) jump(seq uint64) {
+	for s := range st.held {
+		if s <= seq {
+			delete(st.held, s)
 		}
 	}
+	st.cursor = seq
+	st.commit()
+}
+
+// Run indexes the streams until ctx is done (after writing what it holds,
+// within sinkFlushTimeout) or, with UntilIdle, until the index holds every
+// message of both streams. A failed write is retried with a growing delay
+// (at most 30s) and nothing moves on meanwhile: nothing is skipped.
+func (s *Sink) Run(ctx context.Context) error {
+	cur, err := s.idx.Cursors(ctx)
+	if err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	streams := []*sinkStream{{name: StreamResults}, {name: StreamDLQ}}
+	for _, st := range streams {
+		st.cursor, st.saved, st.held = cur[st.name], cur[st.name], map[uint64]bool{}
+		s.c.dropLegacySinkConsumer(ctx, st.name, s.log)
+	}
+	l := &sinkLoop{Sink: s, streams: streams, batch: make([]SinkMsg, 0, s.cfg.Batch)}
+	l.publish()
+	defer func() {
+		s.log.Debug("sink stopped", "handed_over", s.handed, "read_from_streams", s.read, "offers_dropped", s.dropped.Load(),
+			"results_cursor", streams[0].cursor, "dlq_cursor", streams[1].cursor)
+	}()
+	return l.run(ctx)
 }
 
 type sinkLoop struct {
-	c     *Conn
-	cfg   SinkConfig
-	log   *slog.Logger
-	write func(ctx context.Context, batch []SinkMsg) error
-	fails int
+	*Sink
+	streams []*sinkStream
+	batch   []SinkMsg
+	fails   int
 }
 
-func (s *sinkLoop) run(ctx context.Context, msgs <-chan jetstream.Msg) error {
-	batch := make([]jetstream.Msg, 0, s.cfg.Batch)
+func (l *sinkLoop) stream(name string) *sinkStream {
+	for _, st := range l.streams {
+		if st.name == name {
+			return st
+		}
+	}
+	return nil
+}
+
+func (l *sinkLoop) run(ctx context.Context) error {
+	tick := time.NewTicker(l.cfg.MaxWait)
+	defer tick.Stop()
 	idleStreak := 0
-	idleTick := time.NewTicker(max(s.cfg.MaxWait, idlePollInterval))
-	defer idleTick.Stop()
 	for {
-		// Wait for the first message of a batch.
 		select {
 		case <-ctx.Done():
+			l.flushOnStop(ctx)
 			return nil
-		case m := <-msgs:
-			batch = append(batch, m)
-			idleStreak = 0
-		case <-idleTick.C:
-			if !s.cfg.UntilIdle {
-				continue
-			}
-			idle, err := s.c.sinkIdleOnce(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				s.log.Warn("checking whether the sink is idle", "err", err)
-				continue
-			}
-			if !idle || len(msgs) > 0 {
-				idleStreak = 0
-				continue
-			}
-			if idleStreak++; idleStreak >= 2 {
+		case m := <-l.offers:
+			l.take(m)
+			if len(l.batch) >= l.cfg.Batch && !l.flush(ctx) {
 				return nil
 			}
 			continue
+		case <-tick.C:
 		}
-		// Fill it up to Batch or MaxWait.
-		timer := time.NewTimer(s.cfg.MaxWait)
-	fill:
-		for len(batch) < s.cfg.Batch {
-			select {
-			case m := <-msgs:
-				batch = append(batch, m)
-			case <-timer.C:
-				break fill
-			case <-ctx.Done():
-				break fill
+		caught, err := l.observe(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				l.flushOnStop(ctx)
+				return nil
+			}
+			l.log.Warn("sink: reading the streams' state", "err", err)
+		}
+		if err == nil {
+			if err := l.readGaps(ctx); err != nil {
+				if ctx.Err() != nil {
+					l.flushOnStop(ctx)
+					return nil
+				}
+				l.log.Warn("sink: reading missing outcomes from the streams", "err", err)
 			}
 		}
-		timer.Stop()
-		s.flush(ctx, batch)
-		batch = batch[:0]
+		if (len(l.batch) > 0 || l.moved()) && !l.flush(ctx) {
+			return nil
+		}
+		l.publish()
+		if !l.cfg.UntilIdle {
+			continue
+		}
+		if err == nil && caught && len(l.batch) == 0 && len(l.offers) == 0 && l.caughtUp() {
+			if idleStreak++; idleStreak >= 2 {
+				return nil
+			}
+		} else {
+			idleStreak = 0
+		}
 	}
 }
 
-// flush writes one batch and acks it, or naks it all when write fails. When
-// ctx is done the batch is still written, within sinkFlushTimeout.
-func (s *sinkLoop) flush(ctx context.Context, batch []jetstream.Msg) {
-	wctx := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), sinkFlushTimeout)
-		defer cancel()
-	}
-	out := make([]SinkMsg, len(batch))
-	for i, m := range batch {
-		out[i] = toSinkMsg(m)
-	}
-	stopBeats := inProgressWhile(batch, sinkAckWait/3)
-	err := s.write(wctx, out)
-	stopBeats()
-	if err != nil {
-		s.fails++
-		delay := jitter(min(time.Second<<min(s.fails-1, 5), sinkMaxBackoff))
-		s.log.Warn("sink write failed; batch handed back", "messages", len(batch), "retry_in", delay, "err", err)
-		for _, m := range batch {
-			_ = m.NakWithDelay(delay)
-		}
+// take adds an offered message to the batch unless the sink has it.
+func (l *sinkLoop) take(m SinkMsg) {
+	st := l.stream(m.Stream)
+	if st == nil || m.Sequence <= st.cursor {
 		return
 	}
-	s.fails = 0
-	for _, m := range batch {
-		if err := m.Ack(); err != nil {
-			s.log.Warn("acking a stored sink message (redelivery is idempotent)", "subject", m.Subject(), "err", err)
-		}
+	if _, ok := st.held[m.Sequence]; ok {
+		return
 	}
+	st.held[m.Sequence] = false
+	l.batch = append(l.batch, m)
+	l.handed++
 }
 
-// inProgressWhile tells the server every period that the batch is still
-// being worked on, until the returned stop is called.
-func inProgressWhile(batch []jetstream.Msg, period time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(period)
-		defer t.Stop()
+// observe reads each stream's first and last sequence, moves the cursor
+// past what the stream no longer holds, and updates which sequences are
+// due. caught reports whether every cursor had reached its stream's last
+// sequence when observed.
+func (l *sinkLoop) observe(ctx context.Context) (caught bool, err error) {
+	now := time.Now()
+	caught = true
+	for _, st := range l.streams {
+		info, err := l.c.streamState(ctx, st.name)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case info.LastSeq < st.cursor:
+			l.log.Warn("sink: the stream is behind the index's cursor (stream re-created?); reading it again from its start",
+				"stream", st.name, "cursor", st.cursor, "last_seq", info.LastSeq)
+			st.held = map[uint64]bool{}
+			st.cursor, st.seen, st.due = 0, nil, 0
+			st.jump(info.FirstSeq - min(info.FirstSeq, 1))
+		case info.FirstSeq > st.cursor+1:
+			if st.advanced() < info.FirstSeq-1 {
+				l.log.Warn("sink: messages left the stream before they were indexed (stream limits or purge)",
+					"stream", st.name, "cursor", st.cursor, "first_seq", info.FirstSeq)
+			}
+			st.jump(info.FirstSeq - 1)
+		}
+		st.seen = append(st.seen, observed{at: now, last: info.LastSeq})
+		for len(st.seen) > 0 && now.Sub(st.seen[0].at) >= l.cfg.GapGrace {
+			st.due = max(st.due, st.seen[0].last)
+			st.seen = st.seen[1:]
+		}
+		if st.advanced() < info.LastSeq {
+			caught = false
+		}
+	}
+	return caught, nil
+}
+
+// readGaps reads from the streams the due sequences the sink does not have,
+// writing full batches as it goes.
+func (l *sinkLoop) readGaps(ctx context.Context) error {
+	for _, st := range l.streams {
 		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
+			lo := st.missing()
+			if lo > st.due {
+				break
 			}
-			for _, m := range batch {
-				_ = m.InProgress() // best effort: a lost one costs a redelivery, written idempotently
+			n := int(min(st.due-lo+1, uint64(max(l.cfg.Batch-len(l.batch), 1))))
+			if err := l.readRange(ctx, st, lo, n); err != nil {
+				return err
+			}
+			if len(l.batch) >= l.cfg.Batch && !l.flush(ctx) {
+				return ctx.Err()
 			}
 		}
+	}
+	return nil
+}
+
+// readRange reads up to n messages of st from sequence lo (an ordered,
+// ephemeral consumer; nothing is acked). Sequences it passes over that the
+// stream does not hold are marked absent, so the cursor moves past them.
+func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n int) error {
+	s, err := l.c.js.Stream(ctx, st.name)
+	if err != nil {
+		return fmt.Errorf("looking up stream %s: %w", st.name, err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   lo,
 	})
-	return func() {
-		close(done)
-		wg.Wait()
+	if err != nil {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
+	}
+	res, err := cons.FetchNoWait(n)
+	if err != nil {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
+	}
+	next := lo // the first sequence not accounted for
+	pendingAfter := uint64(1)
+	dseq := uint64(1) // a fresh consumer delivers 1, 2, ...: a jump is a lost delivery
+	broken := false
+	for msg := range res.Messages() {
+		meta, merr := msg.Metadata()
+		if broken || merr != nil || meta.Sequence.Consumer != dseq {
+			broken = true // take nothing more from this read: the next one starts over
+			continue
+		}
+		dseq++
+		m := toSinkMsg(msg)
+		for ; next < m.Sequence; next++ {
+			l.absent(st, next)
+		}
+		next = m.Sequence + 1
+		pendingAfter = meta.NumPending
+		if _, ok := st.held[m.Sequence]; ok || m.Sequence > st.due {
+			continue
+		}
+		st.held[m.Sequence] = false
+		l.batch = append(l.batch, m)
+		l.read++
+	}
+	if err := res.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
+	}
+	if broken {
+		return fmt.Errorf("reading stream %s from %d: a delivery was lost; reading again", st.name, lo)
+	}
+	if next == lo || pendingAfter == 0 {
+		// Nothing at or after next: what is due from there is absent.
+		for ; next <= st.due; next++ {
+			l.absent(st, next)
+		}
+	}
+	return nil
+}
+
+// absent marks a sequence the stream does not hold (deleted, purged).
+func (l *sinkLoop) absent(st *sinkStream, seq uint64) {
+	if seq <= st.cursor {
+		return
+	}
+	if _, ok := st.held[seq]; !ok {
+		st.held[seq] = true
 	}
 }
 
-func toSinkMsg(m jetstream.Msg) SinkMsg {
-	sm := SinkMsg{Subject: m.Subject(), Data: m.Data(), MsgID: m.Headers().Get(jetstream.MsgIDHeader)}
-	if meta, err := m.Metadata(); err == nil {
-		sm.Stream = meta.Stream
-		sm.Sequence = meta.Sequence.Stream
-		sm.Time = meta.Timestamp
+// flush writes the batch with the cursors it completes, retrying with a
+// growing delay until it is written. It returns false when ctx ended first
+// (the batch is then written within sinkFlushTimeout, or left to the next
+// run, which starts from the stored cursors).
+func (l *sinkLoop) flush(ctx context.Context) bool {
+	for {
+		err := l.write(ctx)
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			l.flushOnStop(ctx)
+			return false
+		}
+		l.fails++
+		delay := jitter(min(time.Second<<min(l.fails-1, 5), sinkMaxBackoff))
+		l.log.Warn("sink write failed; retrying", "messages", len(l.batch), "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			l.flushOnStop(ctx)
+			return false
+		case <-time.After(delay):
+		}
 	}
-	return sm
 }
 
-// SinkIdle blocks until the sink consumers of RESULTS and DLQ have nothing
-// pending or unacked (seen twice in a row, polled every 50ms), or ctx ends.
-// A stream whose sink consumer does not exist yet is idle only if empty.
-func (c *Conn) SinkIdle(ctx context.Context) error {
+// flushOnStop writes what the sink holds once ctx is done, bounded.
+func (l *sinkLoop) flushOnStop(ctx context.Context) {
+	if len(l.batch) == 0 && !l.moved() {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sinkFlushTimeout)
+	defer cancel()
+	if err := l.write(wctx); err != nil {
+		l.log.Warn("sink: could not write its last batch; the next run reads it from the streams", "messages", len(l.batch), "err", err)
+	}
+}
+
+func (l *sinkLoop) write(ctx context.Context) error {
+	cursors := make(map[string]uint64, len(l.streams))
+	for _, st := range l.streams {
+		if c := st.advanced(); c != st.saved {
+			cursors[st.name] = c
+		}
+	}
+	if err := l.idx.Write(ctx, l.batch, cursors); err != nil {
+		return err
+	}
+	l.fails = 0
+	// Everything held and not written was in the batch: all written now.
+	for _, st := range l.streams {
+		for seq := range st.held {
+			st.held[seq] = true
+		}
+		st.commit()
+		if c, ok := cursors[st.name]; ok {
+			st.saved = c
+		}
+	}
+	clear(l.batch)
+	l.batch = l.batch[:0]
+	l.publish()
+	return nil
+}
+
+// moved reports whether a cursor moved without a message to write (only
+// absent sequences, or the stream's first sequence jumped).
+func (l *sinkLoop) moved() bool {
+	for _, st := range l.streams {
+		if st.advanced() != st.saved {
+			return true
+		}
+	}
+	return false
+}
+
+// caughtUp reports whether every stream's cursor covers all the sink has.
+func (l *sinkLoop) caughtUp() bool {
+	for _, st := range l.streams {
+		if len(st.held) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// publish makes the committed cursors visible to Progress and Idle.
+func (l *sinkLoop) publish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, st := range l.streams {
+		l.cursors[st.name] = st.cursor
+	}
+}
+
+// Idle blocks until the index holds every message RESULTS and DLQ held
+// when it was called (seen twice, polled every 50ms), or ctx ends. Call it
+// after the workers stopped, before cancelling Run.
+func (s *Sink) Idle(ctx context.Context) error {
+	want := map[string]uint64{}
+	for _, name := range []string{StreamResults, StreamDLQ} {
+		info, err := s.c.streamState(ctx, name)
+		if err != nil {
+			return err
+		}
+		want[name] = info.LastSeq
+	}
 	t := time.NewTicker(idlePollInterval)
 	defer t.Stop()
 	streak := 0
 	for {
-		idle, err := c.sinkIdleOnce(ctx)
-		if err != nil {
-			return err
+		got := s.Progress()
+		done := true
+		for name, last := range want {
+			if got[name] < last {
+				done = false
+			}
 		}
-		if idle {
+		if done {
 			if streak++; streak >= 2 {
 				return nil
 			}
@@ -286,26 +538,34 @@ func (c *Conn) SinkIdle(ctx context.Context) error {
 	}
 }
 
-func (c *Conn) sinkIdleOnce(ctx context.Context) (bool, error) {
-	for _, name := range []string{StreamResults, StreamDLQ} {
-		s, err := c.js.Stream(ctx, name)
-		if err != nil {
-			return false, fmt.Errorf("looking up stream %s: %w", name, err)
-		}
-		cons, err := s.Consumer(ctx, SinkConsumer)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			if s.CachedInfo().State.Msgs > 0 {
-				return false, nil
-			}
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("looking up consumer %s on %s: %w", SinkConsumer, name, err)
-		}
-		info := cons.CachedInfo()
-		if info.NumPending > 0 || info.NumAckPending > 0 {
-			return false, nil
-		}
+// streamState reads a stream's state from the server.
+func (c *Conn) streamState(ctx context.Context, name string) (jetstream.StreamState, error) {
+	s, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return jetstream.StreamState{}, fmt.Errorf("looking up stream %s: %w", name, err)
 	}
-	return true, nil
+	return s.CachedInfo().State, nil
+}
+
+// dropLegacySinkConsumer deletes the durable "sink" consumer earlier
+// versions read a stream with; the cursors replace it. Best effort.
+func (c *Conn) dropLegacySinkConsumer(ctx context.Context, stream string, log *slog.Logger) {
+	err := c.js.DeleteConsumer(ctx, stream, SinkConsumer)
+	switch {
+	case err == nil:
+		log.Info("sink: deleted the durable consumer of an earlier version (the index now keeps its own cursor)", "stream", stream, "consumer", SinkConsumer)
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	default:
+		log.Debug("sink: deleting the earlier durable consumer", "stream", stream, "err", err)
+	}
+}
+
+func toSinkMsg(m jetstream.Msg) SinkMsg {
+	sm := SinkMsg{Subject: m.Subject(), Data: m.Data(), MsgID: m.Headers().Get(jetstream.MsgIDHeader)}
+	if meta, err := m.Metadata(); err == nil {
+		sm.Stream = meta.Stream
+		sm.Sequence = meta.Sequence.Stream
+		sm.Time = meta.Timestamp
+	}
+	return sm
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,17 +35,125 @@ func publishOutcomes(t *testing.T, c *Conn, results, dead int) []string {
 	return ids
 }
 
-func TestRunSinkAcksOnlyAfterWrite(t *testing.T) {
+// memIndex is a SinkIndex in memory that checks how the sink uses it.
+type memIndex struct {
+	t         *testing.T
+	mu        sync.Mutex
+	cursors   map[string]uint64
+	stored    map[string]int  // message id -> times written
+	offered   map[string]bool // written with a Record (handed over, not read back)
+	failFirst int             // writes that fail before the index works
+	failed    int
+	maxBatch  int
+	inWrite   bool
+}
+
+func newMemIndex(t *testing.T) *memIndex {
+	return &memIndex{t: t, cursors: map[string]uint64{}, stored: map[string]int{}, offered: map[string]bool{}}
+}
+
+func (x *memIndex) Cursors(context.Context) (map[string]uint64, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.cursors), nil
+}
+
+func (x *memIndex) Write(_ context.Context, batch []SinkMsg, cursors map[string]uint64) error {
+	x.mu.Lock()
+	if x.inWrite {
+		x.t.Error("Write called concurrently")
+	}
+	x.inWrite = true
+	x.mu.Unlock()
+	defer func() {
+		x.mu.Lock()
+		x.inWrite = false
+		x.mu.Unlock()
+	}()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.maxBatch = max(x.maxBatch, len(batch))
+	if x.failed < x.failFirst {
+		x.failed++
+		return errors.New("database is locked")
+	}
+	for _, m := range batch {
+		if m.MsgID == "" || m.Sequence == 0 || m.Stream == "" {
+			x.t.Errorf("sink message without id or position: %+v", m)
+		}
+		x.stored[m.MsgID]++
+		if m.Record != nil {
+			x.offered[m.MsgID] = true
+		}
+	}
+	for k, v := range cursors {
+		x.cursors[k] = v
+	}
+	return nil
+}
+
+// check reports ids not stored exactly once, or stored and not in want.
+func (x *memIndex) check(t *testing.T, want []string) {
+	t.Helper()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var got []string
+	for id, n := range x.stored {
+		got = append(got, id)
+		if n != 1 {
+			t.Errorf("%s written %d times", id, n)
+		}
+	}
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("stored %d ids %v\nwant %d %v", len(got), got, len(want), want)
+	}
+}
+
+func (x *memIndex) cursor(stream string) uint64 {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.cursors[stream]
+}
+
+func lastSeq(t *testing.T, c *Conn, stream string) uint64 {
+	t.Helper()
+	st, err := c.streamState(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.LastSeq
+}
+
+// runSink runs a sink until idle.
+func runSink(t *testing.T, c *Conn, idx SinkIndex, cfg SinkConfig) *Sink {
+	t.Helper()
+	cfg.UntilIdle = true
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = 10 * time.Millisecond
+	}
+	if cfg.GapGrace == 0 {
+		cfg.GapGrace = 10 * time.Millisecond
+	}
+	s := c.NewSink(idx, cfg)
+	if err := s.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSinkReadsTheStreamsIntoTheIndex(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name      string
 		results   int
 		dead      int
-		failFirst int // write calls that fail before the store works
+		failFirst int
 		batch     int
 	}{
 		{name: "all written", results: 30, dead: 7, batch: 10},
-		{name: "write fails once then redelivered", results: 20, dead: 5, failFirst: 1, batch: 500},
+		{name: "write fails twice then the same batch is written", results: 20, dead: 5, failFirst: 2, batch: 500},
 		{name: "empty", batch: 10},
 	}
 	for _, tc := range cases {
@@ -52,101 +161,229 @@ func TestRunSinkAcksOnlyAfterWrite(t *testing.T) {
 			t.Parallel()
 			c := newConn(t)
 			ids := publishOutcomes(t, c, tc.results, tc.dead)
-			var mu sync.Mutex
-			stored := map[string]int{}
-			calls, failed, maxBatch := 0, 0, 0
-			var inWrite bool
-			write := func(ctx context.Context, batch []SinkMsg) error {
-				mu.Lock()
-				defer mu.Unlock()
-				if inWrite {
-					t.Error("write called concurrently")
-				}
-				calls++
-				maxBatch = max(maxBatch, len(batch))
-				if failed < tc.failFirst {
-					failed++
-					return errors.New("database is locked")
-				}
-				for _, m := range batch {
-					if m.MsgID == "" || m.Sequence == 0 || m.Stream == "" {
-						t.Errorf("sink message without id or position: %+v", m)
-					}
-					stored[m.MsgID]++
-				}
-				return nil
+			idx := newMemIndex(t)
+			idx.failFirst = tc.failFirst
+			s := runSink(t, c, idx, SinkConfig{Batch: tc.batch})
+			idx.check(t, ids)
+			if idx.maxBatch > tc.batch {
+				t.Errorf("batch of %d, above %d", idx.maxBatch, tc.batch)
 			}
-			err := c.RunSink(t.Context(), SinkConfig{Batch: tc.batch, MaxWait: 20 * time.Millisecond, UntilIdle: true}, write)
-			if err != nil {
-				t.Fatal(err)
+			if idx.failed != tc.failFirst {
+				t.Errorf("%d failed writes, want %d", idx.failed, tc.failFirst)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			var got []string
-			for id, n := range stored {
-				got = append(got, id)
-				if n != 1 {
-					t.Errorf("%s stored %d times", id, n)
+			for _, name := range []string{StreamResults, StreamDLQ} {
+				last := lastSeq(t, c, name)
+				if got := idx.cursor(name); got != last {
+					t.Errorf("%s: cursor %d in the index, stream's last sequence %d", name, got, last)
+				}
+				if got := s.Progress()[name]; got != last {
+					t.Errorf("%s: Progress %d, want %d", name, got, last)
 				}
 			}
-			slices.Sort(got)
-			if !slices.Equal(got, ids) {
-				t.Errorf("stored %v\nwant %v", got, ids)
-			}
-			if maxBatch > tc.batch {
-				t.Errorf("batch of %d, above %d", maxBatch, tc.batch)
-			}
-			if failed != tc.failFirst {
-				t.Errorf("%d failed writes, want %d", failed, tc.failFirst)
-			}
-			if err := c.SinkIdle(t.Context()); err != nil {
-				t.Errorf("SinkIdle after RunSink: %v", err)
+			if err := s.Idle(t.Context()); err != nil {
+				t.Errorf("Idle after Run: %v", err)
 			}
 		})
 	}
 }
 
-func TestRunSinkWithWorkersAndSinkIdle(t *testing.T) {
+func TestSinkResumesFromTheIndexCursor(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ids := publishOutcomes(t, c, 12, 4)
+	idx := newMemIndex(t)
+	idx.cursors[StreamResults] = 5 // results 1..5 indexed by an earlier run
+	runSink(t, c, idx, SinkConfig{})
+	idx.check(t, slices.Concat(ids[5:12], ids[12:]))
+	if got := idx.cursor(StreamResults); got != 12 {
+		t.Errorf("results cursor %d, want 12", got)
+	}
+
+	// A second run with nothing new writes nothing.
+	before := maps.Clone(idx.stored)
+	runSink(t, c, idx, SinkConfig{})
+	if !maps.Equal(before, idx.stored) {
+		t.Errorf("a run with nothing new wrote: %v -> %v", before, idx.stored)
+	}
+}
+
+func TestSinkMovesPastMessagesTheStreamNoLongerHolds(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ids := publishOutcomes(t, c, 10, 0)
+	s, err := c.js.Stream(t.Context(), StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{3, 7, 10} { // a hole in the middle and at the end
+		if err := s.DeleteMsg(t.Context(), seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx := newMemIndex(t)
+	runSink(t, c, idx, SinkConfig{})
+	var want []string
+	for i, id := range ids {
+		if i+1 != 3 && i+1 != 7 && i+1 != 10 {
+			want = append(want, id)
+		}
+	}
+	idx.check(t, want)
+	if got := idx.cursor(StreamResults); got != 10 {
+		t.Errorf("cursor %d, want 10 (past the deleted messages)", got)
+	}
+
+	// Purged: the cursor jumps to the stream's new start.
+	for i := range 3 {
+		if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(SubjectResults+".invoice", fmt.Sprintf("more-%d", i), []byte(`{}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	runSink(t, c, idx, SinkConfig{})
+	if got := idx.cursor(StreamResults); got != 13 {
+		t.Errorf("after a purge: cursor %d, want 13", got)
+	}
+}
+
+func TestSinkReadsAgainAStreamBehindItsCursor(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ids := publishOutcomes(t, c, 4, 2)
+	idx := newMemIndex(t)
+	// An index kept from a NATS store that was wiped: its cursors are
+	// beyond what the new streams hold.
+	idx.cursors[StreamResults], idx.cursors[StreamDLQ] = 1000, 1000
+	runSink(t, c, idx, SinkConfig{})
+	idx.check(t, ids)
+	if got := idx.cursor(StreamResults); got != 4 {
+		t.Errorf("results cursor %d, want 4", got)
+	}
+}
+
+func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ids := publishOutcomes(t, c, 10, 4)
+	// Hand over the even results and every dead letter, as the workers of
+	// the same process would; the odd results come from another process.
+	msgs := slices.Concat(readAll(t, c, StreamResults, ""), readAll(t, c, StreamDLQ, ""))
+	handed := map[string]bool{}
+	offer := func(s *Sink) {
+		for _, m := range msgs {
+			if m.Stream == StreamResults && m.Sequence%2 == 1 {
+				continue
+			}
+			m.Record = "handed over"
+			if !s.Offer(m) {
+				t.Fatalf("offer of %s refused", m.MsgID)
+			}
+			handed[m.MsgID] = true
+		}
+		if s.Offer(SinkMsg{Stream: StreamResults, MsgID: "no-seq"}) {
+			t.Error("an offer without a sequence (a duplicate publish) was taken")
+		}
+	}
+
+	t.Run("gaps wait for their grace", func(t *testing.T) {
+		idx := newMemIndex(t)
+		s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: time.Hour, UntilIdle: true})
+		offer(s)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		waitFor(t, func() bool { return s.Progress()[StreamDLQ] == 4 })
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		idx.mu.Lock()
+		defer idx.mu.Unlock()
+		if len(idx.stored) != len(handed) {
+			t.Errorf("%d written, want the %d handed over (the gaps are not due)", len(idx.stored), len(handed))
+		}
+		if got := idx.cursors[StreamResults]; got != 0 {
+			t.Errorf("results cursor %d past the gap at 1", got)
+		}
+	})
+
+	t.Run("due gaps are read from the stream", func(t *testing.T) {
+		idx := newMemIndex(t)
+		// The offers are queued before Run, the grace is far longer than
+		// taking them: each message is written once, from the hand-over
+		// when there was one.
+		s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: 500 * time.Millisecond, UntilIdle: true})
+		offer(s)
+		if err := s.Run(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		idx.check(t, ids)
+		for _, id := range ids {
+			if idx.offered[id] != handed[id] {
+				t.Errorf("%s: written from an offer %v, handed over %v", id, idx.offered[id], handed[id])
+			}
+		}
+		if got := idx.cursor(StreamResults); got != 10 {
+			t.Errorf("results cursor %d, want 10", got)
+		}
+	})
+}
+
+// waitFor polls cond (a condition the code under test reaches by itself)
+// until it holds or the test's deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("condition never held")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func TestSinkWithWorkersAndIdle(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	items := jobItems("e2e", "invoice", 50)
 	submit(t, c, items)
-	var mu sync.Mutex
-	var stored []string
+	idx := newMemIndex(t)
+	s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: time.Minute})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	sinkDone := make(chan error, 1)
-	go func() {
-		sinkDone <- c.RunSink(ctx, SinkConfig{MaxWait: 10 * time.Millisecond}, func(ctx context.Context, b []SinkMsg) error {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, m := range b {
-				stored = append(stored, m.MsgID)
-			}
-			return nil
-		})
-	}()
+	go func() { sinkDone <- s.Run(ctx) }()
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
 		if d.Job.ID < "e2e-0010" {
-			return Outcome{Action: ActionDeadLetter, Payload: resultFor(d)}
+			return Outcome{Action: ActionDeadLetter, Payload: resultFor(d), Record: d.Job.ID}
 		}
-		return Outcome{Action: ActionResult, Payload: resultFor(d)}
+		return Outcome{Action: ActionResult, Payload: resultFor(d), Record: d.Job.ID}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{UntilIdle: true, Concurrency: 8}), h); err != nil {
+	cfg := fastWorkers(WorkerConfig{UntilIdle: true, Concurrency: 8})
+	cfg.Stored = func(m SinkMsg) {
+		if !s.Offer(m) {
+			t.Errorf("offer of %s refused", m.MsgID)
+		}
+	}
+	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SinkIdle(t.Context()); err != nil {
+	// Every outcome was handed over: with a minute of grace, Idle returns
+	// only because none had to be read back.
+	if err := s.Idle(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
 	if err := <-sinkDone; err != nil {
-		t.Fatalf("RunSink: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	slices.Sort(stored)
-	if want := msgIDs(toSink(items)); !slices.Equal(stored, want) {
-		t.Errorf("sink stored %d ids, want %d: %v", len(stored), len(want), stored)
+	idx.check(t, msgIDs(toSink(items)))
+	for id := range idx.stored {
+		if !idx.offered[id] {
+			t.Errorf("%s read back from the stream, not handed over", id)
+		}
 	}
 }
 
@@ -254,7 +491,8 @@ func BenchmarkSink(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
-			if err := c.RunSink(b.Context(), SinkConfig{UntilIdle: true, MaxWait: 20 * time.Millisecond}, write); err != nil {
+			sink := c.NewSink(writeOnly(write), SinkConfig{UntilIdle: true, MaxWait: 20 * time.Millisecond, GapGrace: time.Millisecond})
+			if err := sink.Run(b.Context()); err != nil {
 				b.Fatal(err)
 			}
 			cpu := cpuTime(b) - cpu0
@@ -267,6 +505,15 @@ func BenchmarkSink(b *testing.B) {
 	}
 }
 
+// writeOnly is a SinkIndex that starts from nothing and calls write.
+type writeOnly func(ctx context.Context, batch []SinkMsg) error
+
+func (w writeOnly) Cursors(context.Context) (map[string]uint64, error) { return nil, nil }
+
+func (w writeOnly) Write(ctx context.Context, batch []SinkMsg, _ map[string]uint64) error {
+	return w(ctx, batch)
+}
+
 // cpuTime is the CPU time (user + system) this process used so far.
 func cpuTime(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -274,4 +521,30 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestSinkOfferDropsWhenTheSinkIsStuck: a sink that is not taking offers
+// (its index locked, say) holds a worker at most offerWait, then the
+// outcome is left to be read back from the stream.
+func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	s := c.NewSink(newMemIndex(t), SinkConfig{Batch: 1})
+	m := SinkMsg{Stream: StreamResults, MsgID: "x"}
+	for i := range cap(s.offers) {
+		m.Sequence = uint64(i + 1)
+		if !s.Offer(m) {
+			t.Fatalf("offer %d refused with room in the queue", i+1)
+		}
+	}
+	m.Sequence++
+	if s.Offer(m) {
+		t.Fatal("offer taken by a sink that takes nothing")
+	}
+	if got := s.dropped.Load(); got != 1 {
+		t.Errorf("%d offers counted as dropped, want 1", got)
+	}
+	if s.Offer(SinkMsg{Stream: StreamJobs, Sequence: 1}) {
+		t.Error("an offer from the JOBS stream was taken")
+	}
 }

@@ -21,7 +21,8 @@
 // they arrived. Metric children are resolved once per schema.
 //
 // Serve runs ingest's worker runtime and, with a Store, the sink that
-// indexes outcomes into SQLite; the sink outlives the workers so that
+// indexes outcomes into SQLite (Index); the workers hand the sink each
+// outcome they stored, already decoded, and the sink outlives them so that
 // everything published is indexed before Serve returns.
 //
 //	h, _ := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: "sim"})

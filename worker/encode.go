@@ -16,7 +16,23 @@ import (
 // json.Marshal would scan and compact both again. It writes into one
 // buffer sized for the outcome, without reflection.
 func encodeOutcome(o dlq.Outcome) []byte {
-	b := make([]byte, 0, outcomeSize(&o))
+	b, _, _ := encodeOutcomeSpans(o)
+	return b
+}
+
+// record encodes o and returns the message with o as the sink indexes it
+// (dlq.Encoded: the payload is cut from the message, nothing is decoded).
+func record(o dlq.Outcome) ([]byte, *dlq.Outcome) {
+	b, data, job := encodeOutcomeSpans(o)
+	r := dlq.Encoded(o, b, data, job)
+	return b, &r
+}
+
+// encodeOutcomeSpans is encodeOutcome that also says where the "data"
+// member (with its comma) and the job's value are in the message.
+func encodeOutcomeSpans(o dlq.Outcome) (b []byte, data, job [2]int) {
+	data, job = [2]int{-1, -1}, [2]int{-1, -1}
+	b = make([]byte, 0, outcomeSize(&o))
 	b = append(b, `{"job_id":`...)
 	b = jsontext.AppendString(b, o.JobID, true)
 	b = append(b, `,"schema":`...)
@@ -56,14 +72,18 @@ func encodeOutcome(o dlq.Outcome) []byte {
 	b = append(b, `,"finished_at":`...)
 	b = appendTime(b, o.FinishedAt)
 	if len(o.Data) > 0 {
+		data[0] = len(b)
 		b = append(b, `,"data":`...)
 		b = append(b, o.Data...)
+		data[1] = len(b)
 	}
 	if len(o.Job) > 0 {
 		b = append(b, `,"job":`...)
+		job[0] = len(b)
 		b = append(b, o.Job...)
+		job[1] = len(b)
 	}
-	return append(b, '}')
+	return append(b, '}'), data, job
 }
 
 func appendAttempt(b []byte, a *dlq.Attempt) []byte {

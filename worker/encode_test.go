@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -139,8 +141,18 @@ func FuzzEncodeOutcome(f *testing.F) {
 			Trace: []dlq.Attempt{{N: 1, Temperature: temp, Raw: raw, Repairs: []string{reason},
 				Diagnostics: []dlq.Diagnostic{{Path: id, Keyword: "type", Received: diag}}}},
 		}
-		if got, want := encodeOutcome(o), referenceEncode(t, o); !bytes.Equal(got, want) {
+		o.Data = json.RawMessage(`{"v":` + strconv.Quote(raw) + `}`)
+		o.Job = json.RawMessage(strconv.Quote(id))
+		got, data, job := encodeOutcomeSpans(o)
+		if want := referenceEncode(t, o); !bytes.Equal(got, want) {
 			t.Fatalf("encodeOutcome:\n%q\nreference:\n%q", got, want)
+		}
+		// The spans the sink cuts the payload with.
+		if s := string(got[data[0]:data[1]]); s != `,"data":`+string(o.Data) {
+			t.Fatalf("data span %q", s)
+		}
+		if s := string(got[job[0]:job[1]]); s != string(o.Job) {
+			t.Fatalf("job span %q", s)
 		}
 	})
 }
@@ -171,4 +183,67 @@ func BenchmarkEncodeOutcome(b *testing.B) {
 			_ = referenceEncode(b, o)
 		}
 	})
+}
+
+// TestRecordIndexesAsDecoded holds what the sink stores from the worker's
+// hand-over (the Outcome with its message, nothing decoded) to what it
+// stores from the same message read back from a stream.
+func TestRecordIndexesAsDecoded(t *testing.T) {
+	t.Parallel()
+	handed, read := openStore(t), openStore(t)
+	var ids []string
+	for _, tc := range outcomeCases() {
+		if tc.o.Status == "" {
+			continue
+		}
+		msg, rec := record(tc.o)
+		if !bytes.Equal(msg, encodeOutcome(tc.o)) {
+			t.Fatalf("%s: record's message differs from encodeOutcome's", tc.name)
+		}
+		dec, err := dlq.DecodeOutcome(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handed.Write(t.Context(), []dlq.Outcome{*rec}); err != nil {
+			t.Fatal(err)
+		}
+		if err := read.Write(t.Context(), []dlq.Outcome{dec}); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, tc.o.JobID)
+	}
+	for _, id := range ids {
+		a, err := handed.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := read.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: from the hand-over\n%+v\nfrom the message\n%+v", id, a, b)
+		}
+	}
+	sa, err := handed.Stats(t.Context(), dlq.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := read.Stats(t.Context(), dlq.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sa, sb) || sa.Jobs != len(ids) {
+		t.Errorf("stats from the hand-over %+v, from the messages %+v (want %d jobs)", sa, sb, len(ids))
+	}
+}
+
+func openStore(t *testing.T) *dlq.Store {
+	t.Helper()
+	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

@@ -50,10 +50,13 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
 	sinkDone := make(chan error, 1)
+	var sink *ingest.Sink
 	if cfg.Store != nil {
-		go func() {
-			sinkDone <- conn.RunSink(sinkCtx, ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log}, Sink(cfg.Store, log))
-		}()
+		sink = conn.NewSink(Index(cfg.Store, log), ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log})
+		// The workers hand their outcomes straight to the sink; it reads
+		// from the streams only what did not arrive that way.
+		cfg.Workers.Stored = func(m ingest.SinkMsg) { sink.Offer(m) }
+		go func() { sinkDone <- sink.Run(sinkCtx) }()
 	} else {
 		sinkDone <- nil
 	}
@@ -78,7 +81,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	if cfg.Store != nil {
 		// Let the sink catch up with what the workers published, bounded.
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.SinkFlush)
-		if err := conn.SinkIdle(flushCtx); err != nil {
+		if err := sink.Idle(flushCtx); err != nil {
 			log.Warn("sink did not catch up before stopping; the rest stays in the streams and is indexed by the next run", "err", err)
 		}
 		cancel()
@@ -94,27 +97,43 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	return errors.Join(werr, serr)
 }
 
-// Sink returns the sink's write function: it decodes RESULTS and DLQ
-// messages into outcomes and stores them in one transaction. An error means
-// nothing of the batch is acknowledged, so nothing leaves the stream unstored.
-// A message that is not an outcome cannot be stored at all: it is logged and
-// skipped rather than blocking the sink forever.
-func Sink(st *dlq.Store, log *slog.Logger) func(context.Context, []ingest.SinkMsg) error {
-	return func(ctx context.Context, batch []ingest.SinkMsg) error {
-		outs := make([]dlq.Outcome, 0, len(batch))
-		for _, msg := range batch {
-			o, err := dlq.DecodeOutcome(msg.Data)
-			if err != nil {
-				log.Error("sink: skipping a message that is not an outcome", "subject", msg.Subject, "err", err)
-				continue
-			}
-			outs = append(outs, o)
+// Index returns the SQLite index as the sink writes it: RESULTS and DLQ
+// messages decoded into outcomes (or taken as the worker of the same
+// process built them) and stored with the stream cursors in one
+// transaction. An error means nothing of the batch is stored. A message
+// that is not an outcome cannot be stored at all: it is logged and skipped
+// rather than blocking the sink forever.
+func Index(st *dlq.Store, log *slog.Logger) ingest.SinkIndex {
+	return &index{st: st, log: log}
+}
+
+type index struct {
+	st  *dlq.Store
+	log *slog.Logger
+}
+
+func (x *index) Cursors(ctx context.Context) (map[string]uint64, error) {
+	return x.st.Cursors(ctx)
+}
+
+func (x *index) Write(ctx context.Context, batch []ingest.SinkMsg, cursors map[string]uint64) error {
+	outs := make([]dlq.Outcome, 0, len(batch))
+	for _, msg := range batch {
+		if rec, ok := msg.Record.(*dlq.Outcome); ok {
+			outs = append(outs, *rec) // handed over by this process's worker
+			continue
 		}
-		if err := st.Write(ctx, outs); err != nil {
-			return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
+		o, err := dlq.DecodeOutcome(msg.Data)
+		if err != nil {
+			x.log.Error("sink: skipping a message that is not an outcome", "subject", msg.Subject, "stream", msg.Stream, "seq", msg.Sequence, "err", err)
+			continue
 		}
-		return nil
+		outs = append(outs, o)
 	}
+	if err := x.st.WriteWithCursors(ctx, outs, cursors); err != nil {
+		return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
+	}
+	return nil
 }
 
 func pollPending(ctx context.Context, conn *ingest.Conn, st *dlq.Store, m *Metrics, log *slog.Logger) {

@@ -131,7 +131,8 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
-		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: encodeOutcome(out)}
+		msg, rec := record(out)
+		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: msg, Record: rec}
 	case heal.ClassAuth:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
@@ -156,7 +157,8 @@ func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason,
 	out.FinishedAt = h.cfg.Now()
 	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
-	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: encodeOutcome(out),
+	msg, rec := record(out)
+	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: msg, Record: rec,
 		Reason: class + ": " + reason}
 }
 

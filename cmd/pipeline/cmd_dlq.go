@@ -204,36 +204,19 @@ func (e *env) dlqCommand() *cli.Command {
 					if err := st.Reset(c.Context); err != nil {
 						return withCode(exitRuntime, err)
 					}
-					write := worker.Sink(st, log)
-					n := 0
-					for _, s := range []struct{ stream, subject string }{
-						{ingest.StreamResults, ingest.SubjectResults + ".>"},
-						{ingest.StreamDLQ, ingest.SubjectDLQ + ".>"},
-					} {
-						var batch []ingest.SinkMsg
-						flush := func(ctx context.Context) error {
-							if len(batch) == 0 {
-								return nil
-							}
-							err := write(ctx, batch)
-							n += len(batch)
-							batch = batch[:0]
-							return err
-						}
-						err := conn.ReadStream(c.Context, s.stream, s.subject, func(m ingest.SinkMsg) error {
-							batch = append(batch, m)
-							if len(batch) == 1000 {
-								return flush(c.Context)
-							}
-							return nil
-						})
-						if err == nil {
-							err = flush(c.Context)
-						}
-						if err != nil {
-							return withCode(exitRuntime, fmt.Errorf("rebuilding from %s: %w", s.stream, err))
-						}
+					// The sink reads the streams from their start into the
+					// empty index, as it would catch up after a crash.
+					if err := conn.NewSink(worker.Index(st, log), ingest.SinkConfig{Batch: 1000, UntilIdle: true, Logger: log}).Run(c.Context); err != nil {
+						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
+					if err := c.Context.Err(); err != nil {
+						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
+					}
+					s, err := st.Stats(c.Context, dlq.Filter{})
+					if err != nil {
+						return withCode(exitRuntime, err)
+					}
+					n := s.Jobs
 					fmt.Fprintf(e.stdout, "indexed %d outcomes\n", n)
 					return nil
 				},

@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
@@ -240,7 +238,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	if spec.SampleEvery > 0 {
-		sampling.Go(func() { samples = sampleLag(sampleCtx, conn, spec.SampleEvery, log) })
+		sampling.Go(func() { samples = sampleLag(sampleCtx, conn, st, spec.SampleEvery, log) })
 	}
 
 	// The handler is the worker's own; the wrapper only adds up the time
@@ -387,18 +385,15 @@ type sample struct {
 }
 
 // sampleLag observes, every period until ctx ends, how many outcomes the
-// streams hold and how many the sink has stored in the index. The sink
-// acks a message only after its batch is committed to SQLite, so "stored"
-// is what its consumers neither have pending nor await an ack for: a
-// lower bound of the index (a commit's acks are in flight for a moment),
-// read from the server rather than with a query that would compete with
-// the sink for the database.
-func sampleLag(ctx context.Context, conn *ingest.Conn, every time.Duration, log *slog.Logger) []sample {
+// streams hold and how many the sink has stored in the index: the streams'
+// last sequences against the cursors the sink commits with its rows (every
+// message up to a cursor is indexed), two rows read from SQLite.
+func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var out []sample
 	for {
-		s, err := sinkProgress(ctx, conn)
+		s, err := sinkProgress(ctx, conn, st)
 		if err == nil {
 			out = append(out, s)
 		} else if ctx.Err() == nil {
@@ -412,27 +407,21 @@ func sampleLag(ctx context.Context, conn *ingest.Conn, every time.Duration, log 
 	}
 }
 
-func sinkProgress(ctx context.Context, conn *ingest.Conn) (sample, error) {
+func sinkProgress(ctx context.Context, conn *ingest.Conn, st *dlq.Store) (sample, error) {
 	s := sample{at: time.Now()}
 	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
-		st, err := conn.JetStream().Stream(ctx, name)
+		str, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
 			return s, fmt.Errorf("looking up stream %s: %w", name, err)
 		}
-		msgs := st.CachedInfo().State.Msgs
-		s.published += msgs
-		cons, err := st.Consumer(ctx, ingest.SinkConsumer)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			continue
-		}
-		if err != nil {
-			return s, fmt.Errorf("looking up the sink consumer on %s: %w", name, err)
-		}
-		info := cons.CachedInfo()
-		waiting := info.NumPending + uint64(info.NumAckPending)
-		if waiting < msgs {
-			s.indexed += msgs - waiting
-		}
+		s.published += str.CachedInfo().State.LastSeq
+	}
+	cursors, err := st.Cursors(ctx)
+	if err != nil {
+		return s, err
+	}
+	for _, seq := range cursors {
+		s.indexed += seq
 	}
 	return s, nil
 }
