@@ -56,7 +56,7 @@ type Sink struct {
 	cfg    SinkConfig
 	idx    SinkIndex
 	log    *slog.Logger
-	offers chan SinkMsg
+	offers offerQueue
 
 	mu      sync.Mutex
 	cursors map[string]uint64 // committed, for Idle and Progress
@@ -73,7 +73,9 @@ func (c *Conn) NewSink(idx SinkIndex, cfg SinkConfig) *Sink {
 	if cfg.Logger != nil {
 		log = cfg.Logger
 	}
-	return &Sink{c: c, cfg: cfg, idx: idx, log: log, offers: make(chan SinkMsg, 4*cfg.Batch), cursors: map[string]uint64{}}
+	s := &Sink{c: c, cfg: cfg, idx: idx, log: log, cursors: map[string]uint64{}}
+	s.offers.init(4 * cfg.Batch)
+	return s
 }
 
 // Offer hands over a message the caller stored in RESULTS or DLQ (with its
@@ -86,20 +88,75 @@ func (s *Sink) Offer(m SinkMsg) bool {
 	if m.Sequence == 0 || (m.Stream != StreamResults && m.Stream != StreamDLQ) {
 		return false
 	}
-	select {
-	case s.offers <- m:
+	if s.offers.put(m) {
 		return true
-	default:
 	}
 	t := time.NewTimer(offerWait)
 	defer t.Stop()
-	select {
-	case s.offers <- m:
-		return true
-	case <-t.C:
-		s.dropped.Add(1)
+	for {
+		select {
+		case <-s.offers.space:
+			if s.offers.put(m) {
+				return true
+			}
+		case <-t.C:
+			s.dropped.Add(1)
+			return false
+		}
+	}
+}
+
+// offerQueue carries offers from the workers to the sink loop: a bounded
+// slice the loop takes whole, so a burst of outcomes wakes the loop once
+// rather than once per outcome.
+type offerQueue struct {
+	mu    sync.Mutex
+	items []SinkMsg
+	max   int
+	bell  chan struct{} // rung when items stops being empty
+	space chan struct{} // rung when the loop took the items
+}
+
+func (q *offerQueue) init(max int) {
+	q.max, q.bell, q.space = max, make(chan struct{}, 1), make(chan struct{}, 1)
+}
+
+// put queues m unless the queue is full.
+func (q *offerQueue) put(m SinkMsg) bool {
+	q.mu.Lock()
+	if len(q.items) >= q.max {
+		q.mu.Unlock()
 		return false
 	}
+	q.items = append(q.items, m)
+	first := len(q.items) == 1
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.bell <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take swaps the queued items for spare (emptied) and returns them.
+func (q *offerQueue) take(spare []SinkMsg) []SinkMsg {
+	q.mu.Lock()
+	items := q.items
+	q.items = spare[:0]
+	q.mu.Unlock()
+	select {
+	case q.space <- struct{}{}:
+	default:
+	}
+	return items
+}
+
+func (q *offerQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.items)
 }
 
 // Progress returns, per stream, the sequence up to which the index holds
@@ -217,15 +274,20 @@ func (l *sinkLoop) run(ctx context.Context) error {
 	tick := time.NewTicker(l.cfg.MaxWait)
 	defer tick.Stop()
 	idleStreak := 0
+	var offered []SinkMsg // the offers taken last, emptied and handed back as spare
 	for {
 		select {
 		case <-ctx.Done():
 			l.flushOnStop(ctx)
 			return nil
-		case m := <-l.offers:
-			l.take(m)
-			if len(l.batch) >= l.cfg.Batch && !l.flush(ctx) {
-				return nil
+		case <-l.offers.bell:
+			offered = l.offers.take(offered)
+			for i, m := range offered {
+				l.take(m)
+				if len(l.batch) >= l.cfg.Batch && !l.flush(ctx) {
+					return nil
+				}
+				offered[i] = SinkMsg{}
 			}
 			continue
 		case <-tick.C:
@@ -254,7 +316,7 @@ func (l *sinkLoop) run(ctx context.Context) error {
 		if !l.cfg.UntilIdle {
 			continue
 		}
-		if err == nil && caught && len(l.batch) == 0 && len(l.offers) == 0 && l.caughtUp() {
+		if err == nil && caught && len(l.batch) == 0 && l.offers.len() == 0 && l.caughtUp() {
 			if idleStreak++; idleStreak >= 2 {
 				return nil
 			}

@@ -531,7 +531,7 @@ func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 	c := newConn(t)
 	s := c.NewSink(newMemIndex(t), SinkConfig{Batch: 1})
 	m := SinkMsg{Stream: StreamResults, MsgID: "x"}
-	for i := range cap(s.offers) {
+	for i := range s.offers.max {
 		m.Sequence = uint64(i + 1)
 		if !s.Offer(m) {
 			t.Fatalf("offer %d refused with room in the queue", i+1)
