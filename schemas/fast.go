@@ -848,6 +848,48 @@ func (sc *scanner) number() (numInfo, bool) {
 	return ni, true
 }
 
+// pow10 holds the powers of ten float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// exactFloat converts the JSON number b (as number scanned it) the way
+// strconv.ParseFloat does, for the common shape only: no exponent and at
+// most 15 digits in all, so the digits are an integer m below 2^53 and the
+// value m / 10^k is one correctly rounded division of two exact floats.
+// ok is false for any other number (ParseFloat takes it).
+func exactFloat(b []byte) (f float64, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	var m uint64
+	digits, frac := 0, -1
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+			if frac >= 0 {
+				frac++
+			}
+		case c == '.':
+			frac = 0
+		default:
+			return 0, false // exponent
+		}
+	}
+	if digits == 0 || digits > 15 {
+		return 0, false
+	}
+	f = float64(m)
+	if frac > 0 {
+		f /= pow10[frac]
+	}
+	if neg {
+		f = -f
+	}
+	return f, true
+}
+
 // num checks the number at pos against n's type and bounds.
 func (sc *scanner) num(n *fastNode) bool {
 	ni, ok := sc.number()
@@ -860,9 +902,13 @@ func (sc *scanner) num(n *fastNode) bool {
 	if len(n.bounds) == 0 {
 		return true
 	}
-	f, err := strconv.ParseFloat(string(sc.doc[ni.start:ni.end]), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return false
+	f, ok := exactFloat(sc.doc[ni.start:ni.end])
+	if !ok {
+		var err error
+		f, err = strconv.ParseFloat(string(sc.doc[ni.start:ni.end]), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return false
+		}
 	}
 	// Conversion to the nearest float64 is monotonic, so a strict order of
 	// the floats is the same strict order of the exact values. Equal floats

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"sort"
@@ -622,6 +623,32 @@ func FuzzFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		for _, s := range ss {
 			checkSound(t, s, doc)
+		}
+	})
+}
+
+// FuzzExactFloat holds exactFloat to strconv.ParseFloat on every number it
+// takes, bit for bit (the sign of zero included).
+func FuzzExactFloat(f *testing.F) {
+	for _, s := range []string{"0", "-0", "1", "12.50", "-0.000000000000001", "123456789012345", "1234567890123456", "0.1", "9007199254740993", "1e5", "99.99", "-12.340"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sc := scanner{doc: []byte(s)}
+		ni, ok := sc.number()
+		if !ok || ni.end != len(s) {
+			return
+		}
+		got, ok := exactFloat([]byte(s))
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			t.Fatalf("ParseFloat(%q): %v", s, err)
+		}
+		if math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("exactFloat(%q) = %v, ParseFloat %v", s, got, want)
 		}
 	})
 }
