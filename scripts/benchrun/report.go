@@ -195,7 +195,7 @@ func renderMarkdown(r *benchRun) string {
 		p("## 3. CPU-bound: zero-latency model vs raw JetStream, K = %d\n\n", r.Opts.CPUK)
 		p("Pipeline: consume, model call, sanitize, validate, publish result, ack, sink into SQLite; the model is either canned (answers at once with one of 16 valid invoices written beforehand: the non-model path alone) or the simulator at zero latency (which writes each instance: model work on the same cores); \"no index\" is the canned case without the sink. ")
 		p("Raw: the same job bytes preloaded into the JOBS work queue, consumed with explicit ack, a result of the pipeline's mean result size published asynchronously, the job acked on its confirmation. ")
-		p("Sink lag: outcomes stored in RESULTS/DLQ against outcomes in the index, sampled every 100 ms; the lag is the longest time between the streams holding n outcomes and the index holding n.\n\n")
+		p("Sink lag: the streams' last sequences against the index's cursors (every message up to a cursor is indexed; the sink commits them with the rows), sampled every 100 ms; the lag is the longest time between the streams holding n outcomes and the index holding n.\n\n")
 		p("| run | jobs | jobs/s | CPU ms/job | CPU cores | CPU wait s | peak RSS MB | sink lag s | job B | result B | run s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for i := range max(len(r.CPU), len(r.CPUSim), len(r.CPUNoIndex), len(r.Raw)) {
 			for _, rs := range [][]caseResult{r.CPU, r.CPUSim, r.CPUNoIndex, r.Raw} {
@@ -220,7 +220,7 @@ func renderMarkdown(r *benchRun) string {
 				p("; with the zero-latency simulator %.0f jobs/s (ratio %.2f: the simulator writes every instance, model work the canned model does not do)", sm, sm/rm)
 			}
 			if nm := medianRate(r.CPUNoIndex); nm > 0 {
-				p("; without the index %.0f jobs/s (ratio %.2f: the workers alone, nothing reads the outcomes into SQLite, a diagnostic and not a deployment; the difference is what the sink costs: each result delivered and acked a second time, decoded and inserted)", nm, nm/rm)
+				p("; without the index %.0f jobs/s (ratio %.2f: the workers alone, nothing reads the outcomes into SQLite, a diagnostic and not a deployment; the difference is what the sink costs: each outcome, handed over by the worker that stored it, inserted into SQLite)", nm, nm/rm)
 			}
 			p(".\n")
 		}
