@@ -7,18 +7,32 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
+// safeJSON and safeHTML tell the ASCII bytes AppendString copies as they
+// are, without and with HTML escaping.
+var safeJSON, safeHTML = func() (j, h [utf8.RuneSelf]bool) {
+	for c := range utf8.RuneSelf {
+		j[c] = c >= 0x20 && c != '"' && c != '\\'
+		h[c] = j[c] && c != '<' && c != '>' && c != '&'
+	}
+	return j, h
+}()
+
 // AppendString appends s as a JSON string. With html, it escapes as
 // encoding/json.Marshal does by default: <, >, & and U+2028, U+2029 as \u
 // escapes as well. Without, only what JSON requires. Either way \b, \f, \n,
 // \r, \t get their short escapes, other control characters \u00XX, and
 // invalid UTF-8 \ufffd.
 func AppendString(b []byte, s string, html bool) []byte {
+	safe := &safeJSON
+	if html {
+		safe = &safeHTML
+	}
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && (!html || (c != '<' && c != '>' && c != '&')) {
+			if safe[c] {
 				i++
 				continue
 			}

@@ -2,6 +2,7 @@ package jsontext
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -132,4 +133,15 @@ func FuzzAppendUnescaped(f *testing.F) {
 			t.Fatalf("AppendUnescaped(%q) = %q, %v; encoding/json %q", raw, got, ok, want)
 		}
 	})
+}
+
+// BenchmarkAppendString escapes a model's answer as the outcome encoder
+// does: about 1 KB of JSON, so a quote every few bytes.
+func BenchmarkAppendString(b *testing.B) {
+	s := strings.Repeat(`{"sku":"A-1","qty":2,"price":125.25,"note":"<b>Tools & more</b>\n"},`, 14)
+	buf := make([]byte, 0, 4*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = AppendString(buf[:0], s, true)
+	}
 }
