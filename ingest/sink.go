@@ -19,7 +19,11 @@ const (
 	DefaultSinkGapGrace = 250 * time.Millisecond
 	// offerWait bounds how long Offer holds a worker when the sink is
 	// behind: a stalled index (SQLite locked) must not stall the workers.
-	offerWait        = 100 * time.Millisecond
+	offerWait = 100 * time.Millisecond
+	// stuckFor: after a wait ran out, a full queue refuses offers at once
+	// for this long, so a stuck sink costs the workers one wait, not one
+	// per outcome.
+	stuckFor         = time.Second
 	sinkMaxBackoff   = 30 * time.Second
 	sinkFlushTimeout = 10 * time.Second
 	idlePollInterval = 50 * time.Millisecond
@@ -61,9 +65,10 @@ type Sink struct {
 	mu      sync.Mutex
 	cursors map[string]uint64 // committed, for Idle and Progress
 
-	dropped atomic.Int64 // offers refused because the sink was behind
-	handed  int64        // messages written from an offer (loop only)
-	read    int64        // messages written from the streams (loop only)
+	dropped    atomic.Int64 // offers refused because the sink was behind
+	stuckUntil atomic.Int64 // unix ns: until then a full queue refuses at once
+	handed     int64        // messages written from an offer (loop only)
+	read       int64        // messages written from the streams (loop only)
 }
 
 // NewSink returns a sink writing into idx; Run starts it.
@@ -80,16 +85,24 @@ func (c *Conn) NewSink(idx SinkIndex, cfg SinkConfig) *Sink {
 
 // Offer hands over a message the caller stored in RESULTS or DLQ (with its
 // stream sequence from the publish's ack). When the sink is behind, Offer
-// waits up to offerWait for room (the workers slow down to the index's
-// pace rather than make it read the message back from the broker, which
-// costs more); after that the message is dropped and read from the stream
-// later. It reports whether the sink took the message.
+// waits up to offerWait (100ms) for room: the workers slow down to the
+// index's pace rather than make it read the message back from the broker,
+// which costs more. After that the message is dropped and read from the
+// stream later, and for the next second a full queue drops at once (a
+// stuck sink must not hold the workers). It reports whether the sink took
+// the message.
 func (s *Sink) Offer(m SinkMsg) bool {
 	if m.Sequence == 0 || (m.Stream != StreamResults && m.Stream != StreamDLQ) {
 		return false
 	}
 	if s.offers.put(m) {
 		return true
+	}
+	if time.Now().UnixNano() < s.stuckUntil.Load() {
+		// The last wait ran out a moment ago: the sink is stuck (its
+		// index locked, say); do not hold every worker for it.
+		s.dropped.Add(1)
+		return false
 	}
 	t := time.NewTimer(offerWait)
 	defer t.Stop()
@@ -100,6 +113,7 @@ func (s *Sink) Offer(m SinkMsg) bool {
 				return true
 			}
 		case <-t.C:
+			s.stuckUntil.Store(time.Now().Add(stuckFor).UnixNano())
 			s.dropped.Add(1)
 			return false
 		}

@@ -538,11 +538,21 @@ func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 		}
 	}
 	m.Sequence++
+	start := time.Now()
 	if s.Offer(m) {
 		t.Fatal("offer taken by a sink that takes nothing")
 	}
-	if got := s.dropped.Load(); got != 1 {
-		t.Errorf("%d offers counted as dropped, want 1", got)
+	// The first refusal waited for room; for the next second the sink
+	// counts as stuck and the next refusal does not wait.
+	if s.stuckUntil.Load() <= start.UnixNano() {
+		t.Error("a wait that ran out did not mark the sink stuck")
+	}
+	m.Sequence++
+	if s.Offer(m) {
+		t.Fatal("offer taken by a sink that takes nothing")
+	}
+	if got := s.dropped.Load(); got != 2 {
+		t.Errorf("%d offers counted as dropped, want 2", got)
 	}
 	if s.Offer(SinkMsg{Stream: StreamJobs, Sequence: 1}) {
 		t.Error("an offer from the JOBS stream was taken")
