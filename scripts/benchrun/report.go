@@ -248,7 +248,7 @@ func renderMarkdown(r *benchRun) string {
 }
 
 // slotNote explains the latency tables' breakdown of a slot's cycle.
-const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate), handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps) and the rest (ack, fetch, dispatch, and the run's start and tail spread over its jobs). " +
+const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate), handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps, over a sample of about 1000 jobs) and the rest (ack, fetch, dispatch, and the run's start and tail spread over its jobs). " +
 	"CPU cores is the process's CPU time (the sink's flush after the last result included) over the run's seconds. CPU wait is the time the process's threads were runnable but waited for a CPU held by other processes (schedstat): when it is large against the CPU used, the machine's other load, not the pipeline, held the run back.\n\n"
 
 func orDash(s string) string {
