@@ -172,7 +172,8 @@ type WorkerConfig struct {
 	// Stored, if set, is called with every result or dead letter once the
 	// stream acknowledged it as new (not for a duplicate): the sink of the
 	// same process takes it from there (Sink.Offer) instead of reading it
-	// back from the stream. It must not block.
+	// back from the stream. It holds the job's settling while it runs, so
+	// it must return soon (Offer waits at most 100ms).
 	Stored func(SinkMsg)
 	Logger *slog.Logger
 }

@@ -585,14 +585,11 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 				return
 			}
 		}
-		stored, err := r.store(d, out)
+		err := r.store(d, out)
 		if err != nil {
 			r.log.Warn("storing outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
 			r.nakOnce(j, r.retryDelay(d, 0))
 			return
-		}
-		if r.cfg.Stored != nil && stored.Sequence > 0 {
-			r.cfg.Stored(stored)
 		}
 		// The outcome is stored: settle even if the shutdown grace already
 		// naked the job (an ack after a nak still removes it).
@@ -621,10 +618,10 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 }
 
 // store publishes a result or dead letter with Nats-Msg-Id = the delivery's
-// message id and waits for the stream's ack. It returns the message as
-// stored, or with Sequence 0 when the stream already had one under this id
-// (the first one stays, and may differ).
-func (r *runner) store(d *Delivery, out Outcome) (SinkMsg, error) {
+// message id and waits for the stream's ack; then it hands the stored
+// message to WorkerConfig.Stored, unless the stream already had one under
+// this id (the first one stays, and may differ: the sink reads that one).
+func (r *runner) store(d *Delivery, out Outcome) error {
 	prefix := SubjectResults
 	if out.Action == ActionDeadLetter {
 		prefix = SubjectDLQ
@@ -636,17 +633,17 @@ func (r *runner) store(d *Delivery, out Outcome) (SinkMsg, error) {
 	msg := newMsg(prefix+"."+schema, d.MsgID, out.Payload)
 	fut, err := r.c.publishAsync(r.pubCtx, msg)
 	if err != nil {
-		return SinkMsg{}, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
+		return fmt.Errorf("publishing to %s: %w", msg.Subject, err)
 	}
 	ack, err := r.c.awaitPubAck(r.pubCtx, fut)
 	if err != nil {
-		return SinkMsg{}, err
+		return err
 	}
-	sm := SinkMsg{Subject: msg.Subject, Data: out.Payload, MsgID: d.MsgID, Stream: ack.Stream, Time: time.Now(), Record: out.Record}
-	if !ack.Duplicate {
-		sm.Sequence = ack.Sequence
+	if r.cfg.Stored != nil && !ack.Duplicate {
+		r.cfg.Stored(SinkMsg{Subject: msg.Subject, Data: out.Payload, MsgID: d.MsgID,
+			Stream: ack.Stream, Sequence: ack.Sequence, Time: time.Now(), Record: out.Record})
 	}
-	return sm, nil
+	return nil
 }
 
 // otherOutcome reports the stream (StreamResults or StreamDLQ, "" for
@@ -896,12 +893,8 @@ func (r *runner) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 		r.markFailed(raw.Sequence)
 		return false, fmt.Errorf("handler did not dead-letter orphan %s (action %d); job left in %s at %d", d.MsgID, out.Action, StreamJobs, raw.Sequence)
 	}
-	stored, err := r.store(d, out)
-	if err != nil {
+	if err := r.store(d, out); err != nil {
 		return false, fmt.Errorf("storing the outcome of orphan %s: %w", d.MsgID, err)
-	}
-	if r.cfg.Stored != nil && stored.Sequence > 0 {
-		r.cfg.Stored(stored)
 	}
 	if err := r.jobs.DeleteMsg(r.pubCtx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, fmt.Errorf("deleting orphan %s (seq %d) from %s: %w", d.MsgID, raw.Sequence, StreamJobs, err)

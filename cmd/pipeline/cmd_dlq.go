@@ -212,12 +212,11 @@ func (e *env) dlqCommand() *cli.Command {
 					if err := c.Context.Err(); err != nil {
 						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
-					s, err := st.Stats(c.Context, dlq.Filter{})
+					s, err := st.Stats(c.Context, dlq.Filter{IncludeReplayed: true})
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
-					n := s.Jobs
-					fmt.Fprintf(e.stdout, "indexed %d outcomes\n", n)
+					fmt.Fprintf(e.stdout, "indexed %d outcomes\n", s.Jobs)
 					return nil
 				},
 			},
