@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,7 @@ type Sink struct {
 
 	dropped    atomic.Int64 // offers refused because the sink was behind
 	stuckUntil atomic.Int64 // unix ns: until then a full queue refuses at once
+	waiting    atomic.Int64 // offers waiting for room now
 	handed     int64        // messages written from an offer (loop only)
 	read       int64        // messages written from the streams (loop only)
 }
@@ -104,12 +106,15 @@ func (s *Sink) Offer(m SinkMsg) bool {
 		s.dropped.Add(1)
 		return false
 	}
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
 	t := time.NewTimer(offerWait)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.offers.space:
 			if s.offers.put(m) {
+				s.offers.ring(s.offers.space) // pass the room on to the next waiting worker
 				return true
 			}
 		case <-t.C:
@@ -146,12 +151,17 @@ func (q *offerQueue) put(m SinkMsg) bool {
 	first := len(q.items) == 1
 	q.mu.Unlock()
 	if first {
-		select {
-		case q.bell <- struct{}{}:
-		default:
-		}
+		q.ring(q.bell)
 	}
 	return true
+}
+
+// ring signals c without waiting (a signal already pending is enough).
+func (q *offerQueue) ring(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
 }
 
 // take swaps the queued items for spare (emptied) and returns them.
@@ -160,10 +170,7 @@ func (q *offerQueue) take(spare []SinkMsg) []SinkMsg {
 	items := q.items
 	q.items = spare[:0]
 	q.mu.Unlock()
-	select {
-	case q.space <- struct{}{}:
-	default:
-	}
+	q.ring(q.space)
 	return items
 }
 
@@ -178,11 +185,7 @@ func (q *offerQueue) len() int {
 func (s *Sink) Progress() map[string]uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]uint64, len(s.cursors))
-	for k, v := range s.cursors {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.cursors)
 }
 
 // sinkStream is the sink's view of one stream.

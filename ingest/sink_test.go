@@ -558,3 +558,35 @@ func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 		t.Error("an offer from the JOBS stream was taken")
 	}
 }
+
+// TestSinkOfferWakesEveryWaitingWorker: when the loop takes a full queue,
+// the room it makes goes to every worker waiting for it, not to one.
+func TestSinkOfferWakesEveryWaitingWorker(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	s := c.NewSink(newMemIndex(t), SinkConfig{Batch: 2}) // room for 8
+	for i := range s.offers.max {
+		if !s.Offer(SinkMsg{Stream: StreamResults, Sequence: uint64(i + 1)}) {
+			t.Fatal("offer refused with room in the queue")
+		}
+	}
+	const waiters = 5
+	results := make(chan bool, waiters)
+	for i := range waiters {
+		go func() {
+			results <- s.Offer(SinkMsg{Stream: StreamResults, Sequence: uint64(100 + i)})
+		}()
+	}
+	// Wait until all of them are blocked on a full queue, then make room
+	// once, as the sink loop does.
+	waitFor(t, func() bool { return s.waiting.Load() == waiters })
+	s.offers.take(nil)
+	for range waiters {
+		if !<-results {
+			t.Error("a waiting offer was dropped though the loop made room for all")
+		}
+	}
+	if got := s.dropped.Load(); got != 0 {
+		t.Errorf("%d offers dropped", got)
+	}
+}
