@@ -75,14 +75,8 @@ type openAIJSONSchema struct {
 }
 
 type openAIResponse struct {
-	Choices []struct {
-		Message struct {
-			Content *string `json:"content"`
-			Refusal *string `json:"refusal"`
-		} `json:"message"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
+	Choices []openAIChoice `json:"choices"`
+	Usage   struct {
 		PromptTokens        int `json:"prompt_tokens"`
 		CompletionTokens    int `json:"completion_tokens"`
 		PromptTokensDetails struct {
@@ -92,9 +86,19 @@ type openAIResponse struct {
 			ReasoningTokens int `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
 	} `json:"usage"`
-	Error *struct {
-		Message string `json:"message"`
-	} `json:"error"`
+	Error *openAIErrorBody `json:"error"`
+}
+
+type openAIChoice struct {
+	Message struct {
+		Content *string `json:"content"`
+		Refusal *string `json:"refusal"`
+	} `json:"message"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type openAIErrorBody struct {
+	Message string `json:"message"`
 }
 
 var schemaNameRe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
@@ -131,41 +135,18 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 		}
 		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: name, Schema: req.Schema, Strict: true}}
 	}
-	data, err := json.Marshal(body)
-	if err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+	data, ok := appendOpenAIRequest(nil, &body)
+	if !ok {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+		}
 	}
 	var out heal.Response
 	parse := func(b []byte) *failure {
-		var r openAIResponse
-		if err := json.Unmarshal(b, &r); err != nil {
-			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
-		}
-		if len(r.Choices) == 0 {
-			msg := "response has no choices"
-			if r.Error != nil && r.Error.Message != "" {
-				msg = r.Error.Message
-			}
-			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: msg}
-		}
-		ch := r.Choices[0]
-		out = heal.Response{}
-		if ch.Message.Content != nil {
-			out.Content = *ch.Message.Content
-		} else if ch.Message.Refusal != nil {
-			out.Content = *ch.Message.Refusal
-		}
-		if ch.FinishReason != nil {
-			out.RawFinishReason = *ch.FinishReason
-		}
-		out.FinishReason = normaliseFinish(out.RawFinishReason)
-		out.Usage = heal.Usage{
-			PromptTokens:     r.Usage.PromptTokens,
-			CompletionTokens: r.Usage.CompletionTokens,
-			CachedTokens:     r.Usage.PromptTokensDetails.CachedTokens,
-			ReasoningTokens:  r.Usage.CompletionTokensDetails.ReasoningTokens,
-		}
-		return nil
+		var f *failure
+		out, f = parseOpenAIResponse(b)
+		return f
 	}
 	retries, latency, err := o.c.post(ctx, o.url, data, parse)
 	if err != nil {
@@ -173,6 +154,44 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 	}
 	out.Latency = latency
 	out.TransportRetries = retries
+	return out, nil
+}
+
+// parseOpenAIResponse reads a 2xx chat-completions body: the canonical
+// shape in one pass (decodeOpenAIResponse), anything else with
+// encoding/json.
+func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
+	r, ok := decodeOpenAIResponse(b)
+	if !ok {
+		r = openAIResponse{}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+		}
+	}
+	if len(r.Choices) == 0 {
+		msg := "response has no choices"
+		if r.Error != nil && r.Error.Message != "" {
+			msg = r.Error.Message
+		}
+		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: msg}
+	}
+	ch := r.Choices[0]
+	var out heal.Response
+	if ch.Message.Content != nil {
+		out.Content = *ch.Message.Content
+	} else if ch.Message.Refusal != nil {
+		out.Content = *ch.Message.Refusal
+	}
+	if ch.FinishReason != nil {
+		out.RawFinishReason = *ch.FinishReason
+	}
+	out.FinishReason = normaliseFinish(out.RawFinishReason)
+	out.Usage = heal.Usage{
+		PromptTokens:     r.Usage.PromptTokens,
+		CompletionTokens: r.Usage.CompletionTokens,
+		CachedTokens:     r.Usage.PromptTokensDetails.CachedTokens,
+		ReasoningTokens:  r.Usage.CompletionTokensDetails.ReasoningTokens,
+	}
 	return out, nil
 }
 
