@@ -49,7 +49,7 @@ func appendOpenAIRequest(dst []byte, body *openAIRequest) ([]byte, bool) {
 	b := slices.Grow(dst, n+n/8)
 
 	b = append(b, `{"model":`...)
-	b = appendString(b, body.Model)
+	b = jsontext.AppendString(b, body.Model, true)
 	b = append(b, `,"messages":`...)
 	if body.Messages == nil {
 		b = append(b, "null"...)
@@ -60,29 +60,29 @@ func appendOpenAIRequest(dst []byte, body *openAIRequest) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"role":`...)
-			b = appendString(b, m.Role)
+			b = jsontext.AppendString(b, m.Role, true)
 			b = append(b, `,"content":`...)
 			if m.Role == heal.RoleSystem {
 				b = appendSystemTurn(b, m.Content)
 			} else {
-				b = appendString(b, m.Content)
+				b = jsontext.AppendString(b, m.Content, true)
 			}
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"temperature":`...)
-	b = appendFloat(b, t)
+	b = jsontext.AppendFloat(b, t)
 	if body.MaxTokens != 0 {
 		b = append(b, `,"max_tokens":`...)
 		b = strconv.AppendInt(b, int64(body.MaxTokens), 10)
 	}
 	if f := body.Format; f != nil {
 		b = append(b, `,"response_format":{"type":`...)
-		b = appendString(b, f.Type)
+		b = jsontext.AppendString(b, f.Type, true)
 		if s := f.JSONSchema; s != nil {
 			b = append(b, `,"json_schema":{"name":`...)
-			b = appendString(b, s.Name)
+			b = jsontext.AppendString(b, s.Name, true)
 			b = append(b, `,"schema":`...)
 			if s.Schema == nil {
 				b = append(b, "null"...) // json.RawMessage's MarshalJSON
@@ -101,7 +101,7 @@ func appendOpenAIRequest(dst []byte, body *openAIRequest) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
-// systemTurns holds system turns as appendString writes them. The heal
+// systemTurns holds system turns as jsontext.AppendString writes them. The heal
 // loop sends the same system turn (the rules and the schema, built once per
 // schema) in every request for a schema, and it is most of the request: a
 // copy is cheaper than escaping it again. The slot is chosen by length; a
@@ -114,112 +114,16 @@ type escapedTurn struct {
 	escaped []byte
 }
 
-// appendSystemTurn is appendString(b, s), from systemTurns when it can.
+// appendSystemTurn is jsontext.AppendString(b, s, true), from systemTurns
+// when it can.
 func appendSystemTurn(b []byte, s string) []byte {
 	slot := &systemTurns[len(s)%len(systemTurns)]
 	if e := slot.Load(); e != nil && e.s == s {
 		return append(b, e.escaped...)
 	}
 	n := len(b)
-	b = appendString(b, s)
+	b = jsontext.AppendString(b, s, true)
 	slot.Store(&escapedTurn{s: s, escaped: slices.Clone(b[n:])})
-	return b
-}
-
-// appendString is jsontext.AppendString(b, s, true), encoding/json's
-// escaping, eight bytes at a time: most of a prompt is ASCII that needs no
-// escape, and AppendString's byte loop made half the cost of a request. A
-// word without a byte to escape is copied whole; an ASCII byte to escape
-// takes the escape AppendString writes for it (asciiEscape); a stretch of
-// non-ASCII bytes goes to AppendString itself. Cutting s at ASCII bytes
-// changes nothing: no UTF-8 sequence holds one.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		if i+8 <= len(s) {
-			w := word(s[i : i+8])
-			m := toEscape(w)
-			if m == 0 {
-				b = binary.LittleEndian.AppendUint64(b, w)
-				i += 8
-				continue
-			}
-			// Copy the bytes before the first to escape (the lowest flag
-			// is always a true one).
-			n := bits.TrailingZeros64(m) / 8
-			b = binary.LittleEndian.AppendUint64(b, w)[:len(b)+n]
-			i += n
-		}
-		if c := s[i]; c < utf8.RuneSelf {
-			if e := asciiEscape[c]; len(e) == 2 {
-				b = append(b, e[0], e[1]) // \" and the like, without a copy call
-			} else {
-				b = append(b, e...)
-			}
-			i++
-			continue
-		}
-		j := i + 1
-		for j < len(s) && s[j] >= utf8.RuneSelf {
-			j++
-		}
-		n := len(b)
-		b = jsontext.AppendString(b, s[i:j], true)
-		b = append(b[:n], b[n+1:len(b)-1]...) // less its quotes
-		i = j
-	}
-	return append(b, '"')
-}
-
-// asciiEscape is what jsontext.AppendString writes for each ASCII byte,
-// without the quotes: the byte itself or its escape.
-var asciiEscape = func() (e [utf8.RuneSelf]string) {
-	for c := range utf8.RuneSelf {
-		q := jsontext.AppendString(nil, string(rune(c)), true)
-		e[c] = string(q[1 : len(q)-1])
-	}
-	return e
-}()
-
-const (
-	ones = 0x0101010101010101
-	high = 0x8080808080808080
-)
-
-// word is the eight bytes of s (len(s) == 8), little-endian.
-func word(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-// toEscape flags (high bit) the bytes of w that are not plain ASCII for
-// AppendString with HTML escaping: control characters, " \ < > &, and
-// non-ASCII. A flag above a true one may be false (a borrow); the lowest
-// is always true.
-func toEscape(w uint64) uint64 {
-	q, bs, lt, gt, amp := w^'"'*ones, w^'\\'*ones, w^'<'*ones, w^'>'*ones, w^'&'*ones
-	return (w | (w-0x20*ones)&^w |
-		(q-ones)&^q | (bs-ones)&^bs | (lt-ones)&^lt | (gt-ones)&^gt | (amp-ones)&^amp) & high
-}
-
-// appendFloat formats a finite float64 as encoding/json does: like
-// strconv's 'f' but in 'e' form for very small and very large magnitudes,
-// with a one-digit negative exponent not zero-padded (1e-7, not 1e-07).
-func appendFloat(b []byte, f float64) []byte {
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
 	return b
 }
 
@@ -554,60 +458,12 @@ func decodeString(b []byte, i int, s *string) (int, bool) {
 	case bytes.IndexByte(raw, '\\') < 0:
 		*s = string(raw)
 	default:
-		out := unescape(make([]byte, 0, len(raw)), raw)
+		out, _, _ := jsontext.AppendUnescaped(make([]byte, 0, len(raw)), raw)
 		// out is never written again: the string shares it.
 		*s = unsafe.String(unsafe.SliceData(out), len(out))
 	}
 	return end, true
 }
-
-// unescape appends the content of a string stringEnd checked (raw, between
-// its quotes) as jsontext.AppendUnescaped does, copying eight bytes at a
-// time up to the next backslash: an answer that is JSON has one every few
-// bytes (\" and \n), and AppendUnescaped's byte loop made a third of the
-// cost of a response. \u escapes (surrogates) are AppendUnescaped's own
-// EscapedRune. The result is never longer than raw (a dst with room for
-// that is not grown).
-func unescape(dst, raw []byte) []byte {
-	for i := 0; i < len(raw); {
-		if i+8 <= len(raw) {
-			w := binary.LittleEndian.Uint64(raw[i:])
-			v := w ^ '\\'*ones
-			m := (v - ones) &^ v & high
-			if m == 0 {
-				dst = binary.LittleEndian.AppendUint64(dst, w)
-				i += 8
-				continue
-			}
-			n := bits.TrailingZeros64(m) / 8
-			dst = binary.LittleEndian.AppendUint64(dst, w)[:len(dst)+n]
-			i += n
-		} else if raw[i] != '\\' {
-			dst = append(dst, raw[i])
-			i++
-			continue
-		}
-		if c := raw[i+1]; c != 'u' {
-			dst = append(dst, shortEscape[c])
-			i += 2
-			continue
-		}
-		r, n, _, _ := jsontext.EscapedRune(raw, i)
-		dst = utf8.AppendRune(dst, r)
-		i += n
-	}
-	return dst
-}
-
-// shortEscape is what jsontext.AppendUnescaped decodes \" \\ \/ \b \f \n
-// \r \t to, by the byte after the backslash.
-var shortEscape = func() (e [256]byte) {
-	for _, c := range []byte(`"\\/bfnrt`) {
-		out, _, _ := jsontext.AppendUnescaped(nil, []byte{'\\', c})
-		e[c] = out[0]
-	}
-	return e
-}()
 
 // decodeInt decodes an integer or null at b[i] into an int field (left
 // alone for null). A fraction, an exponent or a value out of range gives
@@ -694,8 +550,8 @@ func stringEnd(b []byte, i int) (int, bool) {
 	for {
 		for j+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[j:])
-			q, bs := w^'"'*ones, w^'\\'*ones
-			if m := ((w-0x20*ones)&^w | (q-ones)&^q | (bs-ones)&^bs) & high; m != 0 {
+			q, bs := w^'"'*jsontext.Ones, w^'\\'*jsontext.Ones
+			if m := ((w-0x20*jsontext.Ones)&^w | (q-jsontext.Ones)&^q | (bs-jsontext.Ones)&^bs) & jsontext.High; m != 0 {
 				j += bits.TrailingZeros64(m) / 8
 				break
 			}

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/internal/jsontext"
 )
 
 // oldParseOpenAI is the response parsing as it was before the fast path:
@@ -245,27 +244,6 @@ func TestAppendOpenAIRequest(t *testing.T) {
 		}
 		if got, ok := appendOpenAIRequest([]byte("x"), &body); ok || string(got) != "x" {
 			t.Errorf("appendOpenAIRequest(%+v) = %s, %v", body, got, ok)
-		}
-	}
-}
-
-// TestAppendString holds appendString's word-at-a-time scan to
-// jsontext.AppendString: every ASCII byte at every place in a word, next to
-// non-ASCII text.
-func TestAppendString(t *testing.T) {
-	t.Parallel()
-	for c := range 128 {
-		plain := asciiEscape[c] == string(rune(c))
-		if got := toEscape(ones*uint64(c)) == 0; got != plain {
-			t.Errorf("toEscape flags %q: %v, AppendString escapes it: %v", rune(c), !got, !plain)
-		}
-		for i := range 17 {
-			for _, around := range []string{"abcdefghijklmnopqrstuvwxyz", "é€\u2028\xff\xe2\x80\xa8aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"} {
-				s := around[:i] + string(rune(c)) + around[i:]
-				if got, want := appendString([]byte("x"), s), jsontext.AppendString([]byte("x"), s, true); !bytes.Equal(got, want) {
-					t.Fatalf("appendString(%q) = %q, want %q", s, got, want)
-				}
-			}
 		}
 	}
 }

@@ -90,7 +90,11 @@ func appendAttempt(b []byte, a *dlq.Attempt) []byte {
 	b = append(b, `{"n":`...)
 	b = strconv.AppendInt(b, int64(a.N), 10)
 	b = append(b, `,"temperature":`...)
-	b = appendFloat(b, a.Temperature)
+	if math.IsInf(a.Temperature, 0) || math.IsNaN(a.Temperature) {
+		// json.Marshal refuses them too; temperatures are finite.
+		panic(fmt.Sprintf("worker: encoding outcome: unsupported temperature %v", a.Temperature))
+	}
+	b = jsontext.AppendFloat(b, a.Temperature)
 	b = append(b, `,"raw":`...)
 	b = jsontext.AppendString(b, a.Raw, true)
 	if len(a.Repairs) > 0 {
@@ -181,27 +185,4 @@ func appendTime(b []byte, t time.Time) []byte {
 		panic(fmt.Sprintf("worker: encoding outcome: %v", err))
 	}
 	return append(b, '"')
-}
-
-// appendFloat is encoding/json's float64 encoding (ES6 number to string).
-func appendFloat(b []byte, f float64) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		// json.Marshal refuses them too; temperatures are finite.
-		panic(fmt.Sprintf("worker: encoding outcome: unsupported value %v", f))
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// e-09 to e-9, as encoding/json writes it
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }

@@ -103,21 +103,6 @@ func TestEncodeOutcomeMatchesReference(t *testing.T) {
 	}
 }
 
-// TestAppendFloatMatchesJSON covers encoding/json's cutoffs between 'f'
-// and 'e' notation.
-func TestAppendFloatMatchesJSON(t *testing.T) {
-	t.Parallel()
-	for _, f := range []float64{0, 1, -1, 0.1, 0.7, 1e-6, 9.99e-7, 1e-7, 1e20, 1e21, 123456789e13, math.MaxFloat64, math.SmallestNonzeroFloat64, -1e-9} {
-		want, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := appendFloat(nil, f); !bytes.Equal(got, want) {
-			t.Errorf("appendFloat(%v) = %s, json.Marshal %s", f, got, want)
-		}
-	}
-}
-
 func FuzzEncodeOutcome(f *testing.F) {
 	for _, tc := range outcomeCases() {
 		o := tc.o

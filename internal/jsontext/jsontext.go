@@ -1,6 +1,9 @@
 package jsontext
 
 import (
+	"bytes"
+	"math"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -78,6 +81,33 @@ func AppendString(b []byte, s string, html bool) []byte {
 	return append(b, '"')
 }
 
+// Ones and High are a byte's 0x01 and 0x80 in every byte of a word.
+const (
+	Ones = 0x0101010101010101
+	High = 0x8080808080808080
+)
+
+// AppendFloat appends f as encoding/json writes a float64: strconv's 'f'
+// format, or 'e' for magnitudes below 1e-6 or from 1e21, with a one-digit
+// negative exponent not zero-padded (1e-7, not 1e-07). f must be finite
+// (json.Marshal refuses NaN and infinities).
+func AppendFloat(b []byte, f float64) []byte {
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		n := len(b)
+		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
 // Hex4 reads the four hex digits at b[i:].
 func Hex4(b []byte, i int) (rune, bool) {
 	if i < 0 || i+4 > len(b) {
@@ -133,9 +163,14 @@ func AppendUnescaped(dst, raw []byte) (out []byte, lone, ok bool) {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' {
-				j++
+			// The run up to the next backslash, found by IndexByte's vector
+			// scan: an answer that is JSON has one every few bytes (\" and
+			// \n), prose far apart.
+			j := bytes.IndexByte(raw[i+1:], '\\')
+			if j < 0 {
+				j = len(raw)
+			} else {
+				j += i + 1
 			}
 			dst = append(dst, raw[i:j]...)
 			i = j

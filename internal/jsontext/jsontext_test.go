@@ -1,7 +1,9 @@
 package jsontext
 
 import (
+	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -143,5 +145,20 @@ func BenchmarkAppendString(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		buf = AppendString(buf[:0], s, true)
+	}
+}
+
+// TestAppendFloatMatchesJSON covers encoding/json's cutoffs between 'f'
+// and 'e' notation.
+func TestAppendFloatMatchesJSON(t *testing.T) {
+	t.Parallel()
+	for _, f := range []float64{0, 1, -1, 0.1, 0.7, 1e-6, 9.99e-7, 1e-7, 1e20, 1e21, 123456789e13, math.MaxFloat64, math.SmallestNonzeroFloat64, -1e-9} {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendFloat(nil, f); !bytes.Equal(got, want) {
+			t.Errorf("AppendFloat(%v) = %s, json.Marshal %s", f, got, want)
+		}
 	}
 }
