@@ -234,34 +234,11 @@ func decodeChoices(b []byte, i int, cs *[]openAIChoice) (int, bool) {
 	if end, ok := null(b, i); ok {
 		return end, true
 	}
-	if i >= len(b) || b[i] != '[' {
-		return 0, false
-	}
 	*cs = []openAIChoice{} // an empty array is an empty slice, not nil
-	i = skipSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
+	return array(b, i, 1, func(i int) (int, bool) {
 		*cs = append(*cs, openAIChoice{})
-		ch := &(*cs)[len(*cs)-1]
-		var ok bool
-		if i, ok = decodeChoice(b, i, ch); !ok {
-			return 0, false
-		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case ']':
-			return i + 1, true
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return 0, false
-		}
-	}
+		return decodeChoice(b, i, &(*cs)[len(*cs)-1])
+	})
 }
 
 // decodeChoice decodes one element of choices (an object or null) at b[i].
@@ -404,19 +381,49 @@ func object(b []byte, i, depth int, member func(key []byte, i int) (int, bool)) 
 		if i, ok = member(key, skipSpace(b, i+1)); !ok {
 			return 0, false
 		}
-		i = skipSpace(b, i)
-		if i >= len(b) {
-			return 0, false
-		}
-		switch b[i] {
-		case '}':
-			return i + 1, true
-		case ',':
-			i = skipSpace(b, i+1)
-		default:
-			return 0, false
+		var done bool
+		if i, done, ok = after(b, i, '}'); done || !ok {
+			return i, ok
 		}
 	}
+}
+
+// array walks the array at b[i], calling elem with the index of each
+// element; elem returns the index after it. It returns the index after
+// the array.
+func array(b []byte, i, depth int, elem func(i int) (int, bool)) (int, bool) {
+	if i >= len(b) || b[i] != '[' || depth >= scanDepth {
+		return 0, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return i + 1, true
+	}
+	for {
+		var ok, done bool
+		if i, ok = elem(i); !ok {
+			return 0, false
+		}
+		if i, done, ok = after(b, i, ']'); done || !ok {
+			return i, ok
+		}
+	}
+}
+
+// after reads what follows a member or element at b[i]: the closing
+// bracket (done, the index after it) or a comma (the index of the next
+// one).
+func after(b []byte, i int, closing byte) (next int, done, ok bool) {
+	i = skipSpace(b, i)
+	switch {
+	case i >= len(b):
+		return 0, false, false
+	case b[i] == closing:
+		return i + 1, true, true
+	case b[i] == ',':
+		return skipSpace(b, i+1), false, true
+	}
+	return 0, false, false
 }
 
 // null reports whether b[i:] is the literal null, and the index after it.
@@ -495,31 +502,7 @@ func skipValue(b []byte, i, depth int) (int, bool) {
 	case '{':
 		return object(b, i, depth, func(_ []byte, i int) (int, bool) { return skipValue(b, i, depth+1) })
 	case '[':
-		if depth >= scanDepth {
-			return 0, false
-		}
-		i = skipSpace(b, i+1)
-		if i < len(b) && b[i] == ']' {
-			return i + 1, true
-		}
-		for {
-			var ok bool
-			if i, ok = skipValue(b, i, depth+1); !ok {
-				return 0, false
-			}
-			i = skipSpace(b, i)
-			if i >= len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ']':
-				return i + 1, true
-			case ',':
-				i = skipSpace(b, i+1)
-			default:
-				return 0, false
-			}
-		}
+		return array(b, i, depth, func(i int) (int, bool) { return skipValue(b, i, depth+1) })
 	case 't':
 		return literal(b, i, "true")
 	case 'f':
