@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -96,7 +95,8 @@ func BenchmarkOpenAIComplete(b *testing.B) {
 }
 
 // BenchmarkOpenAICodec is the chat-completions request encoding and
-// response decoding of one call, by hand and by encoding/json, on what
+// response decoding of one call, by encoding/json and by the json v2
+// implementation in its encoding/json mode (what Complete uses), on what
 // scripts/benchrun sends and receives: the heal loop's first turn for the
 // built-in invoice schema (rules and schema in a 2.8 KB system turn, a
 // 300-byte text) and an invoice of 1.5 KB as the answer.
@@ -133,42 +133,26 @@ func BenchmarkOpenAICodec(b *testing.B) {
 	}
 	answer := string(raw)
 	resp := []byte(openAIOK(answer, "stop").body)
-	if got, ok := appendOpenAIRequest(nil, &body); !ok {
-		b.Fatal("the hand encoder gave up on the request")
-	} else if want, _ := json.Marshal(body); !bytes.Equal(got, want) {
-		b.Fatalf("the hand encoder wrote\n%s\njson.Marshal\n%s", got, want)
-	}
-	var want openAIResponse
-	if err := json.Unmarshal(resp, &want); err != nil {
+	if got, err := encodeOpenAIRequest(&body); err != nil {
 		b.Fatal(err)
+	} else if want, _ := json.Marshal(body); !bytes.Equal(got, want) {
+		b.Fatalf("json v2 wrote\n%s\njson.Marshal\n%s", got, want)
 	}
-	if got, ok := decodeOpenAIResponse(resp); !ok || !reflect.DeepEqual(got, want) {
-		b.Fatalf("the fast path decoded %+v, %v; json.Unmarshal %+v", got, ok, want)
+	if got, f := parseOpenAIResponse(resp); f != nil || got.Content != answer {
+		b.Fatalf("parseOpenAIResponse = %+v, %+v", got, f)
 	}
 	b.Logf("system %d B, user %d B, content %d B, response %d B",
 		len(body.Messages[0].Content), len(body.Messages[1].Content), len(answer), len(resp))
 
-	b.Run("encode/hand", func(b *testing.B) {
+	b.Run("encode/json-v2", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, ok := appendOpenAIRequest(nil, &body); !ok {
-				b.Fatal("gave up")
+			if _, err := encodeOpenAIRequest(&body); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})
-	// The first request for a schema: its system turn escaped, then kept.
-	b.Run("encode/hand-miss", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			for i := range systemTurns {
-				systemTurns[i].Store(nil)
-			}
-			if _, ok := appendOpenAIRequest(nil, &body); !ok {
-				b.Fatal("gave up")
-			}
-		}
-	})
-	b.Run("encode/json.Marshal", func(b *testing.B) {
+	b.Run("encode/encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := json.Marshal(body); err != nil {
@@ -176,15 +160,15 @@ func BenchmarkOpenAICodec(b *testing.B) {
 			}
 		}
 	})
-	b.Run("decode/fast", func(b *testing.B) {
+	b.Run("decode/json-v2", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, ok := decodeOpenAIResponse(resp); !ok {
-				b.Fatal("gave up")
+			if _, f := parseOpenAIResponse(resp); f != nil {
+				b.Fatal(f.message)
 			}
 		}
 	})
-	b.Run("decode/json.Unmarshal", func(b *testing.B) {
+	b.Run("decode/encoding-json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var r openAIResponse
