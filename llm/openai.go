@@ -149,19 +149,7 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 	if err != nil {
 		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
-	var out heal.Response
-	parse := func(b []byte) *failure {
-		var f *failure
-		out, f = parseOpenAIResponse(b)
-		return f
-	}
-	retries, latency, err := o.c.post(ctx, o.url, data, parse)
-	if err != nil {
-		return heal.Response{}, err
-	}
-	out.Latency = latency
-	out.TransportRetries = retries
-	return out, nil
+	return o.c.post(ctx, o.url, data, body.MaxTokens, parseOpenAIResponse)
 }
 
 // encodeOpenAIRequest writes body as encoding/json's Marshal would.
