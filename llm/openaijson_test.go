@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/heal"
 )
@@ -166,9 +165,8 @@ func checkParse(t *testing.T, b []byte) {
 }
 
 // TestEncodeOpenAIRequest checks that the requests Complete sends are
-// byte for byte what json.Marshal writes (invalid UTF-8 aside: both write
-// U+FFFD for it, json.Marshal as an escape, json v2 as the character), and
-// that what json.Marshal refuses is refused.
+// byte for byte what json.Marshal writes, and that what json.Marshal
+// refuses is refused.
 func TestEncodeOpenAIRequest(t *testing.T) {
 	t.Parallel()
 	req := testRequest()
@@ -187,9 +185,6 @@ func TestEncodeOpenAIRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := encodeOpenAIRequest(&body)
-		if err == nil && !utf8.ValidString(body.Model) {
-			got = bytes.ReplaceAll(got, []byte("\uFFFD"), []byte(`\ufffd`))
-		}
 		if err != nil || !bytes.Equal(got, want) {
 			t.Errorf("encodeOpenAIRequest = %s, %v\n        json.Marshal %s", got, err, want)
 		}
