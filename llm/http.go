@@ -195,7 +195,7 @@ func readBounded(resp *http.Response, limit int64) (data []byte, over bool, err 
 	}
 	var buf bytes.Buffer
 	if n := resp.ContentLength; n > 0 {
-		buf.Grow(int(n))
+		buf.Grow(int(n) + bytes.MinRead) // room to see the end without growing
 	}
 	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
 		return nil, false, err
