@@ -110,40 +110,37 @@ func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Respon
 	if err != nil {
 		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderAnthropic, Message: "encoding the request: " + err.Error()}
 	}
+	return a.c.post(ctx, a.url, data, body.MaxTokens, parseAnthropicResponse)
+}
+
+// parseAnthropicResponse reads a 2xx Messages body: the text blocks joined,
+// the stop reason normalised, usage with cache reads and writes counted as
+// input.
+func parseAnthropicResponse(b []byte) (heal.Response, *failure) {
+	var r anthropicResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+	}
+	if r.Type == "error" {
+		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: anthropicErrorMessage(b)}
+	}
 	var out heal.Response
-	parse := func(b []byte) *failure {
-		var r anthropicResponse
-		if err := json.Unmarshal(b, &r); err != nil {
-			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+	var sb strings.Builder
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			sb.WriteString(c.Text)
 		}
-		if r.Type == "error" {
-			return &failure{kind: heal.KindTransport, status: http.StatusOK, message: anthropicErrorMessage(b)}
-		}
-		out = heal.Response{}
-		var sb strings.Builder
-		for _, c := range r.Content {
-			if c.Type == "text" {
-				sb.WriteString(c.Text)
-			}
-		}
-		out.Content = sb.String()
-		if r.StopReason != nil {
-			out.RawFinishReason = *r.StopReason
-		}
-		out.FinishReason = normaliseFinish(out.RawFinishReason)
-		out.Usage = heal.Usage{
-			PromptTokens:     r.Usage.InputTokens + r.Usage.CacheReadInputTokens + r.Usage.CacheCreationInputTokens,
-			CompletionTokens: r.Usage.OutputTokens,
-			CachedTokens:     r.Usage.CacheReadInputTokens,
-		}
-		return nil
 	}
-	retries, latency, err := a.c.post(ctx, a.url, data, parse)
-	if err != nil {
-		return heal.Response{}, err
+	out.Content = sb.String()
+	if r.StopReason != nil {
+		out.RawFinishReason = *r.StopReason
 	}
-	out.Latency = latency
-	out.TransportRetries = retries
+	out.FinishReason = normaliseFinish(out.RawFinishReason)
+	out.Usage = heal.Usage{
+		PromptTokens:     r.Usage.InputTokens + r.Usage.CacheReadInputTokens + r.Usage.CacheCreationInputTokens,
+		CompletionTokens: r.Usage.OutputTokens,
+		CachedTokens:     r.Usage.CacheReadInputTokens,
+	}
 	return out, nil
 }
 

@@ -86,7 +86,9 @@ type Config struct {
 	// HTTPClient, when nil, is a tuned client of the provider's own:
 	// keep-alive with up to 1024 idle connections per host so a worker with
 	// 1024 calls in flight reuses its sockets. Close releases its idle
-	// connections.
+	// connections. Either way the provider follows no redirect: a 3xx is a
+	// request error naming the Location (a given client is copied for that,
+	// not changed).
 	HTTPClient *http.Client
 	// Logger receives retry and failure lines (never the key, never
 	// payloads). Nil discards.
@@ -131,7 +133,12 @@ func (c Config) withDefaults(provider string) Config {
 	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = newHTTPClient()
+	} else {
+		// A copy, so the caller's client keeps its own redirect policy.
+		hc := *c.HTTPClient
+		c.HTTPClient = &hc
 	}
+	c.HTTPClient.CheckRedirect = noRedirect
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,7 +1,7 @@
 // Package llm holds the model providers behind heal.Model: an
 // OpenAI-compatible chat-completions client, an Anthropic Messages client,
-// the built-in simulated model, and a circuit breaker that wraps any of
-// them. It decides nothing about whether output is valid; it gets an answer
+// and a circuit breaker that wraps any of them (the built-in simulated
+// model is package llm/sim). It decides nothing about whether output is valid; it gets an answer
 // or says, with a *heal.Error, why it could not.
 //
 // # Choosing a provider
@@ -16,7 +16,7 @@
 //	case llm.ProviderAnthropic:
 //		m, err = llm.NewAnthropic(llm.Config{APIKey: os.Getenv("ANTHROPIC_API_KEY"), KeyEnv: "ANTHROPIC_API_KEY", Model: name})
 //	case llm.ProviderSim:
-//		m, err = llm.NewSim(llm.DefaultSimConfig())
+//		m, err = sim.New(sim.DefaultConfig()) // package llm/sim
 //	}
 //	guarded := llm.NewBreaker(m, llm.BreakerConfig{Logger: logger, OnState: gauge})
 //
@@ -37,27 +37,27 @@
 // The API key is never logged and never part of an error: a provider
 // message that echoes it is redacted.
 //
-// The OpenAI client writes its request and reads the common response by
-// hand, byte for byte what encoding/json would (encoding/json took a tenth
-// of a job's CPU at 1024 calls in flight); anything the hand-written
-// decoder cannot be sure of (duplicate or case-folded keys, numbers with
-// fractions, invalid UTF-8, unexpected types) goes to encoding/json, so
-// errors read as before.
+// Requests are written by encoding/json. The OpenAI response is read by
+// github.com/go-json-experiment/json (the json v2 implementation) in its
+// encoding/json mode: what encoding/json would read, in half the time.
 //
-// # The simulated model
+// # What is read
 //
-// Sim is a simulator for demos, rehearsal and load tests: no network, no
-// key. It generates a valid instance of the request's schema with
-// realistic-looking values, deterministic from the seed, the job id and the
-// attempt, then injects the faults real models make at configurable rates
-// (code fences, prose around the JSON, trailing commas, numbers written as
-// "12,50", missing required fields, enum values in the wrong case). On a
-// heal turn it rereads its previous answer and fixes each path named in the
-// feedback ("- /items/2/price: expected ..., got ...") with probability
-// FixRate. It never satisfies `pattern`: it writes a plain word there, so
-// a schema with a strict pattern shows up in the dead letters. Force
-// produces one failure class on demand (truncated, grammar, transport,
-// auth, request_error, no_progress).
+// A 2xx body may hold max_tokens x 32 bytes (a long token written with JSON
+// escapes, at worst) plus 64 KiB for the envelope, and never more than
+// 8 MiB; a request that sends no max_tokens (OpenAI with MaxTokens 0) is
+// bounded as for 16384. The rest of a longer body is not read (the
+// connection is dropped) and the call returns a truncated answer:
+// FinishReason heal.FinishLength, RawFinishReason "response body over N
+// bytes, the bound for max_tokens M", no content, so heal classes it
+// truncated and says why. Error bodies are read up to 64 KiB. At 4096 max
+// tokens a call holds at most 192 KiB of body, so 64 calls in flight stay
+// within a few MiB whatever the server sends.
+//
+// No redirect is followed: a 3xx is a KindRequest error naming the
+// Location (without user info, query or fragment), so the key never goes
+// to another host and another host's answer is never taken for the
+// model's. A Config.HTTPClient passed in is copied for that, not changed.
 //
 // # The breaker
 //

@@ -2,7 +2,6 @@ package llm_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/sim"
 )
 
 func ExampleParse() {
@@ -25,48 +25,6 @@ func ExampleParse() {
 	// "sim"                          provider="sim" model="" err=false
 	// "openai:llama3.1:8b"           provider="openai" model="llama3.1:8b" err=false
 	// "gemini:pro"                   provider="" model="" err=true
-}
-
-// The simulator writes a valid instance of the request's schema; with the
-// fault rates at zero its answer is clean JSON, the same for the same seed,
-// job id and attempt.
-func ExampleSim() {
-	sim, err := llm.NewSim(llm.SimConfig{Seed: 42})
-	if err != nil {
-		panic(err)
-	}
-	schema := `{"type":"object","required":["name","currency","amount"],"properties":{
-		"name":{"type":"string"},"currency":{"enum":["EUR","USD"]},"amount":{"type":"number","minimum":0}}}`
-	resp, err := sim.Complete(context.Background(), heal.Request{
-		Messages: []heal.Message{{Role: "user", Content: "Extract the payment."}},
-		Schema:   json.RawMessage(schema),
-		JobID:    "pay-1",
-		Attempt:  1,
-	})
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println(json.Valid([]byte(resp.Content)), resp.FinishReason)
-	// Output: true stop
-}
-
-// A heal turn: the simulator rereads its previous answer and fixes the
-// paths named in the feedback.
-func ExampleSim_healTurn() {
-	sim, _ := llm.NewSim(llm.SimConfig{Seed: 1, FixRate: 1})
-	schema := json.RawMessage(`{"type":"object","required":["total"],"properties":{"total":{"type":"number","minimum":1,"maximum":9}}}`)
-	resp, _ := sim.Complete(context.Background(), heal.Request{
-		Messages: []heal.Message{
-			{Role: "user", Content: "Extract the total."},
-			{Role: "assistant", Content: `{"total": "12,50"}`},
-			{Role: "user", Content: "Fix only these fields:\n- /total: expected number, got \"12,50\""},
-		},
-		Schema: schema, JobID: "inv-7", Attempt: 2,
-	})
-	var out struct{ Total float64 }
-	err := json.Unmarshal([]byte(resp.Content), &out)
-	fmt.Println(err == nil && out.Total >= 1 && out.Total <= 9)
-	// Output: true
 }
 
 // NewOpenAI talks to any OpenAI-compatible server; here a local stand-in.
@@ -118,8 +76,8 @@ func ExampleNewAnthropic_errors() {
 
 // A Breaker guards one provider; the worker calls Wait before fetching jobs.
 func ExampleNewBreaker() {
-	sim, _ := llm.NewSim(llm.SimConfig{Force: llm.ForceTransport})
-	b := llm.NewBreaker(sim, llm.BreakerConfig{Threshold: 2, Cooldown: time.Minute,
+	m, _ := sim.New(sim.Config{Force: sim.ForceTransport})
+	b := llm.NewBreaker(m, llm.BreakerConfig{Threshold: 2, Cooldown: time.Minute,
 		OnState: func(s string) { fmt.Println("breaker:", s) }})
 	for range 3 {
 		_, err := b.Complete(context.Background(), heal.Request{})

@@ -16,8 +16,36 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 )
 
-// maxBody bounds how much of a provider response is read.
-const maxBody = 32 << 20
+// How much of a provider's answer is read. A 2xx body may hold at most
+// bodyLimit(max_tokens) bytes: bodyBytesPerToken for every completion token
+// the request allows (a long token, written with JSON escapes, \uXXXX for
+// each character at worst) plus bodyHeadroom for the envelope (ids, usage,
+// the finish reason), never more than maxBody. A body over the bound is not
+// read further; the answer is truncated (FinishLength) with the bound in
+// RawFinishReason. Error bodies (non-2xx) are read up to maxErrorBody.
+const (
+	bodyBytesPerToken = 32
+	bodyHeadroom      = 64 << 10
+	// bodyTokensUnset is the completion limit assumed when the request
+	// sends none (OpenAI without --max-tokens): the output ceiling of
+	// the common chat models.
+	bodyTokensUnset = 16384
+	maxBody         = 8 << 20
+	maxErrorBody    = 64 << 10
+)
+
+// bodyLimit is the most bytes a 2xx answer to a request allowing maxTokens
+// completion tokens (0: none sent) may take.
+func bodyLimit(maxTokens int) int64 {
+	t := int64(maxTokens)
+	if t <= 0 {
+		t = bodyTokensUnset
+	}
+	if t > (maxBody-bodyHeadroom)/bodyBytesPerToken {
+		return maxBody
+	}
+	return t*bodyBytesPerToken + bodyHeadroom
+}
 
 // caller sends one JSON request with the transport retry policy shared by
 // the HTTP providers.
@@ -39,40 +67,43 @@ type failure struct {
 	hasAfter   bool
 }
 
-// post sends body to url, retrying transport failures on the budget. It
-// returns the 2xx response body, the transport retries spent and the latency
-// of the successful exchange. Failures it could not get past are *heal.Error;
-// a cancelled or expired ctx returns ctx's error, wrapped.
+// post sends body to url, retrying transport failures on the budget, and
+// returns the answer parse read from the 2xx body, with its latency and the
+// transport retries spent. maxTokens is the completion limit the request
+// sent (0: none), which bounds the body read (bodyLimit). Failures it could
+// not get past are *heal.Error; a cancelled or expired ctx returns ctx's
+// error, wrapped.
 //
-// parse is called on a 2xx body; when it reports a failure of kind
-// transport (a garbled body from a proxy, say) that is retried too.
-func (c *caller) post(ctx context.Context, url string, body []byte, parse func([]byte) *failure) (retries int, latency time.Duration, err error) {
+// When parse reports a failure of kind transport (a garbled body from a
+// proxy, say) that is retried too.
+func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (heal.Response, *failure)) (heal.Response, error) {
 	budget := c.cfg.TransportRetries
 	for n := 0; ; n++ {
 		start := time.Now()
-		f := c.once(ctx, url, body, parse)
-		latency = time.Since(start)
+		out, f := c.once(ctx, url, body, maxTokens, parse)
 		if f == nil {
-			return n, latency, nil
+			out.Latency = time.Since(start)
+			out.TransportRetries = n
+			return out, nil
 		}
 		f.message = c.redact(f.message) // before it reaches a log line or an error
 		if err := ctx.Err(); err != nil {
-			return n, latency, fmt.Errorf("%s: calling the model: %w", c.provider, err)
+			return heal.Response{}, fmt.Errorf("%s: calling the model: %w", c.provider, err)
 		}
 		if f.kind != heal.KindTransport {
-			return n, latency, c.fail(f, n)
+			return heal.Response{}, c.fail(f, n)
 		}
 		if n >= budget {
 			c.cfg.Logger.Warn("llm transport retries exhausted",
 				slog.String("provider", c.provider), slog.Int("status", f.status),
 				slog.Int("retries", n), slog.String("error", f.message))
-			return n, latency, c.fail(f, n)
+			return heal.Response{}, c.fail(f, n)
 		}
 		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, n)
 		if f.hasAfter {
 			if f.retryAfter > c.cfg.BackoffMax {
 				f.message += fmt.Sprintf(" (provider asked to retry after %s, more than the %s backoff cap)", f.retryAfter, c.cfg.BackoffMax)
-				return n, latency, c.fail(f, n)
+				return heal.Response{}, c.fail(f, n)
 			}
 			delay = f.retryAfter
 		}
@@ -80,7 +111,7 @@ func (c *caller) post(ctx context.Context, url string, body []byte, parse func([
 			slog.String("provider", c.provider), slog.Int("status", f.status),
 			slog.Int("retry", n+1), slog.Duration("delay", delay), slog.String("error", f.message))
 		if err := sleep(ctx, delay); err != nil {
-			return n, latency, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
+			return heal.Response{}, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
 		}
 	}
 }
@@ -109,27 +140,41 @@ func (c *caller) redact(s string) string {
 }
 
 // once is one HTTP exchange under the per-request timeout.
-func (c *caller) once(ctx context.Context, url string, body []byte, parse func([]byte) *failure) *failure {
+func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (heal.Response, *failure)) (heal.Response, *failure) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return &failure{kind: heal.KindRequest, message: "building the request: " + err.Error()}
+		return heal.Response{}, &failure{kind: heal.KindRequest, message: "building the request: " + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	c.header(req.Header)
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return c.transportFailure(rctx, err)
+		return heal.Response{}, c.transportFailure(rctx, err)
 	}
+	// Closing a body that was not read to the end drops the connection
+	// rather than draining it: the rest of an oversized answer is never
+	// read.
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return c.transportFailure(rctx, fmt.Errorf("reading the response: %w", err))
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	limit := int64(maxErrorBody)
+	if ok {
+		limit = bodyLimit(maxTokens)
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	data, over, err := readBounded(resp, limit)
+	if err != nil {
+		return heal.Response{}, c.transportFailure(rctx, fmt.Errorf("reading the response: %w", err))
+	}
+	if ok {
+		if over {
+			return c.cut(limit, maxTokens), nil
+		}
 		return parse(data)
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return heal.Response{}, redirectFailure(resp)
 	}
 	f := &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: c.errMessage(data)}
 	if f.message == "" {
@@ -138,8 +183,64 @@ func (c *caller) once(ctx context.Context, url string, body []byte, parse func([
 	if f.kind == heal.KindTransport {
 		f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
 	}
-	return f
+	return heal.Response{}, f
 }
+
+// readBounded reads resp's body up to limit bytes. over reports a body
+// longer than that: declared so by Content-Length (then nothing is read)
+// or found so by reading one byte past the limit.
+func readBounded(resp *http.Response, limit int64) (data []byte, over bool, err error) {
+	if resp.ContentLength > limit {
+		return nil, true, nil
+	}
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 {
+		buf.Grow(int(n) + bytes.MinRead) // room to see the end without growing
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, limit+1)); err != nil {
+		return nil, false, err
+	}
+	if int64(buf.Len()) > limit {
+		return nil, true, nil
+	}
+	return buf.Bytes(), false, nil
+}
+
+// cut is the answer to a 2xx body over its bound: truncated, like an
+// answer stopped at max tokens, with the bound in the finish reason so the
+// heal loop's "output truncated" says why.
+func (c *caller) cut(limit int64, maxTokens int) heal.Response {
+	why := fmt.Sprintf("response body over %d bytes, the bound for max_tokens %d", limit, maxTokens)
+	if maxTokens <= 0 {
+		why = fmt.Sprintf("response body over %d bytes, the bound when no max_tokens is sent", limit)
+	}
+	c.cfg.Logger.Warn("llm answer over the body bound, not read further",
+		slog.String("provider", c.provider), slog.Int64("limit", limit), slog.Int("max_tokens", maxTokens))
+	return heal.Response{FinishReason: heal.FinishLength, RawFinishReason: why}
+}
+
+// redirectFailure is a 3xx answer: model calls follow no redirect (the
+// provider's client is built with CheckRedirect = noRedirect), so the key is
+// never sent to the other host and another host's answer is never taken
+// for the model's. The Location, resolved against the request URL, is
+// named without its user info, query and fragment (where credentials
+// travel).
+func redirectFailure(resp *http.Response) *failure {
+	where := "no Location"
+	if resp.Header.Get("Location") != "" {
+		where = "an unreadable Location"
+		if u, err := resp.Location(); err == nil {
+			u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+			where = "Location " + u.String()
+		}
+	}
+	return &failure{kind: heal.KindRequest, status: resp.StatusCode,
+		message: fmt.Sprintf("the provider redirected the call (%s); model calls follow no redirect: point the base URL at the final address", where)}
+}
+
+// noRedirect is the CheckRedirect of every provider client: the 3xx
+// response itself is returned.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (c *caller) transportFailure(rctx context.Context, err error) *failure {
 	msg := err.Error()

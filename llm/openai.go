@@ -6,8 +6,18 @@ import (
 	"net/http"
 	"regexp"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	jsonv1 "github.com/go-json-experiment/json/v1"
+
 	"github.com/llmpipeline/pipeline/heal"
 )
+
+// The chat-completions request is written by encoding/json; the response is
+// read by the json v2 implementation (github.com/go-json-experiment/json)
+// with the options that make it read as encoding/json does
+// (case-insensitive field names, duplicate names and invalid UTF-8
+// accepted), in half the time (BenchmarkOpenAICodec). For writing the
+// request, v2 in that mode measured no faster than encoding/json.
 
 // OpenAI speaks the OpenAI chat-completions protocol over HTTP: the public
 // API or any compatible server (vLLM, Ollama, llama.cpp, LiteLLM). Safe for
@@ -135,38 +145,25 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 		}
 		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: name, Schema: req.Schema, Strict: true}}
 	}
-	data, ok := appendOpenAIRequest(nil, &body)
-	if !ok {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
-			return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
-		}
-	}
-	var out heal.Response
-	parse := func(b []byte) *failure {
-		var f *failure
-		out, f = parseOpenAIResponse(b)
-		return f
-	}
-	retries, latency, err := o.c.post(ctx, o.url, data, parse)
+	data, err := encodeOpenAIRequest(&body)
 	if err != nil {
-		return heal.Response{}, err
+		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
-	out.Latency = latency
-	out.TransportRetries = retries
-	return out, nil
+	return o.c.post(ctx, o.url, data, body.MaxTokens, parseOpenAIResponse)
 }
 
-// parseOpenAIResponse reads a 2xx chat-completions body: the canonical
-// shape in one pass (decodeOpenAIResponse), anything else with
-// encoding/json.
+// encodeOpenAIRequest writes the request body.
+func encodeOpenAIRequest(body *openAIRequest) ([]byte, error) {
+	return json.Marshal(body)
+}
+
+// parseOpenAIResponse reads a 2xx chat-completions body. Members it does
+// not know (tool_calls, logprobs, system_fingerprint, ...) are skipped; a
+// null content falls back to the refusal.
 func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
-	r, ok := decodeOpenAIResponse(b)
-	if !ok {
-		r = openAIResponse{}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
-		}
+	var r openAIResponse
+	if err := jsonv2.Unmarshal(b, &r, jsonv1.DefaultOptionsV1()); err != nil {
+		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
 	}
 	if len(r.Choices) == 0 {
 		msg := "response has no choices"

@@ -227,7 +227,8 @@ func TestOpenAIFinishReasons(t *testing.T) {
 func TestOpenAITimeoutIsTransport(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, reply{hang: true}, reply{hang: true}, openAIOK(`{}`, "stop"))
-	o := newTestOpenAI(t, p.URL, func(c *Config) { c.Timeout = 20 * time.Millisecond; c.TransportRetries = 1 })
+	// Long enough that the retry reaches the server on a loaded machine.
+	o := newTestOpenAI(t, p.URL, func(c *Config) { c.Timeout = 200 * time.Millisecond; c.TransportRetries = 1 })
 	_, err := o.Complete(t.Context(), testRequest())
 	var he *heal.Error
 	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Retries != 1 || !strings.Contains(he.Message, "timed out") {

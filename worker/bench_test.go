@@ -15,7 +15,7 @@ import (
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -40,11 +40,11 @@ func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Respon
 // fault rate at 0.
 func validInvoices(tb testing.TB, sc *schemas.Schema, n int) []heal.Response {
 	tb.Helper()
-	cfg := llm.DefaultSimConfig()
+	cfg := sim.DefaultConfig()
 	cfg.Latency = 0
 	cfg.FenceRate, cfg.ProseRate, cfg.TrailingCommaRate = 0, 0, 0
 	cfg.WrongTypeRate, cfg.MissingRequiredRate, cfg.EnumNearMissRate = 0, 0, 0
-	sim, err := llm.NewSim(cfg)
+	sim, err := sim.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -217,7 +218,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	var m heal.Model
 	switch provider {
 	case "sim":
-		sc := llm.DefaultSimConfig()
+		sc := sim.DefaultConfig()
 		sc.Latency = c.Duration("sim-latency")
 		sc.Seed = c.Int64("sim-seed")
 		if f := c.Float64("sim-fix-rate"); f >= 0 {
@@ -234,7 +235,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		if !c.IsSet("model") {
 			fmt.Fprintln(e.stderr, "pipeline: no --model given: using the built-in simulated model (a simulator for demos, rehearsal and load tests, not a real LLM)")
 		}
-		s, err := llm.NewSim(sc)
+		s, err := sim.New(sc)
 		if err != nil {
 			return nil, "", nil, fail(exitUsage, "sim: %w", err)
 		}

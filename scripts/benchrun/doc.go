@@ -3,7 +3,7 @@
 // bench/RESULTS.md.
 //
 // It owns nothing the pipeline needs: it wires the same packages the CLI's
-// `pipeline run` wires (schemas.Builtin, llm.NewSim or llm.NewOpenAI behind
+// `pipeline run` wires (schemas.Builtin, sim.New or llm.NewOpenAI behind
 // llm.NewBreaker, heal.New, worker.New, ingest.Connect on an embedded
 // server with file storage, dlq.Open, worker.Serve) and times them.
 //

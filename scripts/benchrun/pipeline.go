@@ -20,6 +20,7 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -134,11 +135,11 @@ func buildModel(spec caseSpec, log *slog.Logger) (heal.Model, string, *llm.Break
 	name := "sim"
 	switch spec.Kind {
 	case "sim":
-		sc := llm.DefaultSimConfig()
+		sc := sim.DefaultConfig()
 		sc.Latency = spec.Latency
 		sc.FenceRate, sc.ProseRate, sc.TrailingCommaRate = 0, 0, 0
 		sc.WrongTypeRate, sc.MissingRequiredRate, sc.EnumNearMissRate = 0, 0, 0
-		s, err := llm.NewSim(sc)
+		s, err := sim.New(sc)
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %w", err)
 		}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -70,11 +70,11 @@ func validAnswers(ctx context.Context, n int) ([]heal.Response, error) {
 	if !ok {
 		return nil, fmt.Errorf("no built-in schema %q", benchSchema)
 	}
-	cfg := llm.DefaultSimConfig()
+	cfg := sim.DefaultConfig()
 	cfg.Latency = 0
 	cfg.FenceRate, cfg.ProseRate, cfg.TrailingCommaRate = 0, 0, 0
 	cfg.WrongTypeRate, cfg.MissingRequiredRate, cfg.EnumNearMissRate = 0, 0, 0
-	sim, err := llm.NewSim(cfg)
+	sim, err := sim.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}

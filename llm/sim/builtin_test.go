@@ -1,4 +1,4 @@
-package llm
+package sim
 
 import (
 	"fmt"
@@ -32,8 +32,8 @@ func TestSimOnBuiltinSchemas(t *testing.T) {
 		s, _ := reg.Get(id)
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
-			clean := newTestSim(t, SimConfig{Seed: 11})
-			faulty := newTestSim(t, SimConfig{Seed: 11, WrongTypeRate: 1, MissingRequiredRate: 1, EnumNearMissRate: 1, FixRate: 1})
+			clean := newTestSim(t, Config{Seed: 11})
+			faulty := newTestSim(t, Config{Seed: 11, WrongTypeRate: 1, MissingRequiredRate: 1, EnumNearMissRate: 1, FixRate: 1})
 			for i := range 100 {
 				req := heal.Request{
 					Messages: []heal.Message{{Role: "system", Content: "schema"}, {Role: "user", Content: "text"}},

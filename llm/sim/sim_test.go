@@ -1,4 +1,4 @@
-package llm
+package sim
 
 import (
 	"context"
@@ -14,9 +14,9 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 )
 
-func newTestSim(t testing.TB, cfg SimConfig) *Sim {
+func newTestSim(t testing.TB, cfg Config) *Model {
 	t.Helper()
-	s, err := NewSim(cfg)
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestSimGeneratesValidInstances(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := loadSchema(t, name)
-			sim := newTestSim(t, SimConfig{Seed: 7})
+			sim := newTestSim(t, Config{Seed: 7})
 			for i := range jobs {
 				resp := complete(t, sim, firstTurn(s, fmt.Sprintf("job-%d", i)))
 				if ds := s.diagnostics(t, resp.Content); ds != nil {
@@ -81,7 +81,7 @@ func TestSimGeneratesValidInstances(t *testing.T) {
 func TestSimNeverSatisfiesPattern(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "contact")
-	sim := newTestSim(t, SimConfig{Seed: 3, FixRate: 1})
+	sim := newTestSim(t, Config{Seed: 3, FixRate: 1})
 	want := []diag{{"/country_code", "pattern"}, {"/phone", "pattern"}}
 	for i := range jobs {
 		first := firstTurn(s, fmt.Sprintf("c-%d", i))
@@ -116,10 +116,10 @@ func TestSimFaults(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		cfg   SimConfig
+		cfg   Config
 		check func(t *testing.T, out string)
 	}{
-		{"fence", SimConfig{FenceRate: 1}, func(t *testing.T, out string) {
+		{"fence", Config{FenceRate: 1}, func(t *testing.T, out string) {
 			inner, ok := strings.CutPrefix(out, "```json\n")
 			inner, ok2 := strings.CutSuffix(inner, "\n```")
 			if !ok || !ok2 {
@@ -129,7 +129,7 @@ func TestSimFaults(t *testing.T) {
 				t.Fatalf("fenced JSON invalid: %v", ds)
 			}
 		}},
-		{"prose", SimConfig{ProseRate: 1}, func(t *testing.T, out string) {
+		{"prose", Config{ProseRate: 1}, func(t *testing.T, out string) {
 			i, j := strings.Index(out, "{"), strings.LastIndex(out, "}")
 			if i <= 0 || j == len(out)-1 || json.Valid([]byte(out)) {
 				t.Fatalf("no prose around:\n%s", out)
@@ -138,7 +138,7 @@ func TestSimFaults(t *testing.T) {
 				t.Fatalf("JSON inside prose invalid: %v", ds)
 			}
 		}},
-		{"trailing comma", SimConfig{TrailingCommaRate: 1}, func(t *testing.T, out string) {
+		{"trailing comma", Config{TrailingCommaRate: 1}, func(t *testing.T, out string) {
 			if json.Valid([]byte(out)) || !trailingComma.MatchString(out) {
 				t.Fatalf("no trailing comma:\n%s", out)
 			}
@@ -146,14 +146,14 @@ func TestSimFaults(t *testing.T) {
 				t.Fatalf("JSON invalid once the comma is gone: %v", ds)
 			}
 		}},
-		{"wrong type", SimConfig{WrongTypeRate: 1}, func(t *testing.T, out string) {
+		{"wrong type", Config{WrongTypeRate: 1}, func(t *testing.T, out string) {
 			hasKeyword("type")(t, out)
 			if !regexp.MustCompile(`"\d+,\d\d"`).MatchString(out) && !regexp.MustCompile(`: "\d+"`).MatchString(out) {
 				t.Fatalf("no number written as a string:\n%s", out)
 			}
 		}},
-		{"missing required", SimConfig{MissingRequiredRate: 1}, hasKeyword("required")},
-		{"enum near-miss", SimConfig{EnumNearMissRate: 1}, func(t *testing.T, out string) {
+		{"missing required", Config{MissingRequiredRate: 1}, hasKeyword("required")},
+		{"enum near-miss", Config{EnumNearMissRate: 1}, func(t *testing.T, out string) {
 			hasKeyword("enum")(t, out)
 			if !regexp.MustCompile(`"currency": "(eur|usd|gbp|chf)"`).MatchString(out) {
 				t.Fatalf("currency not in the wrong case:\n%s", out)
@@ -173,7 +173,7 @@ func TestSimFaults(t *testing.T) {
 
 func TestSimHealsNamedPaths(t *testing.T) {
 	t.Parallel()
-	faulty := SimConfig{WrongTypeRate: 1, MissingRequiredRate: 1, EnumNearMissRate: 1}
+	faulty := Config{WrongTypeRate: 1, MissingRequiredRate: 1, EnumNearMissRate: 1}
 	tests := []struct {
 		name    string
 		fixRate float64
@@ -215,7 +215,7 @@ func TestSimHealsNamedPaths(t *testing.T) {
 func TestSimHealTurnAfterGrammarFailure(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "invoice")
-	sim := newTestSim(t, SimConfig{FixRate: 1})
+	sim := newTestSim(t, Config{FixRate: 1})
 	first := firstTurn(s, "g-1")
 	req := healTurn(first, "Sorry, I cannot help with that.", "Your answer held no JSON. Return the JSON object only.")
 	out := complete(t, sim, req).Content
@@ -227,7 +227,7 @@ func TestSimHealTurnAfterGrammarFailure(t *testing.T) {
 func TestSimDeterminism(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "invoice")
-	cfg := DefaultSimConfig()
+	cfg := DefaultConfig()
 	cfg.Latency = 0
 	a, b := newTestSim(t, cfg), newTestSim(t, cfg)
 	cfg.Seed++
@@ -259,12 +259,12 @@ func TestSimForce(t *testing.T) {
 		force  string
 		kind   heal.ErrorKind
 		status int
-		check  func(t *testing.T, sim *Sim)
+		check  func(t *testing.T, sim *Model)
 	}{
 		{force: ForceTransport, kind: heal.KindTransport, status: 503},
 		{force: ForceAuth, kind: heal.KindAuth, status: 401},
 		{force: ForceRequest, kind: heal.KindRequest, status: 400},
-		{force: ForceTruncated, check: func(t *testing.T, sim *Sim) {
+		{force: ForceTruncated, check: func(t *testing.T, sim *Model) {
 			resp := complete(t, sim, firstTurn(s, "t-1"))
 			if resp.FinishReason != heal.FinishLength || resp.RawFinishReason != "length" {
 				t.Fatalf("finish %q/%q, want length", resp.FinishReason, resp.RawFinishReason)
@@ -273,7 +273,7 @@ func TestSimForce(t *testing.T) {
 				t.Fatalf("not a cut JSON document:\n%s", resp.Content)
 			}
 		}},
-		{force: ForceGrammar, check: func(t *testing.T, sim *Sim) {
+		{force: ForceGrammar, check: func(t *testing.T, sim *Model) {
 			first := firstTurn(s, "g-1")
 			a := complete(t, sim, first).Content
 			b := complete(t, sim, healTurn(first, a, "No JSON found. Return the JSON object only.")).Content
@@ -284,7 +284,7 @@ func TestSimForce(t *testing.T) {
 				t.Fatalf("grammar output repeats itself (that is no_progress): %q", a)
 			}
 		}},
-		{force: ForceNoProgress, check: func(t *testing.T, sim *Sim) {
+		{force: ForceNoProgress, check: func(t *testing.T, sim *Model) {
 			first := firstTurn(s, "n-1")
 			a := complete(t, sim, first).Content
 			ds := s.diagnostics(t, a)
@@ -299,7 +299,7 @@ func TestSimForce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.force, func(t *testing.T) {
 			t.Parallel()
-			sim := newTestSim(t, SimConfig{Force: tt.force, FixRate: 1})
+			sim := newTestSim(t, Config{Force: tt.force, FixRate: 1})
 			if tt.check != nil {
 				tt.check(t, sim)
 				return
@@ -316,7 +316,7 @@ func TestSimForce(t *testing.T) {
 func TestSimMaxTokensTruncates(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "invoice")
-	sim := newTestSim(t, SimConfig{})
+	sim := newTestSim(t, Config{})
 	req := firstTurn(s, "m-1")
 	req.MaxTokens = 20
 	resp := complete(t, sim, req)
@@ -328,7 +328,7 @@ func TestSimMaxTokensTruncates(t *testing.T) {
 func TestSimLatencyHonoursContext(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "invoice")
-	sim := newTestSim(t, SimConfig{Latency: time.Hour})
+	sim := newTestSim(t, Config{Latency: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := sim.Complete(ctx, firstTurn(s, "l-1"))
@@ -340,7 +340,7 @@ func TestSimLatencyHonoursContext(t *testing.T) {
 func TestSimDoesNotModifyRequest(t *testing.T) {
 	t.Parallel()
 	s := loadSchema(t, "invoice")
-	sim := newTestSim(t, SimConfig{WrongTypeRate: 1, FixRate: 1})
+	sim := newTestSim(t, Config{WrongTypeRate: 1, FixRate: 1})
 	first := firstTurn(s, "r-1")
 	out := complete(t, sim, first).Content
 	req := healTurn(first, out, feedback(s.diagnostics(t, out)))
@@ -354,7 +354,7 @@ func TestSimDoesNotModifyRequest(t *testing.T) {
 
 func TestSimRequestErrors(t *testing.T) {
 	t.Parallel()
-	sim := newTestSim(t, SimConfig{})
+	sim := newTestSim(t, Config{})
 	tests := []struct {
 		name   string
 		schema string
@@ -378,17 +378,17 @@ func TestNewSimRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		cfg  SimConfig
+		cfg  Config
 	}{
-		{"rate above one", SimConfig{FenceRate: 1.5}},
-		{"negative rate", SimConfig{FixRate: -0.1}},
-		{"unknown force", SimConfig{Force: "explode"}},
-		{"negative latency", SimConfig{Latency: -time.Second}},
+		{"rate above one", Config{FenceRate: 1.5}},
+		{"negative rate", Config{FixRate: -0.1}},
+		{"unknown force", Config{Force: "explode"}},
+		{"negative latency", Config{Latency: -time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := NewSim(tt.cfg); !errors.Is(err, ErrConfig) {
+			if _, err := New(tt.cfg); !errors.Is(err, ErrConfig) {
 				t.Fatalf("err = %v, want ErrConfig", err)
 			}
 		})
@@ -441,7 +441,7 @@ func FuzzSimSchema(f *testing.F) {
 	f.Add([]byte(`{"type":"integer","minimum":5,"maximum":1}`), "")
 	f.Add([]byte(`true`), "")
 	f.Fuzz(func(t *testing.T, schema []byte, fb string) {
-		sim, err := NewSim(SimConfig{Seed: 1, WrongTypeRate: 0.5, MissingRequiredRate: 0.5, FixRate: 1, TrailingCommaRate: 0.5})
+		sim, err := New(Config{Seed: 1, WrongTypeRate: 0.5, MissingRequiredRate: 0.5, FixRate: 1, TrailingCommaRate: 0.5})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package llm
+package sim
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/llmpipeline/pipeline/internal/jsontext"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // val is a JSON value with object keys in order, as the simulator builds
@@ -207,7 +207,7 @@ func (w *writer) value(v *val, indent int) {
 	case vBool, vNum:
 		w.buf = append(w.buf, v.s...)
 	case vStr:
-		w.buf = jsontext.AppendString(w.buf, v.s, false)
+		w.buf = appendString(w.buf, v.s)
 	case vObj, vArr:
 		open, close := byte('{'), byte('}')
 		if v.k == vArr {
@@ -224,7 +224,7 @@ func (w *writer) value(v *val, indent int) {
 			w.buf = append(w.buf, '\n')
 			w.buf = appendIndent(w.buf, indent+1)
 			if v.k == vObj {
-				w.buf = jsontext.AppendString(w.buf, v.keys[i], false)
+				w.buf = appendString(w.buf, v.keys[i])
 				w.buf = append(w.buf, ':', ' ')
 			}
 			w.value(e, indent+1)
@@ -236,6 +236,14 @@ func (w *writer) value(v *val, indent int) {
 		w.buf = appendIndent(w.buf, indent)
 		w.buf = append(w.buf, close)
 	}
+}
+
+// appendString appends s as a JSON string, escaped only where JSON
+// requires it. Invalid UTF-8 is written as U+FFFD; AppendQuote's error
+// says only that, so the text it wrote is kept.
+func appendString(b []byte, s string) []byte {
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
 }
 
 func appendIndent(b []byte, n int) []byte {
