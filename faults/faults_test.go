@@ -46,6 +46,7 @@ func TestFaults(t *testing.T) {
 		{"SIGTERM, grace 10s", func(t *testing.T) row { return scenarioSIGTERM(t, 10*time.Second) }},
 		{"SIGTERM, grace 100ms", func(t *testing.T) row { return scenarioSIGTERM(t, 100*time.Millisecond) }},
 	}
+	scenarios = append(scenarios, payloadScenarios()...)
 	var mu sync.Mutex
 	rows := map[string]row{}
 	ran := map[string]bool{}
