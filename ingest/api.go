@@ -61,6 +61,11 @@ type Config struct {
 type SubmitStats struct {
 	Published  int // newly stored
 	Duplicates int // already in the stream (same job id inside the duplicate window)
+	// AlreadyDone: items whose run already ended (the job ledger says so),
+	// not published.
+	AlreadyDone int
+	// Reruns: items published as a new run of a job that had ended (Rerun).
+	Reruns int
 }
 
 // SubmitItem is one job to publish: its raw JSON, its schema (the subject
@@ -69,6 +74,12 @@ type SubmitItem struct {
 	Data   []byte
 	Schema string
 	MsgID  string
+	// JobID, when set, makes Submit consult the job ledger: an item whose
+	// run (RunOf(MsgID, JobID)) already ended is not published and counts
+	// as AlreadyDone, unless Rerun is set: then it is published as the run
+	// after the last one that ended (message id RunMsgID(JobID, last+1)).
+	JobID string
+	Rerun bool
 }
 
 // Delivery is one job message handed to a Handler.
@@ -82,7 +93,10 @@ type Delivery struct {
 	// SchemaToken is the last token of the subject (pipeline.jobs.<schema>).
 	SchemaToken string
 	// MsgID is the message's Nats-Msg-Id (the job id, or a replay's id).
-	MsgID        string
+	MsgID string
+	// Size is the job's size in bytes (the object's, for a job whose body
+	// is in the object store).
+	Size         int64
 	NumDelivered int
 	MaxDeliver   int
 	// Orphan is true when the message reached MaxDeliver without an answer
@@ -90,6 +104,9 @@ type Delivery struct {
 	Orphan bool
 	// inProgress resets the ack timer; the runtime calls it on a timer too.
 	inProgress func()
+	// payload names the object holding the job's body ("" when inline):
+	// deleted once the job is removed from the work queue.
+	payload string
 }
 
 // Last reports whether this is the message's last delivery.
@@ -119,6 +136,9 @@ const (
 	// NakWithDelay and stop fetching: the worker cannot go on (auth). Run
 	// returns Err.
 	ActionStop
+	// actionDone: the job's run already ended (the ledger says so): Ack
+	// without storing anything. Set by the runtime, never by a handler.
+	actionDone
 )
 
 // Outcome is a handler's verdict on one delivery.
@@ -169,6 +189,13 @@ type WorkerConfig struct {
 	// FetchWait is the longest one fetch waits for jobs (default 1s): the
 	// runtime re-checks ctx, Gate and idleness at least this often.
 	FetchWait time.Duration
+	// MaxJobBytes bounds a job's size (default 64 MiB): a bigger one,
+	// inline or in the object store, is handed to the handler as invalid
+	// (Delivery.JobErr names the size and the limit) without being read.
+	MaxJobBytes int64
+	// AlreadyDone, if set, is called for every delivery acked without
+	// calling the handler because the job ledger says its run ended.
+	AlreadyDone func(msgID string)
 	// Stored, if set, is called with every result or dead letter once the
 	// stream acknowledged it as new (not for a duplicate): the sink of the
 	// same process takes it from there (Sink.Offer) instead of reading it

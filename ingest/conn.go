@@ -42,6 +42,8 @@ type Conn struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	url string
+	// buckets: the object store for large payloads and the job ledger.
+	buckets buckets
 
 	// srv is the embedded server when this Conn started it (owner), nil when
 	// it dialled a URL or joined another Conn's server.

@@ -63,7 +63,20 @@
 // publisher stalls ("too many outstanding async published messages") it
 // waits for the outstanding acks and tries again, and a publish whose ack
 // failed is published again with the same id. It counts duplicates (ids
-// already in the stream) apart from new jobs.
+// already in the stream) apart from new jobs. Items that carry a JobID are
+// looked up in the job ledger first (KV bucket PIPELINE_LEDGER, see
+// ledger.go): a run that ended is not published (AlreadyDone), or, with
+// Rerun, published as the next run (<job id>~r<n>).
+//
+// # Large payloads
+//
+// A job, result or dead letter over InlineLimit (the connection's max
+// payload minus 16 KiB for headers) is put in the object store
+// PIPELINE_PAYLOADS under kind/<msg id>/<sha-256> and published with the
+// headers Pipeline-Payload, -Size and -Digest and an empty body. Payload
+// resolves such a message; the workers, the sink and ReadStream call it.
+// A job's object is deleted once the job left the work queue; an outcome's
+// lives as long as its message.
 //
 // # Workers
 //
@@ -89,6 +102,14 @@
 //     jitter). Never a bare Nak.
 //   - ActionStop: NakWithDelay, stop fetching, let in-flight jobs finish,
 //     return Outcome.Err (ErrStopped if nil).
+//
+// Before Handle, a job over WorkerConfig.MaxJobBytes is marked invalid
+// (JobErr) without being read, and the ledger is asked whether the
+// delivery's run ended: then the job is acked and Handle not called
+// (WorkerConfig.AlreadyDone). After an outcome is stored, the run is
+// written into the ledger with compare-and-set before the ack; if another
+// worker's outcome for the same run is there first, ours is deleted from
+// its stream and the job only acked.
 //
 // A redelivered job (NumDelivered > 1) may have stored an outcome on an
 // earlier delivery and lost its ack. Its own stream deduplicates a second

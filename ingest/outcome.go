@@ -11,7 +11,7 @@ import (
 )
 
 // storedOutcome reports on which stream (StreamResults or StreamDLQ, "" for
-// neither) an outcome with Nats-Msg-Id msgID is stored, looking only at the
+// neither) and at which sequence an outcome with Nats-Msg-Id msgID is stored, looking only at the
 // subjects of schema (every schema when schema is not a valid token).
 //
 // The duplicate window keeps one outcome per stream, but a job must not end
@@ -21,39 +21,40 @@ import (
 // the stream leader dies in between), and a worker can store an outcome and
 // die before its ack on the last delivery. Orphans are rare, so a scan of
 // the headers is affordable here.
-func (c *Conn) storedOutcome(ctx context.Context, msgID, schema string) (string, error) {
+func (c *Conn) storedOutcome(ctx context.Context, msgID, schema string) (string, uint64, error) {
 	for _, s := range []struct{ stream, subject string }{{StreamResults, SubjectResults}, {StreamDLQ, SubjectDLQ}} {
 		filter := s.subject + ".>"
 		if isToken(schema) {
 			filter = s.subject + "." + schema
 		}
-		found, err := c.hasMsgID(ctx, s.stream, filter, msgID)
+		seq, err := c.hasMsgID(ctx, s.stream, filter, msgID)
 		if err != nil {
-			return "", err
+			return "", 0, err
 		}
-		if found {
-			return s.stream, nil
+		if seq != 0 {
+			return s.stream, seq, nil
 		}
 	}
-	return "", nil
+	return "", 0, nil
 }
 
-// hasMsgID scans the headers of the messages of stream on filter for msgID.
-func (c *Conn) hasMsgID(ctx context.Context, stream, filter, msgID string) (bool, error) {
+// hasMsgID scans the headers of the messages of stream on filter for msgID
+// and returns its sequence (0 when absent).
+func (c *Conn) hasMsgID(ctx context.Context, stream, filter, msgID string) (uint64, error) {
 	st, err := c.js.Stream(ctx, stream)
 	if err != nil {
-		return false, fmt.Errorf("looking up stream %s: %w", stream, err)
+		return 0, fmt.Errorf("looking up stream %s: %w", stream, err)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
-		return false, fmt.Errorf("reading stream %s info: %w", stream, err)
+		return 0, fmt.Errorf("reading stream %s info: %w", stream, err)
 	}
 	var n uint64
 	for _, count := range info.State.Subjects {
 		n += count
 	}
 	if n == 0 {
-		return false, nil
+		return 0, nil
 	}
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
@@ -61,42 +62,42 @@ func (c *Conn) hasMsgID(ctx context.Context, stream, filter, msgID string) (bool
 		HeadersOnly:    true,
 	})
 	if err != nil {
-		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 	}
 	defer it.Stop()
 	for {
 		msg, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return false, nil
+				return 0, nil
 			}
-			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
-		}
-		if msg.Headers().Get(jetstream.MsgIDHeader) == msgID {
-			return true, nil
+			return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 		}
 		meta, err := msg.Metadata()
 		if err != nil {
-			return false, fmt.Errorf("scanning %s for %s: message metadata: %w", stream, msgID, err)
+			return 0, fmt.Errorf("scanning %s for %s: message metadata: %w", stream, msgID, err)
+		}
+		if msg.Headers().Get(jetstream.MsgIDHeader) == msgID {
+			return meta.Sequence.Stream, nil
 		}
 		if meta.NumPending == 0 {
-			return false, nil
+			return 0, nil
 		}
 	}
 }
 
-// outcomeSince reports whether a message with Nats-Msg-Id msgID was stored
-// on stream, matching filter, at or after since. It reads headers through a
+// outcomeSince returns the sequence of a message with Nats-Msg-Id msgID
+// stored on stream, matching filter, at or after since (0 for none). It reads headers through a
 // short-lived ephemeral consumer that starts at since, so it costs the
 // number of messages stored since then, not the stream's size.
-func (c *Conn) outcomeSince(ctx context.Context, stream, filter, msgID string, since time.Time) (bool, error) {
+func (c *Conn) outcomeSince(ctx context.Context, stream, filter, msgID string, since time.Time) (uint64, error) {
 	st, err := c.js.Stream(ctx, stream)
 	if err != nil {
-		return false, fmt.Errorf("looking up stream %s: %w", stream, err)
+		return 0, fmt.Errorf("looking up stream %s: %w", stream, err)
 	}
 	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		Description:       "pipeline: is " + msgID + " stored already",
@@ -110,7 +111,7 @@ func (c *Conn) outcomeSince(ctx context.Context, stream, filter, msgID string, s
 		Replicas:          1,
 	})
 	if err != nil {
-		return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+		return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 	}
 	name := cons.CachedInfo().Name
 	defer func() {
@@ -122,22 +123,42 @@ func (c *Conn) outcomeSince(ctx context.Context, stream, filter, msgID string, s
 	for left > 0 {
 		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+			return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 		}
 		got := uint64(0)
 		for m := range batch.Messages() {
 			got++
 			if m.Headers().Get(jetstream.MsgIDHeader) == msgID {
-				return true, nil
+				meta, err := m.Metadata()
+				if err != nil {
+					return 0, fmt.Errorf("scanning %s for %s: message metadata: %w", stream, msgID, err)
+				}
+				return meta.Sequence.Stream, nil
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return false, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
+			return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 		}
 		if got == 0 {
-			return false, fmt.Errorf("scanning %s for %s: %d messages announced, none delivered", stream, msgID, left)
+			return 0, fmt.Errorf("scanning %s for %s: %d messages announced, none delivered", stream, msgID, left)
 		}
 		left -= min(got, left)
 	}
-	return false, nil
+	return 0, nil
+}
+
+// removeOutcome deletes an outcome this worker stored for a run whose
+// outcome another worker stored first, and its body object.
+func (c *Conn) removeOutcome(ctx context.Context, stream string, seq uint64, object string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	s, err := c.js.Stream(ctx, stream)
+	if err == nil {
+		err = s.DeleteMsg(ctx, seq)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		c.log.Error("deleting a second outcome of one run (the index keeps one row per run; the stream keeps both)", "stream", stream, "seq", seq, "err", err)
+		return
+	}
+	c.dropPayload(ctx, object)
 }

@@ -12,7 +12,8 @@ import (
 // subjectFilter, "" for all) in stream order, and returns once it reached
 // the last one that was stored when it started reading (an ordered,
 // ephemeral consumer; nothing is acked or removed). An error from fn stops
-// the read and is returned.
+// the read and is returned. A body held in the object store (a message
+// over the server's max payload) is read from there: fn sees the whole.
 func (c *Conn) ReadStream(ctx context.Context, stream, subjectFilter string, fn func(SinkMsg) error) error {
 	s, err := c.js.Stream(ctx, stream)
 	if err != nil {
@@ -59,7 +60,11 @@ func (c *Conn) ReadStream(ctx context.Context, stream, subjectFilter string, fn 
 			}
 			return fmt.Errorf("reading stream %s: %w", stream, err)
 		}
-		if err := fn(toSinkMsg(msg)); err != nil {
+		sm, err := c.toSinkMsgResolved(ctx, msg)
+		if err != nil {
+			return fmt.Errorf("reading stream %s: %w", stream, err)
+		}
+		if err := fn(sm); err != nil {
 			return err
 		}
 		meta, err := msg.Metadata()

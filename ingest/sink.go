@@ -439,6 +439,7 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 	pendingAfter := uint64(1)
 	dseq := uint64(1) // a fresh consumer delivers 1, 2, ...: a jump is a lost delivery
 	broken := false
+	var readErr error // a body that could not be read from the object store
 	for msg := range res.Messages() {
 		meta, merr := msg.Metadata()
 		if broken || merr != nil || meta.Sequence.Consumer != dseq {
@@ -446,7 +447,16 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 			continue
 		}
 		dseq++
-		m := toSinkMsg(msg)
+		m, err := l.c.toSinkMsgResolved(ctx, msg)
+		switch {
+		case errors.Is(err, ErrPayloadMissing):
+			// Gone for good: the index cannot hold it; say so and go on.
+			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
+		case err != nil:
+			readErr = err
+			broken = true // read again from here on the next pass
+			continue
+		}
 		for ; next < m.Sequence; next++ {
 			l.absent(st, next)
 		}
@@ -461,6 +471,9 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 	}
 	if err := res.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
+	}
+	if readErr != nil {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, readErr)
 	}
 	if broken {
 		return fmt.Errorf("reading stream %s from %d: a delivery was lost; reading again", st.name, lo)

@@ -36,15 +36,16 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 	}
 }
 
-// ensureStreams creates the streams or updates them to the configuration;
-// running it again changes nothing.
+// ensureStreams creates the streams, the payload object store and the job
+// ledger, or updates them to the configuration; running it again changes
+// nothing.
 func (c *Conn) ensureStreams(ctx context.Context) error {
 	for _, sc := range c.streamConfigs() {
 		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("creating or updating stream %s (%s, replicas %d): %w", sc.Name, sc.Subjects[0], sc.Replicas, err)
 		}
 	}
-	return nil
+	return c.ensureBuckets(ctx)
 }
 
 // Defaults of WorkerConfig.
@@ -87,6 +88,9 @@ func (cfg WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.MaxJobBytes <= 0 {
+		cfg.MaxJobBytes = DefaultMaxJobBytes
 	}
 	return cfg
 }

@@ -72,10 +72,14 @@ func newMsg(subject, msgID string, data []byte) *nats.Msg {
 }
 
 // Submit publishes jobs on pipeline.jobs.<schema> with Nats-Msg-Id = msgID(job)
-// (the job id; replays pass their own), waiting for every ack. progress, if
-// not nil, is called with the count done so far (from one goroutine, in
-// order). Publishes are asynchronous and bounded (a stalled publisher waits
-// for its outstanding acks); a publish whose ack fails is retried.
+// (the job id; replays pass their own), waiting for every ack. Items that
+// carry a JobID are checked against the job ledger first (see SubmitItem).
+// A job over the connection's InlineLimit is put in the object store and
+// published as a message that names it, so no size makes a publish fail.
+// progress, if not nil, is called with the count done so far (from one
+// goroutine, in order). Publishes are asynchronous and bounded (a stalled
+// publisher waits for its outstanding acks); a publish whose ack fails is
+// retried.
 func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done int)) (SubmitStats, error) {
 	for i, it := range jobs {
 		if !isToken(it.Schema) {
@@ -85,26 +89,38 @@ func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done
 			return SubmitStats{}, fmt.Errorf("submitting job %d: empty message id", i)
 		}
 	}
+	var stats SubmitStats
+	jobs, done, reruns, err := c.filterEnded(ctx, jobs)
+	if err != nil {
+		return stats, fmt.Errorf("submitting jobs: %w", err)
+	}
+	stats.AlreadyDone, stats.Reruns = done, reruns
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	futs := make(chan jetstream.PubAckFuture, publishAsyncMaxPending)
-	var stats SubmitStats
-	done := make(chan error, 1)
+	type pending struct {
+		fut    jetstream.PubAckFuture
+		object string // the body's object, "" when inline
+	}
+	futs := make(chan pending, publishAsyncMaxPending)
+	acked := make(chan error, 1)
 	go func() {
 		n := 0
-		for fut := range futs {
-			ack, err := c.awaitPubAck(ctx, fut)
+		for p := range futs {
+			ack, err := c.awaitPubAck(ctx, p.fut)
 			if err != nil {
 				cancel(err)
 				// Keep draining so the publisher never blocks on futs.
 				for range futs {
 				}
-				done <- err
+				acked <- err
 				return
 			}
 			if ack.Duplicate {
 				stats.Duplicates++
+				// The job under this id is stored already: the object put
+				// for this copy is garbage unless the stored one names it.
+				c.dropIfUnreferenced(ctx, StreamJobs, ack.Sequence, p.object)
 			} else {
 				stats.Published++
 			}
@@ -113,7 +129,7 @@ func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done
 				progress(n)
 			}
 		}
-		done <- nil
+		acked <- nil
 	}()
 
 	var pubErr error
@@ -122,15 +138,21 @@ func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done
 			pubErr = err
 			break
 		}
-		fut, err := c.publishAsync(ctx, newMsg(SubjectJobs+"."+it.Schema, it.MsgID, it.Data))
+		msg := newMsg(SubjectJobs+"."+it.Schema, it.MsgID, it.Data)
+		object, err := c.offload(ctx, msg, payloadJobs)
 		if err != nil {
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)
 			break
 		}
-		futs <- fut
+		fut, err := c.publishAsync(ctx, msg)
+		if err != nil {
+			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)
+			break
+		}
+		futs <- pending{fut: fut, object: object}
 	}
 	close(futs)
-	ackErr := <-done
+	ackErr := <-acked
 	switch {
 	case ackErr != nil:
 		return stats, fmt.Errorf("submitting jobs: %w", ackErr)

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -522,7 +521,6 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 // handleMsg runs the handler for one delivered job; the caller settles it.
 func (r *runner) handleMsg(msg jetstream.Msg) (*Delivery, Outcome) {
 	d := &Delivery{
-		Data:        msg.Data(),
 		SchemaToken: lastToken(msg.Subject()),
 		MsgID:       msg.Headers().Get(jetstream.MsgIDHeader),
 		MaxDeliver:  r.cfg.MaxDeliver,
@@ -533,9 +531,8 @@ func (r *runner) handleMsg(msg jetstream.Msg) (*Delivery, Outcome) {
 		d.NumDelivered = int(meta.NumDelivered)
 		seq = meta.Sequence.Stream
 	}
-	d.Job, d.JobErr = ParseJob(d.Data)
-	if d.MsgID == "" {
-		d.MsgID = fallbackMsgID(d, seq)
+	if out, ok := r.prepare(d, msg.Headers(), msg.Data(), seq); !ok {
+		return d, out
 	}
 
 	out, ok := r.call(d)
@@ -560,141 +557,6 @@ func (r *runner) call(d *Delivery) (out Outcome, ok bool) {
 		}
 	}()
 	return r.h.Handle(r.handlerCtx, d), true
-}
-
-// settle acts on the handler's outcome for a delivered job.
-func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
-	switch out.Action {
-	case ActionResult, ActionDeadLetter:
-		if d.NumDelivered > 1 {
-			// An earlier delivery may have stored an outcome and lost its
-			// ack; a model need not answer the same way twice, so the
-			// other stream is checked (the same one deduplicates).
-			other, err := r.otherOutcome(d, out)
-			if err != nil {
-				r.log.Warn("checking for an earlier outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
-				r.nakOnce(j, r.retryDelay(d, 0))
-				return
-			}
-			if other != "" {
-				j.settled.Store(true)
-				if err := j.msg.Ack(); err != nil {
-					r.log.Warn("acknowledging a job answered by an earlier delivery", "msg_id", d.MsgID, "err", err)
-				}
-				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
-				return
-			}
-		}
-		err := r.store(d, out)
-		if err != nil {
-			r.log.Warn("storing outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
-			r.nakOnce(j, r.retryDelay(d, 0))
-			return
-		}
-		// The outcome is stored: settle even if the shutdown grace already
-		// naked the job (an ack after a nak still removes it).
-		j.settled.Store(true)
-		if out.Action == ActionResult {
-			err = j.msg.Ack()
-		} else {
-			err = j.msg.TermWithReason(reasonOr(out.Reason, "dead-lettered"))
-		}
-		if err != nil {
-			r.log.Warn("acknowledging job (its outcome is stored; a redelivery is deduplicated)", "msg_id", d.MsgID, "err", err)
-		}
-	case ActionRetry:
-		r.nakOnce(j, r.retryDelay(d, out.Delay))
-	case ActionStop:
-		r.nakOnce(j, r.retryDelay(d, out.Delay))
-		if r.stop(out.Err) {
-			r.log.Error("handler stopped the worker", "msg_id", d.MsgID, "err", out.Err)
-		} else {
-			r.log.Debug("job handed back; the worker is already stopping", "msg_id", d.MsgID, "err", out.Err)
-		}
-	default:
-		r.log.Error("handler returned an unknown action; retrying the job", "msg_id", d.MsgID, "action", int(out.Action))
-		r.nakOnce(j, r.retryDelay(d, out.Delay))
-	}
-}
-
-// store publishes a result or dead letter with Nats-Msg-Id = the delivery's
-// message id and waits for the stream's ack; then it hands the stored
-// message to WorkerConfig.Stored, unless the stream already had one under
-// this id (the first one stays, and may differ: the sink reads that one).
-func (r *runner) store(d *Delivery, out Outcome) error {
-	prefix := SubjectResults
-	if out.Action == ActionDeadLetter {
-		prefix = SubjectDLQ
-	}
-	schema := out.Schema
-	if !isToken(schema) {
-		schema = d.SchemaToken
-	}
-	msg := newMsg(prefix+"."+schema, d.MsgID, out.Payload)
-	fut, err := r.c.publishAsync(r.pubCtx, msg)
-	if err != nil {
-		return fmt.Errorf("publishing to %s: %w", msg.Subject, err)
-	}
-	ack, err := r.c.awaitPubAck(r.pubCtx, fut)
-	if err != nil {
-		return err
-	}
-	if r.cfg.Stored != nil && !ack.Duplicate {
-		r.cfg.Stored(SinkMsg{Subject: msg.Subject, Data: out.Payload, MsgID: d.MsgID,
-			Stream: ack.Stream, Sequence: ack.Sequence, Time: time.Now(), Record: out.Record})
-	}
-	return nil
-}
-
-// otherOutcome reports the stream (StreamResults or StreamDLQ, "" for
-// none) on which an earlier delivery stored a different kind of outcome
-// for d within the duplicate window: a dead letter when out is a result,
-// or the other way round.
-func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, error) {
-	stream, prefix := StreamDLQ, SubjectDLQ
-	if out.Action == ActionDeadLetter {
-		stream, prefix = StreamResults, SubjectResults
-	}
-	// The subject store would use.
-	filter := prefix + ".>"
-	if isToken(out.Schema) {
-		filter = prefix + "." + out.Schema
-	} else if isToken(d.SchemaToken) {
-		filter = prefix + "." + d.SchemaToken
-	}
-	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)
-	defer cancel()
-	found, err := r.c.outcomeSince(ctx, stream, filter, d.MsgID, time.Now().Add(-r.c.cfg.DuplicateWindow))
-	if err != nil || !found {
-		return "", err
-	}
-	return stream, nil
-}
-
-func (r *runner) nakOnce(j *inflight, delay time.Duration) {
-	if j.settled.CompareAndSwap(false, true) {
-		r.nak(j.msg, delay)
-	}
-}
-
-func (r *runner) nak(msg jetstream.Msg, delay time.Duration) {
-	if err := msg.NakWithDelay(delay); err != nil {
-		r.log.Warn("nak with delay failed; the job is redelivered after its ack wait", "subject", msg.Subject(), "err", err)
-	}
-}
-
-// retryDelay is the handler's delay, or the backoff step for this delivery,
-// plus up to 20% jitter.
-func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
-	if want <= 0 {
-		n := max(d.NumDelivered, 1)
-		if len(r.cfg.BackOff) > 0 {
-			want = r.cfg.BackOff[min(n-1, len(r.cfg.BackOff)-1)]
-		} else {
-			want = min(time.Second<<min(n-1, 5), 30*time.Second)
-		}
-	}
-	return jitter(want)
 }
 
 // prefetchFor is how many fetched jobs may wait for a handler goroutine, so
@@ -731,174 +593,4 @@ func fallbackMsgID(d *Delivery, seq uint64) string {
 		return d.Job.ID
 	}
 	return StreamJobs + "-" + strconv.FormatUint(seq, 10)
-}
-
-// maxDeliveriesAdvisory is the part of the server's advisory we read.
-type maxDeliveriesAdvisory struct {
-	Stream     string `json:"stream"`
-	Consumer   string `json:"consumer"`
-	StreamSeq  uint64 `json:"stream_seq"`
-	Deliveries uint64 `json:"deliveries"`
-}
-
-func (r *runner) onAdvisory(m *nats.Msg) {
-	var a maxDeliveriesAdvisory
-	if err := json.Unmarshal(m.Data, &a); err != nil || a.StreamSeq == 0 {
-		r.log.Warn("unreadable max-deliveries advisory", "err", err)
-		return
-	}
-	select {
-	case r.orphans <- a.StreamSeq:
-	default:
-		// Full: the idle sweep finds it later.
-		r.log.Warn("orphan queue full; job left for the sweep", "seq", a.StreamSeq)
-	}
-}
-
-// orphanLoop handles the jobs announced by max-deliveries advisories, each
-// holding a concurrency slot.
-func (r *runner) orphanLoop(ctx context.Context) {
-	for {
-		var seq uint64
-		select {
-		case <-ctx.Done():
-			return
-		case seq = <-r.orphans:
-		}
-		select {
-		case r.sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			defer func() { <-r.sem }()
-			if _, err := r.handleOrphan(seq); err != nil {
-				r.log.Error("handling a job that reached max deliveries", "seq", seq, "err", err)
-			}
-		}()
-	}
-}
-
-// sweep handles jobs still in the work queue at or below upTo, the last
-// delivered sequence of a consumer with nothing pending or unacked: they
-// can never be delivered again (they reached MaxDeliver) and their advisory
-// was missed. It returns how many it handled.
-func (r *runner) sweep(ctx context.Context, upTo uint64) (int, error) {
-	if upTo == 0 {
-		return 0, nil
-	}
-	n := 0
-	seq := uint64(1)
-	for seq <= upTo {
-		raw, err := r.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(SubjectJobs+".>"))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("reading stranded jobs from %s at %d: %w", StreamJobs, seq, err)
-		}
-		if raw.Sequence > upTo {
-			return n, nil
-		}
-		seq = raw.Sequence + 1
-		if r.failed(raw.Sequence) {
-			continue
-		}
-		r.log.Warn("job reached max deliveries and its advisory was missed; handling it", "seq", raw.Sequence)
-		handled, err := r.handleOrphanMsg(raw)
-		if err != nil {
-			r.log.Error("handling a stranded job", "seq", raw.Sequence, "err", err)
-			continue
-		}
-		if handled {
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (r *runner) failed(seq uint64) bool {
-	r.failedMu.Lock()
-	defer r.failedMu.Unlock()
-	return r.failedSeqs[seq]
-}
-
-func (r *runner) markFailed(seq uint64) {
-	r.failedMu.Lock()
-	r.failedSeqs[seq] = true
-	r.failedMu.Unlock()
-}
-
-// handleOrphan reads job seq from the stream and handles it as an orphan.
-func (r *runner) handleOrphan(seq uint64) (bool, error) {
-	raw, err := r.jobs.GetMsg(r.pubCtx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, nil // another worker handled it already
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading job %d from %s: %w", seq, StreamJobs, err)
-	}
-	return r.handleOrphanMsg(raw)
-}
-
-// handleOrphanMsg calls the handler with Orphan set, stores its outcome and
-// deletes the job from the work queue. Several workers may do this for the
-// same job: the outcome's Nats-Msg-Id deduplicates the store, and the
-// second delete finds nothing.
-func (r *runner) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
-	d := &Delivery{
-		Data:         raw.Data,
-		SchemaToken:  lastToken(raw.Subject),
-		NumDelivered: r.cfg.MaxDeliver,
-		MaxDeliver:   r.cfg.MaxDeliver,
-		Orphan:       true,
-	}
-	if raw.Header != nil {
-		d.MsgID = raw.Header.Get(jetstream.MsgIDHeader)
-	}
-	d.Job, d.JobErr = ParseJob(d.Data)
-	if d.MsgID == "" {
-		d.MsgID = fallbackMsgID(d, raw.Sequence)
-	}
-	// Stranded is not the same as unanswered: a job whose outcome is
-	// stored is removed, not dead-lettered a second time as abandoned.
-	where, err := r.c.storedOutcome(r.pubCtx, d.MsgID, d.SchemaToken)
-	if err != nil {
-		return false, fmt.Errorf("checking whether orphan %s already has an outcome: %w", d.MsgID, err)
-	}
-	if where != "" {
-		if err := r.jobs.DeleteMsg(r.pubCtx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, fmt.Errorf("deleting answered job %s (seq %d) from %s: %w", d.MsgID, raw.Sequence, StreamJobs, err)
-		}
-		r.log.Warn("job was left in the work queue after its outcome was stored; removed it", "msg_id", d.MsgID, "seq", raw.Sequence, "outcome_on", where)
-		return true, nil
-	}
-	j := &inflight{}
-	r.track(j)
-	defer r.untrack(j)
-	out, ok := r.call(d)
-	if !ok {
-		r.markFailed(raw.Sequence)
-		return false, fmt.Errorf("handler panicked on orphan %s; job left in %s at %d", d.MsgID, StreamJobs, raw.Sequence)
-	}
-	switch out.Action {
-	case ActionResult, ActionDeadLetter:
-	case ActionStop:
-		r.markFailed(raw.Sequence)
-		r.stop(out.Err)
-		return false, fmt.Errorf("handler stopped the worker on orphan %s: %w", d.MsgID, out.Err)
-	default:
-		r.markFailed(raw.Sequence)
-		return false, fmt.Errorf("handler did not dead-letter orphan %s (action %d); job left in %s at %d", d.MsgID, out.Action, StreamJobs, raw.Sequence)
-	}
-	if err := r.store(d, out); err != nil {
-		return false, fmt.Errorf("storing the outcome of orphan %s: %w", d.MsgID, err)
-	}
-	if err := r.jobs.DeleteMsg(r.pubCtx, raw.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return false, fmt.Errorf("deleting orphan %s (seq %d) from %s: %w", d.MsgID, raw.Sequence, StreamJobs, err)
-	}
-	r.log.Info("job reached max deliveries; outcome stored and job removed", "msg_id", d.MsgID, "seq", raw.Sequence, "action", int(out.Action))
-	return true, nil
 }

@@ -27,6 +27,9 @@ type Metrics struct {
 	Breaker       *prometheus.GaugeVec
 	DLQRows       prometheus.Gauge
 	RetentionTrim prometheus.Counter
+	// AlreadyDone counts deliveries acked without calling the model
+	// because the job ledger says their run already ended.
+	AlreadyDone prometheus.Counter
 
 	// perSchema caches, per known schema id, the children a first-pass
 	// job updates (*schemaMetrics): WithLabelValues hashes and looks up
@@ -98,9 +101,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Breaker:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pipeline_breaker_state", Help: "1 for the model circuit breaker's current state (closed, open, half-open), 0 for the others."}, []string{"provider", "state"}),
 		DLQRows:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_dlq_rows", Help: "Dead letters in the index."}),
 		RetentionTrim: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_dlq_retention_trimmed_total", Help: "Dead letters removed by retention."}),
+		AlreadyDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_jobs_already_done_total",
+			Help: "Job deliveries acked without calling the model because the job ledger says their run already ended."}),
 	}
 	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
-		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim)
+		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone)
 	return m
 }
 

@@ -60,6 +60,9 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	} else {
 		sinkDone <- nil
 	}
+	if m := cfg.Metrics; m != nil && cfg.Workers.AlreadyDone == nil {
+		cfg.Workers.AlreadyDone = func(string) { m.AlreadyDone.Inc() }
+	}
 	// Background helpers stop with the sink, and Serve waits for them, so
 	// none of them touches the store after Serve returns.
 	var bg sync.WaitGroup

@@ -170,21 +170,9 @@ func (h *Handler) backoff(delivered int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// RunOf returns the replay number encoded in a message id: "<job id>~r<n>"
-// is the n-th replay of the job; anything else is run 0.
-func RunOf(msgID, jobID string) int {
-	if len(msgID) <= len(jobID)+2 || msgID[:len(jobID)] != jobID || msgID[len(jobID):len(jobID)+2] != "~r" {
-		return 0
-	}
-	n := 0
-	for _, c := range msgID[len(jobID)+2:] {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
+// RunOf returns the run encoded in a message id: "<job id>~r<n>" is the
+// n-th rerun or replay of the job; anything else is run 0 (ingest.RunOf).
+func RunOf(msgID, jobID string) int { return ingest.RunOf(msgID, jobID) }
 
 // ReplayMsgID is the message id of the n-th replay of a job.
 func ReplayMsgID(jobID string, n int) string { return fmt.Sprintf("%s~r%d", jobID, n) }

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/examples"
+	"github.com/llmpipeline/pipeline/ingest"
 )
 
 func (e *env) demoCommand() *cli.Command {
@@ -54,7 +55,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			items, bad, err := checkJobs(bytes.NewReader(examples.Jobs()), reg)
+			items, bad, err := checkJobs(bytes.NewReader(examples.Jobs()), reg, ingest.DefaultMaxJobBytes, false)
 			if err != nil || len(bad) > 0 {
 				return fail(exitRuntime, "example jobs do not match the schemas (%d bad lines): %v", len(bad), err)
 			}

@@ -60,6 +60,7 @@ func workerFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "shutdown-grace", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight jobs may finish before they are handed back to the stream"},
 		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: request-timeout plus a margin; heartbeats keep long calls alive)"},
 		&cli.IntFlag{Name: "max-deliver", Value: 5, Usage: "deliveries of one job before it is dead-lettered"},
+		maxJobBytesFlag(),
 		&cli.BoolFlag{Name: "sink", Value: true, Usage: "run the sink that writes the SQLite index (run it in exactly one process per index)"},
 		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
 		&cli.DurationFlag{Name: "dlq-max-age", Usage: "retention: delete outcomes older than this from the index (0: keep; a warning and a metric come first)"},
@@ -138,6 +139,10 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if c.Int("max-deliver") < 1 {
 		return fail(exitUsage, "--max-deliver must be at least 1, got %d", c.Int("max-deliver"))
 	}
+	jobLimit, err := maxJobBytes(c)
+	if err != nil {
+		return err
+	}
 
 	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log})
 	if err != nil {
@@ -156,6 +161,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			MaxDeliver:    c.Int("max-deliver"),
 			ShutdownGrace: c.Duration("shutdown-grace"),
 			UntilIdle:     c.Bool("until-idle"),
+			MaxJobBytes:   jobLimit,
 			Logger:        log,
 		},
 		NoWorkers:     c.Int("concurrency") == 0,
