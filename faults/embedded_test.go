@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -145,5 +146,43 @@ func scenarioKillOwner(t *testing.T) row {
 
 	r := auditEmbedded(t, dir).check(t, "", ids(jobs))
 	r.Note = fmt.Sprintf("owner killed after >= 50 outcomes; the joined run took over and exited 0 %.1fs later%s", after.Seconds(), stranded(joined))
+	return r
+}
+
+// The process that holds the server freezes (SIGSTOP): it keeps the lock,
+// so nobody can take over, and its server answers nobody. The joined run
+// must not wait forever: it exits 3 naming the data dir. Thawed, the owner
+// goes on, and a third run finishes the work.
+func scenarioOwnerFrozen(t *testing.T) row {
+	dir := t.TempDir()
+	jobs := exampleJobs(t, 200)
+	env := childEnv()
+	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir)
+
+	owner := pipeline(t, "run-owner", env, embeddedRunArgs(simLatency, "--data-dir", dir, "--sink=false")...)
+	url := embeddedURL(t, owner, dir)
+	joined := pipeline(t, "run-joined", env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle")...)
+	nc, js := connectJS(t, url)
+	waitStored(t, joined, js, 50)
+	nc.Close()
+	owner.signal(t, syscall.SIGSTOP)
+	stopped := time.Now()
+	code := joined.wait(t, strandBound)
+	after := time.Since(stopped)
+	owner.signal(t, syscall.SIGCONT)
+	msg := joined.stderr.String()
+	if code != 3 {
+		t.Errorf("the joined run exited %d with its server frozen, want 3", code)
+	}
+	if !strings.Contains(msg, "pipeline: connection to NATS lost") || !strings.Contains(msg, dir) {
+		t.Errorf("the joined run's last words do not say the server was lost, or name the data dir %s:\n%s", dir, tail(msg, 10))
+	}
+
+	finish := pipeline(t, "run-finish", env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle")...)
+	finish.mustSucceed(t)
+	owner.signal(t, syscall.SIGTERM)
+	owner.mustSucceed(t)
+	r := auditEmbedded(t, dir).check(t, "", ids(jobs))
+	r.Note = fmt.Sprintf("owner stopped (SIGSTOP) after >= 50 outcomes; the joined run exited %d %.0fs later naming the data dir; thawed, a third run finished", code, after.Seconds())
 	return r
 }

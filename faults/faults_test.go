@@ -48,6 +48,7 @@ func TestFaults(t *testing.T) {
 		{"two run --until-idle on one data dir", scenarioTwoRunsUntilIdle},
 		{"submit and run started together", scenarioSubmitAndRun},
 		{"kill -9 of the server's owner, joined run goes on", scenarioKillOwner},
+		{"server's owner frozen (SIGSTOP), joined run exits 3", scenarioOwnerFrozen},
 	}
 	var mu sync.Mutex
 	rows := map[string]row{}
