@@ -281,8 +281,8 @@ func (c *Conn) watch() {
 		}
 		if waited := time.Since(down); waited >= strandTimeout {
 			info, _ := readServerInfo(c.cfg.DataDir)
-			c.giveUp(fmt.Errorf("the embedded nats server of data dir %s at %s went away, and the process that holds it now (%s names pid %d at %s) has not let this one back in for %v; stop the pipeline commands on %s and run this one again",
-				c.cfg.DataDir, c.url, serverInfoFile, info.PID, info.URL, waited.Round(time.Second), c.cfg.DataDir))
+			c.giveUp(fmt.Errorf("the embedded nats server of data dir %s at %s stopped answering, and the process that holds its lock (%s names pid %d at %s) has not let this one back in for %v; if that process is stuck, stop it, then run this command again",
+				c.cfg.DataDir, c.url, serverInfoFile, info.PID, info.URL, waited.Round(time.Second)))
 			return
 		}
 	}
