@@ -67,6 +67,10 @@ type serverInfo struct {
 // store, so its client (and those of the other joiners) reconnect to it.
 func (c *Conn) startOrJoin(ctx context.Context) error {
 	dir := c.cfg.DataDir
+	// A bad Listen is refused even when a server runs and would be joined.
+	if _, _, err := parseListen(c.cfg.Listen); err != nil {
+		return err
+	}
 	if err := prepareDataDir(dir, c.log); err != nil {
 		return err
 	}
@@ -150,23 +154,9 @@ func (c *Conn) own(lock *os.File) error {
 // clients of a process that went away, find the new server at the same
 // URL), else a free one.
 func (c *Conn) listenAddr() (string, int, error) {
-	host, port := "127.0.0.1", server.RANDOM_PORT
-	if c.cfg.Listen != "" {
-		h, p, err := net.SplitHostPort(c.cfg.Listen)
-		if err != nil {
-			return "", 0, fmt.Errorf("parsing listen address %q: %w", c.cfg.Listen, err)
-		}
-		if err := checkLoopback(c.cfg.Listen, h); err != nil {
-			return "", 0, err
-		}
-		host = h
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n > 65535 {
-			return "", 0, fmt.Errorf("parsing listen address %q: bad port", c.cfg.Listen)
-		}
-		if n != 0 {
-			return host, n, nil
-		}
+	host, port, err := parseListen(c.cfg.Listen)
+	if err != nil || port != server.RANDOM_PORT {
+		return host, port, err
 	}
 	if info, ok := readServerInfo(c.cfg.DataDir); ok {
 		if u, err := url.Parse(info.URL); err == nil && u.Hostname() == host {
@@ -176,6 +166,29 @@ func (c *Conn) listenAddr() (string, int, error) {
 		}
 	}
 	return host, port, nil
+}
+
+// parseListen reads Config.Listen: host and port, RANDOM_PORT for none or
+// 0; 127.0.0.1 when empty; an address that is not loopback is an error.
+func parseListen(listen string) (string, int, error) {
+	if listen == "" {
+		return "127.0.0.1", server.RANDOM_PORT, nil
+	}
+	h, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("parsing listen address %q: %w", listen, err)
+	}
+	if err := checkLoopback(listen, h); err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("parsing listen address %q: bad port", listen)
+	}
+	if n == 0 {
+		n = server.RANDOM_PORT
+	}
+	return h, n, nil
 }
 
 // checkLoopback refuses an address other machines can reach: the embedded

@@ -186,6 +186,24 @@ func TestEmbeddedListenLoopbackOnly(t *testing.T) {
 	}
 }
 
+// A non-loopback Listen is refused even where a server runs to be joined:
+// the command would start one there the moment it took over.
+func TestEmbeddedListenLoopbackOnlyWhenJoining(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	newConn(t, func(c *Config) { c.DataDir = dir })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	c, err := Connect(ctx, Config{DataDir: dir, Listen: "0.0.0.0:4222"})
+	if err == nil {
+		c.Close()
+		t.Fatal("joined with a non-loopback listen address")
+	}
+	if !strings.Contains(err.Error(), "not a loopback address") {
+		t.Errorf("error %q does not say why", err)
+	}
+}
+
 // A joiner takes the server over when its owner closes: it runs the
 // server on the same port and store, the jobs are there, and another
 // joiner reconnects to it on its own.
