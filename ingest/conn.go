@@ -268,8 +268,9 @@ func (c *Conn) Secrets() []string {
 	return out
 }
 
-// Close drains the connection and, if this Conn started the embedded
-// server, shuts it down last. Safe to call twice.
+// Close stops a joiner's watch, drains the connection and, if this Conn
+// runs the embedded server, shuts it down and releases the data dir's
+// lock last (a joiner then takes the server over). Safe to call twice.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
