@@ -24,7 +24,13 @@
 // bytes to submit, malformed messages published straight onto
 // pipeline.jobs.<schema>), the SQLite file locked by another process for
 // 5 s and for 20 s (past the busy timeout), and SIGTERM with jobs in
-// flight (a grace they fit in, and one they do not).
+// flight (a grace they fit in, and one they do not). On one data dir, the
+// process that runs the embedded server goes away while another that
+// joined it works: two `run --until-idle` (the first exits), `submit` and
+// `run` started together (submit exits), kill -9 of the owner (the joined
+// run must take the server over and finish), and the owner frozen by
+// SIGSTOP (nobody can take over: the joined run must exit 3 naming the
+// data dir).
 //
 // Run it with
 //

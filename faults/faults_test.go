@@ -45,6 +45,10 @@ func TestFaults(t *testing.T) {
 		{"sqlite locked 20s (> busy timeout)", func(t *testing.T) row { return scenarioSQLiteLocked(t, 20*time.Second) }},
 		{"SIGTERM, grace 10s", func(t *testing.T) row { return scenarioSIGTERM(t, 10*time.Second) }},
 		{"SIGTERM, grace 100ms", func(t *testing.T) row { return scenarioSIGTERM(t, 100*time.Millisecond) }},
+		{"two run --until-idle on one data dir", scenarioTwoRunsUntilIdle},
+		{"submit and run started together", scenarioSubmitAndRun},
+		{"kill -9 of the server's owner, joined run goes on", scenarioKillOwner},
+		{"server's owner frozen (SIGSTOP), joined run exits 3", scenarioOwnerFrozen},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
 	var mu sync.Mutex

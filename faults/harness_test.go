@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -287,7 +288,30 @@ func embeddedURL(t *testing.T, p *proc, dir string) string {
 		url = info.URL
 		return true
 	})
-	return url
+	return withCredentials(t, url, dir)
+}
+
+// withCredentials puts the data dir's embedded-server credentials
+// (<dir>/nats-auth.json) into url, as an operator's tool would use them.
+func withCredentials(t *testing.T, url, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "nats-auth.json"))
+	if err != nil {
+		t.Fatalf("reading the embedded server's credentials: %v", err)
+	}
+	var auth struct {
+		User     string `json:"user"`
+		Password string `json:"password"`
+	}
+	if err := json.Unmarshal(b, &auth); err != nil {
+		t.Fatalf("reading the embedded server's credentials: %v", err)
+	}
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(auth.User, auth.Password)
+	return u.String()
 }
 
 // connectJS connects a test client; it never reconnects forever.

@@ -30,10 +30,12 @@ type Config struct {
 	// URL of an external server or cluster (comma-separated); empty starts
 	// (or joins) the embedded server.
 	URL string
-	// DataDir holds the embedded server's store ("nats/" below it) and the
-	// file that lets a second command find a running server.
+	// DataDir holds the embedded server's store ("nats/" below it), its
+	// credentials (nats-auth.json) and the files that let a second command
+	// find a running server (nats.json, nats.lock).
 	DataDir string
-	// Listen is the embedded server's address; "" means 127.0.0.1 on a free port.
+	// Listen is the embedded server's address, loopback only; "" means
+	// 127.0.0.1 on the port the data dir's last server used, or a free one.
 	Listen string
 	// CredsFile, TLSCert, TLSKey, TLSCA are passed through to nats.go.
 	CredsFile, TLSCert, TLSKey, TLSCA string

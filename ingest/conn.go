@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -45,9 +46,26 @@ type Conn struct {
 	// buckets: the object store for large payloads and the job ledger.
 	buckets buckets
 
-	// srv is the embedded server when this Conn started it (owner), nil when
-	// it dialled a URL or joined another Conn's server.
-	srv *server.Server
+	// auth are the embedded server's credentials (zero with a URL).
+	auth embeddedAuth
+
+	// mu guards srv, lock and lostErr: a joiner's watch goroutine sets
+	// them when it takes the server over or gives up.
+	mu sync.Mutex
+	// srv is the embedded server while this Conn runs it (it started it,
+	// or took it over), nil when it dialled a URL or joined another
+	// Conn's server; lock is the data dir's lock it holds meanwhile.
+	srv  *server.Server
+	lock *os.File
+	// poke wakes the watch goroutine when the connection drops;
+	// stopWatch and watchDone stop it (nil unless this Conn joined).
+	poke      chan struct{}
+	stopWatch chan struct{}
+	watchDone chan struct{}
+	// lost is closed, with lostErr set, when this Conn gave up on the
+	// embedded server.
+	lost    chan struct{}
+	lostErr error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,7 +92,7 @@ func discardIfNil(l *slog.Logger) *slog.Logger {
 // and creates the streams idempotently.
 func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
-	c := &Conn{cfg: cfg, log: discardIfNil(cfg.Logger)}
+	c := &Conn{cfg: cfg, log: discardIfNil(cfg.Logger), poke: make(chan struct{}, 1), lost: make(chan struct{})}
 	var err error
 	switch {
 	case cfg.URL != "":
@@ -95,11 +113,34 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("creating jetstream context: %w", err)
 	}
-	if err := c.ensureStreams(ctx); err != nil {
+	if err := c.setupStreams(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// setupStreams runs ensureStreams. On the embedded server it tries again
+// for up to joinTimeout while requests time out or find no responders:
+// that is a joined server changing hands (its owner exited and this
+// process, or another, is taking it over). An error of the JetStream API
+// (a configuration the server refuses) is final, and so is an external
+// server's error.
+func (c *Conn) setupStreams(ctx context.Context) error {
+	deadline := time.Now().Add(joinTimeout)
+	for {
+		err := c.ensureStreams(ctx)
+		var apiErr *jetstream.APIError
+		if err == nil || c.cfg.URL != "" || errors.As(err, &apiErr) || ctx.Err() != nil || c.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		c.log.Info("setting up the streams on the embedded nats server: trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // dial connects a client to u, reconnecting forever; an external server
@@ -117,6 +158,10 @@ func (c *Conn) dial(u string, external bool) (*nats.Conn, error) {
 			if err != nil {
 				c.log.Warn("nats disconnected", "err", err)
 			}
+			select {
+			case c.poke <- struct{}{}:
+			default:
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			c.log.Info("nats reconnected", "url", RedactURL(nc.ConnectedUrl()))
@@ -130,7 +175,7 @@ func (c *Conn) dial(u string, external bool) (*nats.Conn, error) {
 		}),
 	}
 	if !external {
-		return nats.Connect(u, opts...)
+		return nats.Connect(u, append(opts, nats.UserInfo(c.auth.User, c.auth.Password))...)
 	}
 	if c.cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(c.cfg.CredsFile))
@@ -179,19 +224,72 @@ func (c *Conn) NATS() *nats.Conn { return c.nc }
 // URL is the client URL of the server in use (the embedded one's too).
 func (c *Conn) URL() string { return c.url }
 
-// Embedded reports whether this Conn started the embedded server (and so
-// stops it on Close).
-func (c *Conn) Embedded() bool { return c.srv != nil }
+// Embedded reports whether this Conn runs the embedded server (it started
+// it, or took it over from a process that went away) and so stops it on
+// Close.
+func (c *Conn) Embedded() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.srv != nil
+}
 
-// Close drains the connection and, if this Conn started the embedded
-// server, shuts it down last. Safe to call twice.
+// Lost is closed when this Conn joined another process's embedded server,
+// that server went away, and this Conn could not take it over (or the
+// process that did never let it back in). Its client is closed then, and
+// Err says why: the command should stop and exit non-zero.
+func (c *Conn) Lost() <-chan struct{} { return c.lost }
+
+// Err is why the Conn was lost, nil while it was not.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lostErr
+}
+
+// Secrets are the credentials this Conn uses that must never be printed:
+// the embedded server's password, and the passwords and tokens in
+// Config.URL. Code that writes logs, outcomes or reports scrubs them.
+func (c *Conn) Secrets() []string {
+	var out []string
+	if c.auth.Password != "" {
+		out = append(out, c.auth.Password)
+	}
+	for _, p := range strings.Split(c.cfg.URL, ",") {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if pw, ok := u.User.Password(); ok {
+			if pw != "" {
+				out = append(out, pw)
+			}
+		} else if tok := u.User.Username(); tok != "" {
+			out = append(out, tok) // nats://TOKEN@host
+		}
+	}
+	return out
+}
+
+// Close stops a joiner's watch, drains the connection and, if this Conn
+// runs the embedded server, shuts it down and releases the data dir's
+// lock last (a joiner then takes the server over). Safe to call twice.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
 }
 
 func (c *Conn) close() error {
+	if c.stopWatch != nil {
+		// A takeover under way finishes first: then this Conn owns the
+		// server and shuts it down below.
+		close(c.stopWatch)
+		<-c.watchDone
+	}
 	var errs []error
+	if c.nc != nil && !c.nc.IsClosed() && !c.nc.IsConnected() {
+		// Nothing to drain into: the server is gone.
+		c.nc.Close()
+	}
 	if c.nc != nil && !c.nc.IsClosed() {
 		closed := make(chan struct{})
 		c.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
@@ -206,12 +304,17 @@ func (c *Conn) close() error {
 			}
 		}
 	}
-	if c.srv != nil {
-		c.srv.Shutdown()
-		c.srv.WaitForShutdown()
-		if err := c.forgetServer(); err != nil {
-			errs = append(errs, err)
-		}
+	c.mu.Lock()
+	srv, lock := c.srv, c.lock
+	c.mu.Unlock()
+	if srv != nil {
+		// The lock goes last: a joiner that gets it finds the port free
+		// and the store closed.
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}
+	if lock != nil {
+		unlock(lock)
 	}
 	return errors.Join(errs...)
 }

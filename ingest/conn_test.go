@@ -3,12 +3,16 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,6 +20,7 @@ func TestConnectStreamsIdempotent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := t.Context()
+	var urls []string
 	for i := range 2 {
 		c, err := Connect(ctx, Config{DataDir: dir, DuplicateWindow: 3 * time.Minute})
 		if err != nil {
@@ -24,6 +29,7 @@ func TestConnectStreamsIdempotent(t *testing.T) {
 		if !c.Embedded() {
 			t.Errorf("Connect #%d: not the embedded server's owner", i+1)
 		}
+		urls = append(urls, c.URL())
 		for _, want := range c.streamConfigs() {
 			s, err := c.JetStream().Stream(ctx, want.Name)
 			if err != nil {
@@ -45,8 +51,10 @@ func TestConnectStreamsIdempotent(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream")); err != nil {
 		t.Errorf("store not under DataDir/nats: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, serverInfoFile)); !os.IsNotExist(err) {
-		t.Errorf("%s left after Close: %v", serverInfoFile, err)
+	// The second server listens where the first did: a nats context, and
+	// the clients of a process that went away, keep working.
+	if urls[0] != urls[1] {
+		t.Errorf("second server on the data dir at %s, the first was at %s", urls[1], urls[0])
 	}
 }
 
@@ -86,14 +94,43 @@ func TestConnectJoinsRunningServer(t *testing.T) {
 
 func TestConnectStaleServerInfo(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	// A nats.json left by a process that died (pid 0x7ffffff0 is not alive).
-	if err := writeServerInfo(dir, serverInfo{URL: "nats://127.0.0.1:1", PID: 0x7ffffff0}); err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name     string
+		occupied bool // another program listens on the stale port
+	}{
+		{name: "port free, reused", occupied: false},
+		{name: "port taken, another one", occupied: true},
 	}
-	c := newConn(t, func(c *Config) { c.DataDir = dir })
-	if !c.Embedded() || c.URL() == "nats://127.0.0.1:1" {
-		t.Errorf("stale nats.json was joined: embedded=%v url=%s", c.Embedded(), c.URL())
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stale := "nats://" + ln.Addr().String()
+			if tc.occupied {
+				defer ln.Close()
+			} else {
+				ln.Close()
+			}
+			// A nats.json left by a process that died (pid 0x7ffffff0 is not alive).
+			if err := writeServerInfo(dir, serverInfo{URL: stale, PID: 0x7ffffff0}); err != nil {
+				t.Fatal(err)
+			}
+			c := newConn(t, func(c *Config) { c.DataDir = dir })
+			if !c.Embedded() {
+				t.Fatal("stale nats.json was joined")
+			}
+			if reused := c.URL() == stale; reused == tc.occupied {
+				t.Errorf("server at %s, stale nats.json named %s (port taken: %v)", c.URL(), stale, tc.occupied)
+			}
+			info, ok := readServerInfo(dir)
+			if !ok || info.PID != os.Getpid() || info.URL != c.URL() {
+				t.Errorf("%s = %+v, want this process at %s", serverInfoFile, info, c.URL())
+			}
+		})
 	}
 }
 
@@ -133,13 +170,28 @@ func TestConnectErrors(t *testing.T) {
 func TestConnectURL(t *testing.T) {
 	t.Parallel()
 	owner := newConn(t)
-	c, err := Connect(t.Context(), Config{URL: owner.URL()})
+	// The embedded server through --nats-url, as an operator points a tool
+	// at it: its credentials in the URL.
+	u, err := url.Parse(owner.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(owner.auth.User, owner.auth.Password)
+	c, err := Connect(t.Context(), Config{URL: u.String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if c.Embedded() || c.URL() != owner.URL() {
-		t.Errorf("URL mode: embedded=%v url=%s", c.Embedded(), c.URL())
+	if c.Embedded() || c.URL() != u.String() {
+		t.Errorf("URL mode: embedded=%v url=%s", c.Embedded(), RedactURL(c.URL()))
+	}
+	if s := c.Secrets(); len(s) != 1 || s[0] != owner.auth.Password {
+		t.Errorf("Secrets() in URL mode: %d values, want the URL's password", len(s))
+	}
+	// Without them the URL is refused, and the error says so.
+	_, err = Connect(t.Context(), Config{URL: owner.URL()})
+	if !errors.Is(err, nats.ErrAuthorization) {
+		t.Errorf("Connect without credentials: %v, want an authorization violation", err)
 	}
 }
 

@@ -10,13 +10,23 @@
 //	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: "./pipeline-data"})
 //	defer conn.Close()
 //
-// With no URL, Connect starts an embedded server on 127.0.0.1 (Listen, or a
-// free port) with JetStream file storage under DataDir/nats, and writes
-// DataDir/nats.json {url, pid} under an flock on DataDir/nats.lock. Another
-// Connect on the same DataDir (another command, or the same process) that
-// finds nats.json with a live pid and a URL that answers joins that server
-// as a client instead of starting a second one; when its owner closes, the
-// joined clients lose the server (they keep reconnecting). With a URL,
+// With no URL, Connect takes an exclusive flock on DataDir/nats.lock and,
+// holding it for as long as it runs the server, starts an embedded server
+// on a loopback address (Listen, else the port in DataDir/nats.json when it
+// is free, else a free one; any other address is refused, as the server
+// has no TLS) with JetStream file storage under DataDir/nats, and writes
+// DataDir/nats.json {url, pid}. The server requires the user and password
+// of DataDir/nats-auth.json, made once per data dir (0600; the data dir
+// is made 0700) and read by every Connect on it; Secrets returns the
+// password so that callers can scrub it from what they write. Another
+// Connect on the same DataDir (another command, or the same process)
+// finds the lock held and joins the server named in nats.json as a
+// client. A joiner watches its connection: when it drops, it tries the
+// lock (the owner releases it after its server shut down, the kernel when
+// the owner died); the one that gets it starts the server on the same
+// port and store, and every joined client reconnects to it by itself. A
+// joiner that cannot take over, or is not let back in within 20s, gives
+// up: its client is closed, Lost is closed and Err says why. With a URL,
 // nothing is started; CredsFile and TLSCert/TLSKey/TLSCA are passed to
 // nats.go, the client reconnects forever (1s wait plus jitter) and pings
 // every 5s, so a connection that went silent without closing is given up

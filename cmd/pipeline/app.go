@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -86,6 +87,14 @@ func isUsageError(err error) bool {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+
+	// mu guards conns and cancel: the NATS connections the running command
+	// opened, and the cancel of its context. A connection that loses the
+	// embedded server (its owner went away and it could not take over)
+	// cancels the command, which then exits with the reason (exit 3).
+	mu     sync.Mutex
+	conns  []*ingest.Conn
+	cancel context.CancelCauseFunc
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
@@ -125,7 +134,65 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 		},
 	}
 	setUsageErrors(app.Commands)
+	e.watchConns(app.Commands)
 	return app
+}
+
+// watchConns wraps every command's action: its context is cancelled when a
+// NATS connection it opened is lost (ingest.Conn.Lost), and then the
+// command fails with that reason, whatever the action returned (a run
+// stopped by its context would otherwise exit 0 for work it did not do).
+func (e *env) watchConns(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		e.watchConns(cmd.Subcommands)
+		action := cmd.Action
+		if action == nil {
+			continue
+		}
+		cmd.Action = func(c *cli.Context) error {
+			ctx, cancel := context.WithCancelCause(c.Context)
+			defer cancel(nil)
+			c.Context = ctx
+			e.mu.Lock()
+			e.cancel = cancel
+			e.mu.Unlock()
+			err := action(c)
+			if lost := e.lostErr(); lost != nil {
+				return withCode(exitRuntime, fmt.Errorf("connection to NATS lost: %w", lost))
+			}
+			return err
+		}
+	}
+}
+
+// track registers a connection of the running command; it cancels the
+// command when the connection is lost.
+func (e *env) track(ctx context.Context, conn *ingest.Conn) {
+	e.mu.Lock()
+	e.conns = append(e.conns, conn)
+	cancel := e.cancel
+	e.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-conn.Lost():
+			cancel(conn.Err())
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (e *env) lostErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, c := range e.conns {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // usageError turns urfave/cli's flag errors into a one-line error with exit
@@ -165,9 +232,9 @@ func natsFlags() []cli.Flag {
 	return []cli.Flag{
 		dataDirFlag(),
 		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"NATS_URL"},
-			Usage: "NATS server or cluster URL(s), comma-separated; empty: the embedded server (started, or joined if a 'pipeline run' on --data-dir already runs one)"},
+			Usage: "NATS server or cluster URL(s), comma-separated; empty: the embedded server (started, or joined if another pipeline command on --data-dir runs one; it requires the credentials in <data-dir>/nats-auth.json, which every command reads)"},
 		&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"PIPELINE_NATS_LISTEN"},
-			Usage: "address of the embedded server (default 127.0.0.1 on a free port)"},
+			Usage: "address of the embedded server, loopback only as it has no TLS (default 127.0.0.1 on the port the last server on --data-dir used, else a free one)"},
 		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"NATS_CREDS"}, Usage: "NATS credentials file"},
 		&cli.StringFlag{Name: "nats-tls-cert", EnvVars: []string{"NATS_TLS_CERT"}, Usage: "client TLS certificate"},
 		&cli.StringFlag{Name: "nats-tls-key", EnvVars: []string{"NATS_TLS_KEY"}, Usage: "client TLS key"},
@@ -255,6 +322,7 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
 	}
+	e.track(ctx, conn)
 	return conn, nil
 }
 
