@@ -26,6 +26,7 @@ func TestLoadReferences(t *testing.T) {
 		invalid string
 		want    string // the diagnostic of invalid
 		uses    []string
+		raw     string // Raw, when given
 	}{
 		{
 			name: "by file name",
@@ -35,6 +36,8 @@ func TestLoadReferences(t *testing.T) {
 			},
 			valid: `{"addr":{"line":"1 Main St"}}`, invalid: `{"addr":{}}`,
 			want: "- /addr/line: missing required property, expected string of at least 1 character", uses: []string{"address.json"},
+			raw: `{"$defs":{"address.json":{"$defs":{"line":{"minLength":3,"type":"string"}},"properties":{"line":{"minLength":1,"type":"string"}},"required":["line"],"type":"object"}},` +
+				`"properties":{"addr":{"$ref":"#/$defs/address.json"}},"required":["addr"],"type":"object"}`,
 		},
 		{
 			name: "by file name with a fragment",
@@ -115,6 +118,22 @@ func TestLoadReferences(t *testing.T) {
 			}
 			if got := Lines(ds, omitted); got != tt.want {
 				t.Errorf("Validate(%s):\n%s\nwant\n%s", tt.invalid, got, tt.want)
+			}
+			// Raw, what models and providers receive, stands alone: the
+			// referenced files are inlined and it compiles without the
+			// directory, with the same verdicts.
+			alone, err := Compile(id, s.Raw)
+			if err != nil {
+				t.Fatalf("Raw does not compile on its own: %v\n%s", err, s.Raw)
+			}
+			if ds, _, _ := alone.Validate([]byte(tt.valid), 0); len(ds) != 0 {
+				t.Errorf("Raw alone rejects %s: %v", tt.valid, ds)
+			}
+			if ds, omitted, _ := alone.Validate([]byte(tt.invalid), 0); Lines(ds, omitted) != tt.want {
+				t.Errorf("Raw alone on %s:\n%s\nwant\n%s", tt.invalid, Lines(ds, omitted), tt.want)
+			}
+			if tt.raw != "" && string(s.Raw) != tt.raw {
+				t.Errorf("Raw =\n%s\nwant\n%s", s.Raw, tt.raw)
 			}
 		})
 	}

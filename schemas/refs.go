@@ -71,13 +71,7 @@ func (d *schemaDir) add(name string, res *resource) {
 	if !ok {
 		return
 	}
-	id, _ := obj["$id"].(string)
-	if id == "" {
-		// draft-04 and earlier call it "id"
-		if s, _ := obj["$schema"].(string); strings.Contains(s, "draft-04") || strings.Contains(s, "draft-03") {
-			id, _ = obj["id"].(string)
-		}
-	}
+	id := topID(obj)
 	if id == "" {
 		return
 	}
@@ -93,6 +87,18 @@ func (d *schemaDir) add(name string, res *resource) {
 		return
 	}
 	d.ids[key] = append(d.ids[key], name)
+}
+
+// topID is a document's own $id ("id" in draft-04 and earlier), or "".
+func topID(obj map[string]any) string {
+	if id, ok := obj["$id"].(string); ok {
+		return id
+	}
+	if s, _ := obj["$schema"].(string); strings.Contains(s, "draft-04") || strings.Contains(s, "draft-03") {
+		id, _ := obj["id"].(string)
+		return id
+	}
+	return ""
 }
 
 // RefError is a $ref that does not reach a file of the schema directory.
@@ -183,10 +189,16 @@ func (d *schemaDir) compile(id, name string) (*Schema, error) {
 		}
 	}
 	sort.Strings(deps)
+	raw, version := res.canon, versionOf(res.canon, deps, d.files)
+	if len(deps) > 0 {
+		if b, ok := d.bundle(id, name, deps); ok {
+			raw, version = b, VersionOf(b)
+		}
+	}
 	s := &Schema{
 		ID:       id,
-		Version:  versionOf(res.canon, deps, d.files),
-		Raw:      res.canon,
+		Version:  version,
+		Raw:      raw,
 		Uses:     deps,
 		compiled: compiled,
 		subs:     map[string]*jsonschema.Schema{},

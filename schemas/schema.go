@@ -22,13 +22,18 @@ type Schema struct {
 	// ID is the schema id: the file name without .json or .schema.json.
 	ID string
 	// Version is a short hex hash (12 characters) of Raw, the canonical
-	// text, and of the files in Uses.
+	// text, which covers the files in Uses.
 	Version string
 	// File is the file the schema was loaded from ("builtin/<id>.json" for
 	// the embedded examples, "" when compiled from bytes).
 	File string
 	// Raw is the canonical schema text: keys sorted, no insignificant
-	// whitespace. It is what providers and prompts receive.
+	// whitespace. It is what providers and prompts receive. For a schema
+	// that references other files (Uses), they are inlined under $defs
+	// (definitions before draft 2019-09) by file name, with the $refs
+	// rewritten to local pointers, so the text stands alone; where that
+	// rewrite does not apply (anchors, nested $ids, dynamic refs), Raw is
+	// the file's own text.
 	Raw json.RawMessage
 	// Uses lists the other files of the schema directory that the schema
 	// references, directly or not, by file name, sorted. Version covers
