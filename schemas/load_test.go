@@ -394,3 +394,19 @@ func TestValidIDAgreesWithJobs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLoadRefusesDeep: a 3000-deep schema (112 KB) is refused by the
+// depth check, before any parse or compile.
+func BenchmarkLoadRefusesDeep(b *testing.B) {
+	dir := b.TempDir()
+	deep := strings.Repeat(`{"type":"object","properties":{"a":`, 3000) + `{}` + strings.Repeat(`}}`, 3000)
+	if err := os.WriteFile(filepath.Join(dir, "deep.json"), []byte(deep), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		r, err := Load(dir)
+		if err != nil || len(r.Broken()) != 1 {
+			b.Fatalf("Load: %v, broken %v", err, r.Broken())
+		}
+	}
+}
