@@ -2,17 +2,29 @@
 // against them into diagnostics a model can act on, and lints schemas for
 // contradictions no output can satisfy.
 //
-// A schema's id is its file name without .json or .schema.json; its
-// version is a short hash of its canonical text (keys sorted, no
-// whitespace), so outcomes recorded against different versions never mix.
+// A schema's id is its file name without .json or .schema.json (1 to 200
+// of A-Z a-z 0-9 _ - : ~ @ + =, see ValidID); its version is a short hash
+// of its canonical text (keys sorted, no whitespace) and of the files it
+// references, so outcomes recorded against different versions never mix.
 // Validation uses github.com/santhosh-tekuri/jsonschema/v6 (draft 2020-12
-// by default, formats asserted, no file or network references).
+// by default, formats asserted).
 //
 //	reg, err := schemas.Load(dir) // "" means the built-in examples
+//	for _, ce := range reg.Broken() { ... } // files that did not load, and why
 //	s, ok := reg.Get("invoice")
 //	diags, omitted, err := s.Validate(doc, 20)
 //	feedback := schemas.Lines(diags, omitted)
 //	// - /line_items/0/unit_price: expected number > 0, got "12,50"
+//
+// The files of a directory reference each other (refs.go): they are
+// resources under the directory's URL, so {"$ref": "address.json"} or
+// "address.json#/$defs/line" resolves, and a file's $id is a second name
+// for it. The compiler's loader serves those files only; a remote ref, a
+// ref outside the directory or to a missing file is a *RefError naming the
+// file and the ref. Before a file is parsed, its size and (with a
+// streaming token reader) its nesting are checked against Config's limits
+// (*LimitError). A file that does not load does not stop the others: the
+// Registry lists it in Broken with its *CompileError.
 //
 // Diagnostics come from the validator's error tree: one per root cause
 // (a failed anyOf/oneOf reports its best branch, not every branch), with a

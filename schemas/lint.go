@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/big"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -21,6 +19,10 @@ import (
 const (
 	RuleInvalidJSON       = "invalid_json"  // the file is not JSON
 	RuleCompile           = "compile_error" // the validator refuses the schema
+	RuleFileName          = "bad_file_name" // the file name cannot be a schema id
+	RuleLimit             = "over_limit"    // the file is over the size or depth limit
+	RuleDuplicateID       = "duplicate_id"  // two files give the same schema id
+	RuleRef               = "bad_ref"       // a $ref reaches outside the schema directory
 	RuleMinAboveMax       = "minimum_above_maximum"
 	RuleMinLengthAboveMax = "min_length_above_max_length"
 	RuleMinItemsAboveMax  = "min_items_above_max_items"
@@ -67,58 +69,64 @@ func Lint(s *Schema) []Finding {
 	return fs
 }
 
-// Lint runs the static checks on every schema of the registry, in id order.
+// Lint runs the static checks on every schema of the registry, and reports
+// every file that did not load (Broken) as findings too, in file order.
 func (r *Registry) Lint() []Finding {
 	var out []Finding
 	for _, id := range r.IDs() {
 		out = append(out, Lint(r.schemas[id])...)
 	}
+	for _, ce := range r.Broken() {
+		out = append(out, brokenFindings(ce)...)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out
 }
 
-// LintDir lints every schema file of dir without requiring it to compile:
-// a file that does not compile gets a compile_error finding besides the
-// findings of the raw checks. The error is only for an unreadable dir.
-func LintDir(dir string) ([]Finding, error) {
-	var fsys fs.FS
-	prefix := strings.TrimRight(dir, string(os.PathSeparator)) + string(os.PathSeparator)
-	if dir == "" {
-		r, err := Builtin()
-		if err != nil {
-			return nil, err
-		}
-		return r.Lint(), nil
+// brokenFindings turns why a file did not load into findings: the reason
+// itself, and the static findings that often name the real cause.
+func brokenFindings(ce *CompileError) []Finding {
+	f := Finding{Schema: ce.ID, File: ce.File, Message: oneLine(ce.Err.Error())}
+	var (
+		le *LimitError
+		ne *NameError
+		pe *parseError
+		de *duplicateError
+		re *RefError
+	)
+	switch {
+	case errors.As(ce.Err, &ne):
+		f.Rule, f.Suggestion = RuleFileName, "rename the file: a schema id is "+allowedIDChars
+	case errors.As(ce.Err, &le):
+		f.Rule, f.Suggestion = RuleLimit, "make the schema smaller or flatter, or raise the "+le.Limit+" limit"
+	case errors.As(ce.Err, &pe):
+		f.Rule, f.Suggestion = RuleInvalidJSON, "fix the JSON syntax"
+	case errors.As(ce.Err, &de):
+		f.Rule, f.Suggestion = RuleDuplicateID, "keep one file per schema id (x.json or x.schema.json)"
+	case errors.As(ce.Err, &re):
+		f.Rule, f.Suggestion = RuleRef, "reference a file of the schema directory, by file name or by its $id"
+	default:
+		f.Rule, f.Suggestion = RuleCompile, "fix the schema so that it compiles (pipeline validate shows the same error)"
 	}
-	fsys = os.DirFS(dir)
-	files, ids, err := schemaFiles(fsys, prefix)
+	out := []Finding{f}
+	for _, x := range ce.Findings {
+		x.File = ce.File
+		out = append(out, x)
+	}
+	return out
+}
+
+// LintDir lints every schema file of dir (the built-in examples for "")
+// without requiring it to load: a file that does not (a bad name, over a
+// limit, not JSON, a reference that does not resolve, not compiling) gets a
+// finding saying why, besides the findings of the static checks. The error
+// is only for an unreadable dir.
+func LintDir(dir string) ([]Finding, error) {
+	r, err := Load(dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []Finding
-	for _, name := range files {
-		raw, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, fmt.Errorf("reading schema %s: %w", prefix+name, err)
-		}
-		id := ids[name]
-		found := LintRaw(id, raw)
-		if !slices.ContainsFunc(found, func(f Finding) bool { return f.Rule == RuleInvalidJSON }) {
-			if _, err := Compile(id, raw); err != nil {
-				var ce *CompileError
-				msg := err.Error()
-				if errors.As(err, &ce) {
-					msg = ce.Err.Error()
-				}
-				found = append(found, Finding{Schema: id, Rule: RuleCompile, Message: oneLine(msg),
-					Suggestion: "fix the schema so that it compiles (pipeline validate shows the same error)"})
-			}
-		}
-		for i := range found {
-			found[i].File = prefix + name
-		}
-		out = append(out, found...)
-	}
-	return out, nil
+	return r.Lint(), nil
 }
 
 func oneLine(s string) string {

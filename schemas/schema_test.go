@@ -91,6 +91,7 @@ func TestLoad(t *testing.T) {
 		{
 			name:    "not JSON names the file",
 			files:   map[string]string{"good.json": okSchema, "bad.json": `{"type": "object",`},
+			wantIDs: []string{"good"},
 			wantErr: []string{"bad.json", "parsing JSON"},
 		},
 		{
@@ -114,9 +115,16 @@ func TestLoad(t *testing.T) {
 			t.Parallel()
 			dir := writeFiles(t, tt.files)
 			r, err := Load(dir)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if got := r.IDs(); !slices.Equal(got, tt.wantIDs) {
+				t.Errorf("IDs = %v, want %v", got, tt.wantIDs)
+			}
 			if len(tt.wantErr) > 0 {
+				err := r.Err()
 				if err == nil {
-					t.Fatalf("Load: want error, got ids %v", r.IDs())
+					t.Fatalf("Registry.Err: want error, got ids %v", r.IDs())
 				}
 				for _, s := range tt.wantErr {
 					if !strings.Contains(err.Error(), s) {
@@ -125,11 +133,8 @@ func TestLoad(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("Load: %v", err)
-			}
-			if got := r.IDs(); !slices.Equal(got, tt.wantIDs) {
-				t.Errorf("IDs = %v, want %v", got, tt.wantIDs)
+			if err := r.Err(); err != nil {
+				t.Fatalf("Registry.Err: %v", err)
 			}
 			for _, id := range tt.wantIDs {
 				s, _ := r.Get(id)

@@ -108,6 +108,13 @@ func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 			"publish jobs on pipeline.jobs.<schema> of their own schema")
 	}
 	sc, ok := h.cfg.Schemas.Get(d.Job.Schema)
+	if ce, broken := h.cfg.Schemas.BrokenSchema(d.Job.Schema); !ok && broken {
+		// The schema's file is there but did not load (pipeline run
+		// --skip-broken-schemas): the dead letter says why.
+		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+			fmt.Sprintf("schema %q did not load: %v", d.Job.Schema, ce),
+			"fix the schema file (pipeline schemas lint names the problem), restart the workers, then `pipeline dlq replay`")
+	}
 	if !ok {
 		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
 			fmt.Sprintf("unknown schema %q", d.Job.Schema),

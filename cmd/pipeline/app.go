@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -351,12 +352,98 @@ func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
 	return st, nil
 }
 
-func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
-	reg, err := schemas.Load(c.String("schemas"))
+// schemaLimitFlags are the limits a schema file must keep to load. Commands
+// without these flags still honour their environment variables.
+func schemaLimitFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schema-max-bytes", EnvVars: []string{"PIPELINE_SCHEMA_MAX_BYTES"}, Value: "16MiB",
+			Usage: "refuse a schema file larger than this (e.g. 16MiB, 512KB, or bytes)"},
+		&cli.IntFlag{Name: "schema-max-depth", EnvVars: []string{"PIPELINE_SCHEMA_MAX_DEPTH"}, Value: schemas.DefaultMaxDepth,
+			Usage: "refuse a schema file whose arrays and objects nest deeper than this"},
+	}
+}
+
+// schemaConfig reads the schema limits from the command's flags or, for a
+// command without them, from their environment variables.
+func schemaConfig(c *cli.Context) (schemas.Config, error) {
+	var cfg schemas.Config
+	maxBytes, maxDepth := os.Getenv("PIPELINE_SCHEMA_MAX_BYTES"), os.Getenv("PIPELINE_SCHEMA_MAX_DEPTH")
+	if c.IsSet("schema-max-bytes") {
+		maxBytes = c.String("schema-max-bytes")
+	}
+	if c.IsSet("schema-max-depth") {
+		maxDepth = strconv.Itoa(c.Int("schema-max-depth"))
+	}
+	if maxBytes != "" {
+		n, err := parseBytes(maxBytes)
+		if err != nil || n <= 0 {
+			return cfg, fail(exitUsage, "--schema-max-bytes %q: want a positive size (e.g. 16MiB)", maxBytes)
+		}
+		cfg.MaxFileBytes = n
+	}
+	if maxDepth != "" {
+		n, err := strconv.Atoi(maxDepth)
+		if err != nil || n <= 0 {
+			return cfg, fail(exitUsage, "--schema-max-depth %q: want a positive number of levels", maxDepth)
+		}
+		cfg.MaxDepth = n
+	}
+	return cfg, nil
+}
+
+// loadRegistry loads the --schemas directory (or the built-in examples).
+// Files that do not load are in the registry's Broken list; the error is
+// for a directory that cannot be read or bad limits.
+func loadRegistry(c *cli.Context) (*schemas.Registry, error) {
+	cfg, err := schemaConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := schemas.LoadWith(c.String("schemas"), cfg)
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("loading schemas: %w", err))
 	}
 	return reg, nil
+}
+
+// loadSchemas is loadRegistry for commands that only need the schemas that
+// load: each broken file is a warning on stderr, and its schema is unknown.
+func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
+	reg, err := loadRegistry(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, ce := range reg.Broken() {
+		fmt.Fprintf(c.App.ErrWriter, "pipeline: warning: %v (schema %q is unknown to this command)\n", oneLine(ce.Error()), ce.ID)
+	}
+	return reg, nil
+}
+
+// refuseBroken is what `run` does with schema files that did not load:
+// refuse to start, naming each, unless skip; then a warning per file (the
+// workers dead-letter the jobs of a broken schema, naming its error).
+func refuseBroken(reg *schemas.Registry, skip bool, log *slog.Logger) error {
+	broken := reg.Broken()
+	if len(broken) == 0 {
+		return nil
+	}
+	if !skip {
+		var b strings.Builder
+		fmt.Fprintf(&b, "%d schema file(s) did not load (fix them, or start anyway with --skip-broken-schemas: their jobs are then dead-lettered):", len(broken))
+		for _, ce := range broken {
+			fmt.Fprintf(&b, "\n  %s", oneLine(ce.Error()))
+		}
+		return fail(exitRuntime, "%s", b.String())
+	}
+	for _, ce := range broken {
+		log.Warn("schema file did not load; its jobs are dead-lettered", "file", ce.File, "schema", ce.ID, "err", oneLine(ce.Err.Error()))
+	}
+	return nil
+}
+
+// oneLine folds a multi-line error (a compiler's list of causes) into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // readInput opens the command's FILE argument, or stdin for "-" or none.

@@ -76,7 +76,10 @@ func (e *env) runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run workers (and the sink) on the jobs stream",
 		ArgsUsage: " ",
-		Flags:     flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag()}, logFlags()),
+		Flags: flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
+			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
+				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
+		}, schemaLimitFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "run takes no arguments, got %q", c.Args().First())
@@ -95,8 +98,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := loadSchemas(c)
+	reg, err := loadRegistry(c)
 	if err != nil {
+		return err
+	}
+	if err := refuseBroken(reg, c.Bool("skip-broken-schemas"), log); err != nil {
 		return err
 	}
 	var metrics *worker.Metrics

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -67,20 +68,25 @@ func (e *env) validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "validate",
 		Usage: "sanitize and validate a raw model output against a schema; print the diagnostics as the model sees them",
-		Description: `Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
-3 the schema cannot be loaded.`,
+		Description: `Other schema files of --schemas that do not load do not matter, only --schema's own file and
+the files it references.
+Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
+3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
 		Flags: flags([]cli.Flag{schemasFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
-		}),
+		}, schemaLimitFlags()),
 		Action: func(c *cli.Context) error {
-			reg, err := loadSchemas(c)
+			reg, err := loadRegistry(c)
 			if err != nil {
 				return err
 			}
 			sc, ok := reg.Get(c.String("schema"))
 			if !ok {
+				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
+					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
+				}
 				return fail(exitUsage, "--schema %q: unknown schema (known: %s)", c.String("schema"), strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
@@ -148,22 +154,49 @@ func (e *env) schemasCommand() *cli.Command {
 		Usage: "list the schemas, or lint them for contradictions no output can satisfy",
 		Subcommands: []*cli.Command{
 			{
-				Name:      "list",
-				Usage:     "list schema ids with their version hash and file",
+				Name:  "list",
+				Usage: "list schema ids with their version hash and file; files that do not load are listed as broken, with why",
+				Description: `One line per schema file: id, version (or "broken"), file, and for a broken file its error; with
+--json one object per line: {"id","version","file","uses"?} or {"id","file","broken":true,"error"}.
+"uses" lists the other files of the directory a schema references (its version covers them).
+Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
-				Flags:     []cli.Flag{schemasFlag(), jsonFlag()},
+				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					reg, err := loadSchemas(c)
+					reg, err := loadRegistry(c)
 					if err != nil {
 						return err
 					}
+					type row struct {
+						ID      string   `json:"id"`
+						Version string   `json:"version,omitempty"`
+						File    string   `json:"file"`
+						Uses    []string `json:"uses,omitempty"`
+						Broken  bool     `json:"broken,omitempty"`
+						Error   string   `json:"error,omitempty"`
+					}
+					var rows []row
 					for _, id := range reg.IDs() {
 						s, _ := reg.Get(id)
+						rows = append(rows, row{ID: s.ID, Version: s.Version, File: s.File, Uses: s.Uses})
+					}
+					for _, ce := range reg.Broken() {
+						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: oneLine(ce.Err.Error())})
+					}
+					sort.SliceStable(rows, func(i, j int) bool { return rows[i].File < rows[j].File })
+					for _, r := range rows {
 						if c.Bool("json") {
-							b, _ := json.Marshal(map[string]string{"id": s.ID, "version": s.Version, "file": s.File})
+							b, err := json.Marshal(r)
+							if err != nil {
+								return err
+							}
 							fmt.Fprintf(e.stdout, "%s\n", b)
+							continue
+						}
+						if r.Broken {
+							fmt.Fprintf(e.stdout, "%s\tbroken\t%s\t%s\n", r.ID, r.File, r.Error)
 						} else {
-							fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", s.ID, s.Version, s.File)
+							fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", r.ID, r.Version, r.File)
 						}
 					}
 					return nil
@@ -172,10 +205,12 @@ func (e *env) schemasCommand() *cli.Command {
 			{
 				Name:  "lint",
 				Usage: "check schemas for contradictions (minimum > maximum, empty enum, a required property forbidden, ...)",
-				Description: `DIR defaults to --schemas (or the built-in examples). A schema that does not even compile is
-reported too. Exit 1 when there are findings.`,
+				Description: `DIR defaults to --schemas (or the built-in examples). A file that does not even load is
+reported too: bad_file_name (the name cannot be a schema id), over_limit (--schema-max-bytes,
+--schema-max-depth), invalid_json, duplicate_id, bad_ref (a $ref outside the directory) or
+compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
-				Flags:     []cli.Flag{schemasFlag(), jsonFlag()},
+				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
 					dir := c.String("schemas")
 					if c.NArg() > 1 {
@@ -184,10 +219,15 @@ reported too. Exit 1 when there are findings.`,
 					if c.NArg() == 1 {
 						dir = c.Args().First()
 					}
-					findings, err := schemas.LintDir(dir)
+					cfg, err := schemaConfig(c)
+					if err != nil {
+						return err
+					}
+					reg, err := schemas.LoadWith(dir, cfg)
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
+					findings := reg.Lint()
 					for _, f := range findings {
 						if c.Bool("json") {
 							b, _ := json.Marshal(f)
