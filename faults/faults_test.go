@@ -45,6 +45,7 @@ func TestFaults(t *testing.T) {
 		{"sqlite locked 20s (> busy timeout)", func(t *testing.T) row { return scenarioSQLiteLocked(t, 20*time.Second) }},
 		{"SIGTERM, grace 10s", func(t *testing.T) row { return scenarioSIGTERM(t, 10*time.Second) }},
 		{"SIGTERM, grace 100ms", func(t *testing.T) row { return scenarioSIGTERM(t, 100*time.Millisecond) }},
+		{"disk full (64 MiB tmpfs), space freed", scenarioDiskFull},
 	}
 	var mu sync.Mutex
 	rows := map[string]row{}

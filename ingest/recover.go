@@ -15,6 +15,10 @@ import (
 // is recovered by whoever runs it.
 var ErrNotEmbedded = errors.New("not the owner of an embedded nats server")
 
+// ErrNoRoom is wrapped by RecoverStore's error when the probe write beside
+// the store failed: the disk has no room yet, the store was not reloaded.
+var ErrNoRoom = errors.New("no room to write beside the store")
+
 // probeSize is how much RecoverStore writes next to the store before it
 // reloads it: a block of the store needs room, not one byte.
 const probeSize = 1 << 20
@@ -70,7 +74,7 @@ func (c *Conn) RecoverStore(ctx context.Context) error {
 	}
 	dir := c.StoreDir()
 	if err := probeWrite(dir); err != nil {
-		return &StoreError{Store: StoreNATS, Path: dir, Err: err}
+		return &StoreError{Store: StoreNATS, Path: dir, Err: fmt.Errorf("%w: %w", ErrNoRoom, err)}
 	}
 	cfg := c.srv.JetStreamConfig()
 	if cfg != nil {

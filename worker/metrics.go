@@ -27,6 +27,10 @@ type Metrics struct {
 	Breaker       *prometheus.GaugeVec
 	DLQRows       prometheus.Gauge
 	RetentionTrim prometheus.Counter
+	// StoreErrors counts failed writes per store (nats, sqlite);
+	// StoreFailing is 1 while a store cannot write at all.
+	StoreErrors  *prometheus.CounterVec
+	StoreFailing *prometheus.GaugeVec
 
 	// perSchema caches, per known schema id, the children a first-pass
 	// job updates (*schemaMetrics): WithLabelValues hashes and looks up
@@ -98,9 +102,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Breaker:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pipeline_breaker_state", Help: "1 for the model circuit breaker's current state (closed, open, half-open), 0 for the others."}, []string{"provider", "state"}),
 		DLQRows:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_dlq_rows", Help: "Dead letters in the index."}),
 		RetentionTrim: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_dlq_retention_trimmed_total", Help: "Dead letters removed by retention."}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_store_errors_total", Help: "Failed writes, by store: nats (an outcome not stored on its stream, or the embedded store reporting a write error) and sqlite (a sink write to the index).",
+		}, []string{"store"}),
+		StoreFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pipeline_store_failing", Help: "1 while a store cannot write at all (disk full, I/O error; workers stop fetching while the nats store does), 0 otherwise.",
+		}, []string{"store"}),
 	}
 	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
-		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim)
+		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.StoreErrors, m.StoreFailing)
 	return m
 }
 
@@ -173,4 +183,27 @@ func (m *Metrics) SetBreaker(provider, state string) {
 		}
 		m.Breaker.WithLabelValues(provider, s).Set(v)
 	}
+}
+
+// storeError counts one failed write to store; safe on a nil Metrics.
+func (m *Metrics) storeError(store string) {
+	if m == nil {
+		return
+	}
+	m.StoreErrors.WithLabelValues(store).Inc()
+}
+
+// storeState records whether store cannot write at all; safe on a nil
+// Metrics. The error counter's child is created too, so it reads 0
+// before the first error.
+func (m *Metrics) storeState(store string, failing bool) {
+	if m == nil {
+		return
+	}
+	m.StoreErrors.WithLabelValues(store)
+	v := 0.0
+	if failing {
+		v = 1
+	}
+	m.StoreFailing.WithLabelValues(store).Set(v)
 }
