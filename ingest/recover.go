@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -32,6 +33,19 @@ func (c *Conn) StoreDir() string {
 	return filepath.Join(c.cfg.DataDir, storeSubdir)
 }
 
+// StoreLimit is the embedded server's JetStream storage limit in bytes (by
+// default three quarters of the disk's free space when it started), 0
+// when this Conn did not start one or JetStream is off.
+func (c *Conn) StoreLimit() int64 {
+	if c.srv == nil {
+		return 0
+	}
+	if cfg := c.srv.JetStreamConfig(); cfg != nil {
+		return cfg.MaxStore
+	}
+	return 0
+}
+
 // StoreFault reports, as a *StoreError, why the embedded server's store
 // cannot take writes: a stream stopped on a write error (nats-server keeps
 // refusing that stream's writes until it is loaded again, even once the
@@ -45,13 +59,18 @@ func (c *Conn) StoreFault() error {
 	if !c.srv.JetStreamEnabled() {
 		return &StoreError{Store: StoreNATS, Path: dir, Err: errJetStreamDisabled}
 	}
+	// The server's health check names every stream that stopped on a
+	// write error; its other complaints (a stream not loaded, the server
+	// not ready yet) are not the disk's and a reload would not fix them.
 	h := c.srv.Healthz(&server.HealthzOptions{Details: true})
-	if len(h.Errors) == 0 {
-		return nil
-	}
-	errs := make([]error, 0, len(h.Errors))
+	var errs []error
 	for _, e := range h.Errors {
-		errs = append(errs, errors.New(e.Error))
+		if e.Type == server.HealthzErrorJetStream || strings.Contains(e.Error, "write error") {
+			errs = append(errs, errors.New(e.Error))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
 	}
 	return &StoreError{Store: StoreNATS, Path: dir, Err: errors.Join(errs...)}
 }

@@ -20,10 +20,13 @@ const (
 	// store that did not clear its fault (the disk had room for the probe
 	// but the store failed again).
 	maxReloadWait = 4 * time.Second
-	// externalProbeEvery is how often a NATS server of its own that
-	// refused writes for lack of storage is asked whether JetStream
-	// answers again; then the workers try (and stop again if it refuses).
+	// externalProbeEvery is how often a server that refused publishes
+	// for lack of storage is asked whether JetStream has room again; then
+	// the workers try (and stop again if it still refuses).
 	externalProbeEvery = 5 * time.Second
+	// roomWanted is the storage, under JetStream's limit, that counts as
+	// room again after the limit was reached.
+	roomWanted = 1 << 20
 )
 
 // Names of the stores in the logs.
@@ -94,7 +97,7 @@ func (h *storeHealth) fail(store, path string, err error, storage bool) {
 	h.m.storeState(store, true)
 	if store == ingest.StoreNATS {
 		h.natsOK = make(chan struct{})
-		h.log.Error("nats store cannot be written: workers stop fetching jobs until it can (checked every second)",
+		h.log.Error("nats store cannot be written: workers stop fetching jobs until it can",
 			"store", storeNames[store], "path", path, "err", err)
 		return
 	}
@@ -186,12 +189,14 @@ func (h *storeHealth) indexWritten(path string, err error) {
 // store is asked every second whether a stream stopped on a write error;
 // while it has, the disk is probed for room every second and, once there
 // is, the store is reloaded (nats-server refuses a failed stream's writes
-// until then). A server of its own is only asked, while its storage
-// errors last, whether JetStream answers again.
+// until then). When the failure is the server refusing publishes for
+// lack of storage (a server of its own, or the embedded server's storage
+// limit reached), JetStream is asked every few seconds whether it has room
+// again.
 func (h *storeHealth) watch(ctx context.Context) {
 	t := time.NewTicker(storeWatchEvery)
 	defer t.Stop()
-	var nextTry time.Time
+	var nextReload, nextAsk time.Time
 	reloads := 0
 	for {
 		select {
@@ -199,50 +204,46 @@ func (h *storeHealth) watch(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if !h.conn.Embedded() {
-			if h.isFailing(ingest.StoreNATS) && !time.Now().Before(nextTry) {
-				nextTry = time.Now().Add(externalProbeEvery)
-				if h.externalAnswers(ctx) {
-					h.ok(ingest.StoreNATS)
-				}
+		now := time.Now()
+		if fault := h.conn.StoreFault(); fault != nil {
+			if !h.isFailing(ingest.StoreNATS) {
+				h.fail(ingest.StoreNATS, h.natsPath(), fault, true)
+			}
+			if now.Before(nextReload) {
+				continue
+			}
+			err := h.conn.RecoverStore(ctx)
+			switch {
+			case err == nil:
+				h.ok(ingest.StoreNATS)
+				reloads = 0
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, ingest.ErrNoRoom):
+				// Still full: probe again in a second.
+				h.log.Debug("nats store: no room yet", "path", h.natsPath(), "err", err)
+			default:
+				// Reloaded with room on the disk, and the store failed
+				// again: wait longer before the next reload.
+				h.log.Debug("nats store: reload did not clear the fault", "path", h.natsPath(), "err", err)
+				reloads++
+				nextReload = now.Add(min(storeWatchEvery<<min(reloads-1, 3), maxReloadWait))
 			}
 			continue
 		}
-		fault := h.conn.StoreFault()
-		if fault == nil {
-			h.ok(ingest.StoreNATS)
-			reloads = 0
-			continue
+		reloads = 0
+		if h.isFailing(ingest.StoreNATS) && !now.Before(nextAsk) {
+			nextAsk = now.Add(externalProbeEvery)
+			if h.jetStreamHasRoom(ctx) {
+				h.ok(ingest.StoreNATS)
+			}
 		}
-		if !h.isFailing(ingest.StoreNATS) {
-			h.fail(ingest.StoreNATS, h.natsPath(), fault, true)
-		}
-		if time.Now().Before(nextTry) {
-			continue
-		}
-		err := h.conn.RecoverStore(ctx)
-		if err == nil {
-			h.ok(ingest.StoreNATS)
-			reloads = 0
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		h.log.Debug("nats store not writable yet", "path", h.natsPath(), "err", err)
-		if errors.Is(err, ingest.ErrNoRoom) {
-			continue // still full: probe again in a second
-		}
-		// Reloaded with room on the disk, and the store failed again:
-		// wait longer before the next reload.
-		reloads++
-		nextTry = time.Now().Add(min(storeWatchEvery<<min(reloads-1, 3), maxReloadWait))
 	}
 }
 
-// externalAnswers reports whether a NATS server of its own answers
-// JetStream requests and has storage left under its account's limit.
-func (h *storeHealth) externalAnswers(ctx context.Context) bool {
+// jetStreamHasRoom reports whether JetStream answers and the account's
+// store is under its limit.
+func (h *storeHealth) jetStreamHasRoom(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	info, err := h.conn.JetStream().AccountInfo(ctx)
@@ -250,5 +251,11 @@ func (h *storeHealth) externalAnswers(ctx context.Context) bool {
 		h.log.Debug("nats store: jetstream does not answer yet", "err", err)
 		return false
 	}
-	return info.Limits.MaxStore <= 0 || info.Store < uint64(info.Limits.MaxStore)
+	for _, limit := range []int64{info.Limits.MaxStore, h.conn.StoreLimit()} {
+		if limit > 0 && info.Store+roomWanted > uint64(limit) {
+			h.log.Debug("nats store: jetstream storage still at its limit", "used", info.Store, "limit", limit)
+			return false
+		}
+	}
+	return true
 }
