@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+	"github.com/mattn/go-sqlite3" // also registers the "sqlite3" driver
 )
 
 //go:embed migrations/*.sql
@@ -243,4 +243,21 @@ func (s *Store) apply(ctx context.Context, m migration) error {
 		return fmt.Errorf("migration %s: committing: %w", m.name, err)
 	}
 	return nil
+}
+
+// IsStorageError reports whether err, from a write to the index, says the
+// file cannot be written at all: the disk is full (SQLITE_FULL, "database
+// or disk is full"), an I/O error (SQLITE_IOERR), the file or its journal
+// cannot be opened (SQLITE_CANTOPEN) or is read-only (SQLITE_READONLY).
+// A lock held by another process (SQLITE_BUSY) is not one: it passes.
+func IsStorageError(err error) bool {
+	var se sqlite3.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code {
+	case sqlite3.ErrFull, sqlite3.ErrIoErr, sqlite3.ErrCantOpen, sqlite3.ErrReadonly:
+		return true
+	}
+	return false
 }

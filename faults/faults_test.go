@@ -49,6 +49,7 @@ func TestFaults(t *testing.T) {
 		{"submit and run started together", scenarioSubmitAndRun},
 		{"kill -9 of the server's owner, joined run goes on", scenarioKillOwner},
 		{"server's owner frozen (SIGSTOP), joined run exits 3", scenarioOwnerFrozen},
+		{"disk full (64 MiB tmpfs), space freed", scenarioDiskFull},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
 	var mu sync.Mutex

@@ -205,6 +205,11 @@ type WorkerConfig struct {
 	// it must return soon (Offer waits at most 100ms).
 	Stored func(SinkMsg)
 	Logger *slog.Logger
+
+	// StoreFailed, if set, is called with the error of every result or
+	// dead letter that could not be stored (the job is handed back); it
+	// must return soon.
+	StoreFailed func(error)
 }
 
 // SinkMsg is one RESULTS or DLQ message handed to the sink.

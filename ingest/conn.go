@@ -108,7 +108,8 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	default:
 		return nil, ErrNoDataDir
 	}
-	c.js, err = jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(publishAsyncMaxPending))
+	c.js, err = jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(publishAsyncMaxPending),
+		jetstream.WithPublishAsyncTimeout(publishAckTimeout))
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("creating jetstream context: %w", err)

@@ -37,6 +37,9 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		}
 		st, err := r.store(d, out)
 		if err != nil {
+			if r.cfg.StoreFailed != nil {
+				r.cfg.StoreFailed(err)
+			}
 			r.log.Warn("storing outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
 			r.nakOnce(j, r.retryDelay(d, 0))
 			return

@@ -24,8 +24,10 @@ const (
 	// stuckFor: after a wait ran out, a full queue refuses offers at once
 	// for this long, so a stuck sink costs the workers one wait, not one
 	// per outcome.
-	stuckFor         = time.Second
-	sinkMaxBackoff   = 30 * time.Second
+	stuckFor = time.Second
+	// sinkMaxBackoff caps the delay between retries of a failed write: a
+	// full disk that gets room again is written to within a few seconds.
+	sinkMaxBackoff   = 2 * time.Second
 	sinkFlushTimeout = 10 * time.Second
 	idlePollInterval = 50 * time.Millisecond
 )
@@ -251,7 +253,7 @@ func (st *sinkStream) jump(seq uint64) {
 // Run indexes the streams until ctx is done (after writing what it holds,
 // within sinkFlushTimeout) or, with UntilIdle, until the index holds every
 // message of both streams. A failed write is retried with a growing delay
-// (at most 30s) and nothing moves on meanwhile: nothing is skipped.
+// (at most 2s) and nothing moves on meanwhile: nothing is skipped.
 func (s *Sink) Run(ctx context.Context) error {
 	cur, err := s.idx.Cursors(ctx)
 	if err != nil {
@@ -513,7 +515,14 @@ func (l *sinkLoop) flush(ctx context.Context) bool {
 		}
 		l.fails++
 		delay := jitter(min(time.Second<<min(l.fails-1, 5), sinkMaxBackoff))
-		l.log.Warn("sink write failed; retrying", "messages", len(l.batch), "retry_in", delay, "err", err)
+		// The first failure is a warning; the retries that follow, every
+		// couple of seconds, are not repeated at that level (the index
+		// says once, at error level, when it cannot write at all).
+		level := slog.LevelWarn
+		if l.fails > 1 {
+			level = slog.LevelDebug
+		}
+		l.log.Log(ctx, level, "sink write failed; retrying", "messages", len(l.batch), "failures", l.fails, "retry_in", delay, "err", err)
 		select {
 		case <-ctx.Done():
 			l.flushOnStop(ctx)
@@ -544,6 +553,9 @@ func (l *sinkLoop) write(ctx context.Context) error {
 	}
 	if err := l.idx.Write(ctx, l.batch, cursors); err != nil {
 		return err
+	}
+	if l.fails > 0 {
+		l.log.Warn("sink write succeeded after failed attempts", "messages", len(l.batch), "failures", l.fails)
 	}
 	l.fails = 0
 	// Everything held and not written was in the batch: all written now.

@@ -30,6 +30,10 @@ type Metrics struct {
 	// AlreadyDone counts deliveries acked without calling the model
 	// because the job ledger says their run already ended.
 	AlreadyDone prometheus.Counter
+	// StoreErrors counts failed writes per store (nats, sqlite);
+	// StoreFailing is 1 while a store cannot write at all.
+	StoreErrors  *prometheus.CounterVec
+	StoreFailing *prometheus.GaugeVec
 
 	// perSchema caches, per known schema id, the children a first-pass
 	// job updates (*schemaMetrics): WithLabelValues hashes and looks up
@@ -103,9 +107,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RetentionTrim: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_dlq_retention_trimmed_total", Help: "Dead letters removed by retention."}),
 		AlreadyDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "pipeline_jobs_already_done_total",
 			Help: "Job deliveries acked without calling the model because the job ledger says their run already ended."}),
+		StoreErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_store_errors_total", Help: "Failed writes, by store: nats (an outcome not stored on its stream, or the embedded store reporting a write error) and sqlite (a sink write to the index).",
+		}, []string{"store"}),
+		StoreFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pipeline_store_failing", Help: "1 while a store cannot write at all (disk full, I/O error; workers stop fetching while the nats store does), 0 otherwise.",
+		}, []string{"store"}),
 	}
 	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
-		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone)
+		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone, m.StoreErrors, m.StoreFailing)
 	return m
 }
 
@@ -178,4 +188,27 @@ func (m *Metrics) SetBreaker(provider, state string) {
 		}
 		m.Breaker.WithLabelValues(provider, s).Set(v)
 	}
+}
+
+// storeError counts one failed write to store; safe on a nil Metrics.
+func (m *Metrics) storeError(store string) {
+	if m == nil {
+		return
+	}
+	m.StoreErrors.WithLabelValues(store).Inc()
+}
+
+// storeState records whether store cannot write at all; safe on a nil
+// Metrics. The error counter's child is created too, so it reads 0
+// before the first error.
+func (m *Metrics) storeState(store string, failing bool) {
+	if m == nil {
+		return
+	}
+	m.StoreErrors.WithLabelValues(store)
+	v := 0.0
+	if failing {
+		v = 1
+	}
+	m.StoreFailing.WithLabelValues(store).Set(v)
 }

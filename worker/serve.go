@@ -49,10 +49,15 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	}
 	sinkCtx, stopSink := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopSink()
+	// The stores' health: a failing NATS store closes the workers' gate
+	// (before the breaker's), every failed write is counted.
+	health := newStoreHealth(conn, cfg.Metrics, log)
+	cfg.Workers.Gate = health.gate(cfg.Workers.Gate)
+	cfg.Workers.StoreFailed = health.publishFailed
 	sinkDone := make(chan error, 1)
 	var sink *ingest.Sink
 	if cfg.Store != nil {
-		sink = conn.NewSink(Index(cfg.Store, log), ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log})
+		sink = conn.NewSink(&index{st: cfg.Store, log: log, health: health}, ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log})
 		// The workers hand their outcomes straight to the sink; it reads
 		// from the streams only what did not arrive that way.
 		cfg.Workers.Stored = func(m ingest.SinkMsg) { sink.Offer(m) }
@@ -66,6 +71,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	// Background helpers stop with the sink, and Serve waits for them, so
 	// none of them touches the store after Serve returns.
 	var bg sync.WaitGroup
+	bg.Go(func() { health.watch(sinkCtx) })
 	if cfg.Metrics != nil {
 		bg.Go(func() { pollPending(sinkCtx, conn, cfg.Store, cfg.Metrics, log) })
 	}
@@ -111,8 +117,9 @@ func Index(st *dlq.Store, log *slog.Logger) ingest.SinkIndex {
 }
 
 type index struct {
-	st  *dlq.Store
-	log *slog.Logger
+	st     *dlq.Store
+	log    *slog.Logger
+	health *storeHealth // nil: not watched
 }
 
 func (x *index) Cursors(ctx context.Context) (map[string]uint64, error) {
@@ -133,8 +140,12 @@ func (x *index) Write(ctx context.Context, batch []ingest.SinkMsg, cursors map[s
 		}
 		outs = append(outs, o)
 	}
-	if err := x.st.WriteWithCursors(ctx, outs, cursors); err != nil {
-		return fmt.Errorf("writing %d outcomes: %w", len(outs), err)
+	err := x.st.WriteWithCursors(ctx, outs, cursors)
+	if ctx.Err() == nil {
+		x.health.indexWritten(x.st.Path(), err)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %d outcomes to %s: %w", len(outs), x.st.Path(), err)
 	}
 	return nil
 }
