@@ -175,14 +175,16 @@ func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
 
 // TestAnswerOverMaxPayloadFailsSchema: a 2 MiB model answer that fails the
 // schema ends as a dead letter of its real class with both raw answers in
-// its transcript (it used to end as "abandoned", its attempts lost).
+// its transcript (it used to end as "abandoned", its attempts lost). The
+// request allows an answer that long (--max-tokens), so the answer is read
+// whole rather than cut at the body bound.
 func TestAnswerOverMaxPayloadFailsSchema(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	huge := `{"subject": "` + strings.Repeat("x", 2<<20) + `"}` // misses the required fields
 	srv := newOpenAIServer(t, 200, huge)
 	dir := t.TempDir()
 	mustCLI(t, `{"id":"t-big","schema":"ticket","input":"From: Ana <ana@example.com>: I cannot log in."}`+"\n", "submit", "--data-dir", dir, "-")
-	mustCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1", "--max-attempts", "2")
+	mustCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1", "--max-attempts", "2", "--max-tokens", "100000")
 
 	var o map[string]any
 	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--json", "--data-dir", dir, "t-big")), &o); err != nil {
