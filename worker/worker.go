@@ -12,6 +12,7 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -35,6 +36,10 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Secrets, if set, are replaced by [REDACTED] in every outcome before
+	// it is stored: a model or a provider may echo a key or a credential
+	// into an answer, a reason or a transcript.
+	Secrets *secret.Redactor
 }
 
 // Handler turns one job delivery into an outcome: it resolves the schema,
@@ -68,6 +73,20 @@ func New(cfg Config) (*Handler, error) {
 
 // Handle implements ingest.Handler.
 func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	return h.redact(h.handle(ctx, d))
+}
+
+// redact replaces the secrets in an outcome's message. The decoded record
+// handed to the sink of this process is dropped when anything was
+// replaced, so the sink indexes the redacted message instead.
+func (h *Handler) redact(out ingest.Outcome) ingest.Outcome {
+	if h.cfg.Secrets.Contains(out.Payload) {
+		out.Payload, out.Record = h.cfg.Secrets.Bytes(out.Payload), nil
+	}
+	return out
+}
+
+func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
 	if m := h.cfg.Metrics; m != nil {
 		m.InFlight.Inc()
 		defer m.InFlight.Dec()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -96,10 +97,14 @@ type env struct {
 	mu     sync.Mutex
 	conns  []*ingest.Conn
 	cancel context.CancelCauseFunc
+
+	// secrets holds every secret the command knows of; logs and stored
+	// outcomes pass through it.
+	secrets *secret.Redactor
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, secrets: secret.New()}
 	app := &cli.App{
 		Name:  "pipeline",
 		Usage: "turn unreliable LLM output into validated, structured data, and find the schema fields models cannot satisfy",
@@ -280,14 +285,17 @@ func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
 		return nil, fail(exitUsage, "--log-level %q: use debug, info, warn or error", c.String("log-level"))
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler
 	switch c.String("log-format") {
 	case "text", "":
-		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+		h = slog.NewTextHandler(e.stderr, opts)
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+		h = slog.NewJSONHandler(e.stderr, opts)
 	default:
 		return nil, fail(exitUsage, "--log-format %q: use text or json", c.String("log-format"))
 	}
+	e.learnSecrets(c)
+	return slog.New(e.secrets.Handler(h)), nil
 }
 
 // dial makes the command's logger and connects to NATS with its flags.
@@ -323,6 +331,7 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
 	}
+	e.learnConnSecrets(conn)
 	e.track(ctx, conn)
 	return conn, nil
 }

@@ -150,7 +150,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 
-	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log})
+	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: e.secrets})
 	if err != nil {
 		return err
 	}

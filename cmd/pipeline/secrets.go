@@ -1,0 +1,64 @@
+package main
+
+import (
+	"os"
+
+	"github.com/nats-io/nkeys"
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/ingest"
+)
+
+// Environment variables that hold secrets: their values are redacted
+// wherever they appear, in logs and in everything stored.
+var secretEnv = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY"}
+
+// URL settings whose user info is a secret (flags, then env vars).
+var (
+	secretURLFlags = []string{"llm-url", "nats-url"}
+	secretURLEnv   = []string{"OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "NATS_URL"}
+)
+
+// learnSecrets registers with e.secrets every secret the command's
+// settings hold: API keys, the user info of the model's and NATS's URLs,
+// and the JWT and seed of a NATS credentials file.
+func (e *env) learnSecrets(c *cli.Context) {
+	for _, k := range secretEnv {
+		e.secrets.Add(os.Getenv(k))
+	}
+	for _, f := range secretURLFlags {
+		e.secrets.AddURL(c.String(f))
+	}
+	for _, k := range secretURLEnv {
+		e.secrets.AddURL(os.Getenv(k))
+	}
+	if p := c.String("nats-creds"); p != "" {
+		e.secrets.Add(credsSecrets(p)...)
+	}
+}
+
+// learnConnSecrets registers the secrets a connection holds (the embedded
+// server's password).
+func (e *env) learnConnSecrets(conn *ingest.Conn) {
+	e.secrets.Add(conn.Secrets()...)
+}
+
+// credsSecrets reads the user JWT and the seed of a NATS credentials file.
+// An unreadable file yields nothing here: connecting with it reports the
+// error.
+func credsSecrets(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if jwt, err := nkeys.ParseDecoratedJWT(b); err == nil {
+		out = append(out, jwt)
+	}
+	if kp, err := nkeys.ParseDecoratedNKey(b); err == nil {
+		if seed, err := kp.Seed(); err == nil {
+			out = append(out, string(seed))
+		}
+	}
+	return out
+}
