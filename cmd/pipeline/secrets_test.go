@@ -40,7 +40,7 @@ func echoServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
 			content = string(b)
 		default:
 			b, _ := json.Marshal(map[string]any{"subject": "Cannot log in", "priority": "high", "category": "account",
-				"summary": "the caller sent " + auth,
+				"summary":  "the caller sent " + auth,
 				"customer": map[string]any{"name": "Ana Lima", "email": "ana@example.com"}})
 			content = string(b)
 		}
