@@ -120,20 +120,14 @@ func BenchmarkSink(b *testing.B) {
 
 // BenchmarkWriteHandedOver is the sink's write as it runs on the CPU-bound
 // path: batches of 500 first-pass successes handed over by the workers of
-// the same process (Encoded: nothing decoded, the payload cut from the
-// message), with the stream cursor.
+// the same process (the Outcome as built: nothing decoded), with the stream
+// cursor.
 func BenchmarkWriteHandedOver(b *testing.B) {
 	const batch = 500
 	s := openTemp(b)
 	outs := make([]Outcome, batch*b.N)
 	for i := range outs {
-		o := outcome(fmt.Sprintf("job-%07d", i), false, 1, t0.Add(time.Duration(i)*time.Millisecond))
-		msg := message(b, o)
-		d, err := DecodeOutcome(msg) // the spans the worker's encoder reports
-		if err != nil {
-			b.Fatal(err)
-		}
-		outs[i] = Encoded(o, msg, [2]int{d.src.cut.lo, d.src.cut.hi}, [2]int{d.src.job.lo, d.src.job.hi})
+		outs[i] = outcome(fmt.Sprintf("job-%07d", i), false, 1, t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

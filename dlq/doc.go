@@ -13,16 +13,15 @@
 // A later run of a job (a replay) is a new row and marks the earlier runs
 // replayed. A message the sink read from a stream is decoded with
 // DecodeOutcome (one that fails it wraps ErrInvalidOutcome and is skipped,
-// not retried); an outcome the worker of the same process encoded comes
-// with its message already (Encoded) and is not decoded at all.
+// not retried); an outcome the worker of the same process built is handed
+// over as it is and not decoded at all.
 //
-// DecodeOutcome validates the message and reads it in one pass; the
-// Outcome keeps the message, and Write stores the message's own bytes less
-// its "data" member (the job compacted as encoding/json would) as the
-// transcript instead of encoding the Outcome again. A message with a member
-// the Outcome does not have, or one given twice, and an Outcome changed or
-// built in memory (replay, tests) are encoded with encoding/json: either
-// way the stored transcript reads back as the same Outcome.
+// EncodeOutcome and DecodeOutcome are the wire format of an outcome, with
+// github.com/go-json-experiment/json: compact, one line whatever the model
+// or the producer wrote (the data and the job keep their spelling, less
+// their whitespace). Write stores the Outcome less its data in the same
+// encoding as the transcript; a member of no Outcome field never reaches
+// the file.
 //
 //	st, err := dlq.Open(filepath.Join(dataDir, "pipeline.db"))
 //	...

@@ -15,13 +15,15 @@ const (
 // (status succeeded) or DLQ (status dead_lettered), and the row the sink
 // indexes. It holds what makes a failure reproducible: the original job,
 // every raw model output, the diagnostics per attempt, the attempts used.
+// Optional numbers are omitzero (left out when 0 by encoding/json and
+// json v2 alike, where json v2 would keep a 0 marked omitempty).
 type Outcome struct {
 	JobID  string `json:"job_id"`
 	Schema string `json:"schema"`
 	// SchemaVersion is the hash of the canonical schema text.
 	SchemaVersion string `json:"schema_version,omitempty"`
 	// Run is 0 for the job as submitted and n for its n-th replay.
-	Run    int    `json:"run,omitempty"`
+	Run    int    `json:"run,omitzero"`
 	Status string `json:"status"`
 	// Class is the failure class of a dead letter (grammar, schema,
 	// truncated, no_progress, transport, request_error, invalid_job,
@@ -38,13 +40,9 @@ type Outcome struct {
 	Job json.RawMessage `json:"job,omitempty"`
 	// Trace has one entry per model call, successes included.
 	Trace      []Attempt `json:"trace,omitempty"`
-	Deliveries int       `json:"deliveries,omitempty"`
+	Deliveries int       `json:"deliveries,omitzero"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
-
-	// src is the message DecodeOutcome read the outcome from: Write stores
-	// its bytes (without data) as the payload instead of encoding it again.
-	src *source
 }
 
 // Attempt is the trace of one model call.
@@ -57,13 +55,13 @@ type Attempt struct {
 	FinishReason string       `json:"finish_reason,omitempty"`
 	Diagnostics  []Diagnostic `json:"diagnostics,omitempty"`
 	// DiagnosticsOmitted counts diagnostics past the cap.
-	DiagnosticsOmitted int   `json:"diagnostics_omitted,omitempty"`
-	PromptTokens       int   `json:"prompt_tokens,omitempty"`
-	CompletionTokens   int   `json:"completion_tokens,omitempty"`
-	CachedTokens       int   `json:"cached_tokens,omitempty"`
-	ReasoningTokens    int   `json:"reasoning_tokens,omitempty"`
+	DiagnosticsOmitted int   `json:"diagnostics_omitted,omitzero"`
+	PromptTokens       int   `json:"prompt_tokens,omitzero"`
+	CompletionTokens   int   `json:"completion_tokens,omitzero"`
+	CachedTokens       int   `json:"cached_tokens,omitzero"`
+	ReasoningTokens    int   `json:"reasoning_tokens,omitzero"`
 	LatencyMS          int64 `json:"latency_ms"`
-	TransportRetries   int   `json:"transport_retries,omitempty"`
+	TransportRetries   int   `json:"transport_retries,omitzero"`
 }
 
 // Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;

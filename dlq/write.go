@@ -5,7 +5,6 @@ import (
 	"compress/flate"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +12,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
+	"github.com/go-json-experiment/json"
 	"github.com/klauspost/compress/s2"
 )
 
@@ -173,16 +172,12 @@ type fpVal struct{ id, pattern string }
 
 // preparer holds what one goroutine of prepare reuses across outcomes.
 type preparer struct {
-	spl []byte // a payload spliced from its message
 	buf bytes.Buffer
-	enc *json.Encoder
 	ids map[fpKey]fpVal
 }
 
 func prepareRange(outs []Outcome, rows []row, lo, hi int) error {
 	p := &preparer{ids: make(map[fpKey]fpVal)}
-	p.enc = json.NewEncoder(&p.buf)
-	p.enc.SetEscapeHTML(false)
 	for i := lo; i < hi; i++ {
 		if err := p.row(&outs[i], &rows[i]); err != nil {
 			return err
@@ -276,108 +271,16 @@ func (p *preparer) row(o *Outcome, r *row) error {
 	return p.payload(o, r)
 }
 
-// source is the message an Outcome was decoded from (see DecodeOutcome).
-type source struct {
-	msg []byte
-	cut span    // the "data" member, left out of the payload
-	job span    // the job's value, compacted in the payload if it has spaces
-	was Outcome // the Outcome as decoded (src nil)
-}
-
-// unchanged reports whether o's fields are still those decoded from the
-// message: Data aside (the payload leaves it out), the same values, and the
-// same Job and Trace slices.
-func (s *source) unchanged(o *Outcome) bool {
-	w := &s.was
-	return o.JobID == w.JobID && o.Schema == w.Schema && o.SchemaVersion == w.SchemaVersion && o.Run == w.Run &&
-		o.Status == w.Status && o.Class == w.Class && o.Reason == w.Reason && o.Hint == w.Hint && o.Model == w.Model &&
-		o.Attempts == w.Attempts && o.Deliveries == w.Deliveries && o.StartedAt == w.StartedAt && o.FinishedAt == w.FinishedAt &&
-		len(o.Job) == len(w.Job) && unsafe.SliceData(o.Job) == unsafe.SliceData(w.Job) &&
-		len(o.Trace) == len(w.Trace) && unsafe.SliceData(o.Trace) == unsafe.SliceData(w.Trace)
-}
-
-// spliced appends to dst the message without its "data" member and with
-// its job compacted (as encoding/json writes a RawMessage): JSON that
-// decodes to the Outcome the message decodes to, less its data. ok is false
-// if the job would not compact.
-func (s *source) spliced(dst []byte) (_ []byte, ok bool) {
-	m := s.msg
-	edits := [2]span{s.cut, {-1, -1}}
-	if s.job.lo >= 0 && hasSpace(m[s.job.lo:s.job.hi]) {
-		edits[1] = s.job
-	}
-	if edits[0].lo >= 0 && edits[1].lo >= 0 && edits[1].lo < edits[0].lo {
-		edits[0], edits[1] = edits[1], edits[0]
-	}
-	at := 0
-	for _, e := range edits {
-		if e.lo < 0 {
-			continue
-		}
-		dst = append(dst, m[at:e.lo]...)
-		if e == s.job {
-			b := bytes.NewBuffer(dst)
-			if err := json.Compact(b, m[e.lo:e.hi]); err != nil {
-				return nil, false
-			}
-			dst = b.Bytes()
-		}
-		at = e.hi
-	}
-	return append(dst, m[at:]...), true
-}
-
-// hasSpace reports whether the JSON value b has whitespace outside its
-// strings.
-func hasSpace(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			return true
-		case '"':
-			// skip the string: to the first quote not escaped
-			for j := i + 1; ; {
-				k := bytes.IndexByte(b[j:], '"')
-				if k < 0 {
-					return false
-				}
-				q := j + k
-				n := 0
-				for p := q - 1; p > i && b[p] == '\\'; p-- {
-					n++
-				}
-				if n%2 == 0 {
-					i = q
-					break
-				}
-				j = q + 1
-			}
-		}
-	}
-	return false
-}
-
-// payload encodes the whole outcome but the data: the message it was
-// decoded from less its data member when it has one and o is unchanged,
-// otherwise with encoding/json.
+// payload encodes the whole outcome but the data, compact (see
+// EncodeOutcome): the transcript Get and Export read back.
 func (p *preparer) payload(o *Outcome, r *row) error {
-	var body []byte
-	if o.src != nil && o.src.unchanged(o) {
-		b, ok := o.src.spliced(p.spl[:0])
-		if ok {
-			p.spl, body = b, b
-		}
+	c := *o
+	c.Data = nil
+	p.buf.Reset()
+	if err := json.MarshalWrite(&p.buf, &c, encodeOptions()); err != nil {
+		return fmt.Errorf("encoding job %s: %w", o.JobID, err)
 	}
-	if body == nil {
-		c := *o
-		c.Data = nil
-		c.src = nil
-		p.buf.Reset()
-		if err := p.enc.Encode(&c); err != nil {
-			return fmt.Errorf("encoding job %s: %w", o.JobID, err)
-		}
-		body = bytes.TrimSuffix(p.buf.Bytes(), []byte("\n"))
-	}
+	body := p.buf.Bytes()
 	if len(body) <= compressAbove {
 		r.enc, r.body = encJSON, bytes.Clone(body)
 		return nil
@@ -403,7 +306,7 @@ func decodePayload(enc int, body []byte) (Outcome, error) {
 		return Outcome{}, err
 	}
 	var o Outcome
-	if err := json.Unmarshal(data, &o); err != nil {
+	if err := json.Unmarshal(data, &o, decodeOptions()); err != nil {
 		return Outcome{}, fmt.Errorf("decoding payload: %w", err)
 	}
 	normalize(&o)
@@ -431,9 +334,9 @@ func payloadJSON(enc int, body []byte) ([]byte, error) {
 	return nil, fmt.Errorf("payload encoding %d unknown", enc)
 }
 
-// normalize makes the empty slices of a decoded payload nil, as they were
-// when Write encoded the Outcome (every slice field is omitempty): a payload
-// spliced from a message keeps the message's empty arrays.
+// normalize makes the empty slices of a decoded payload nil, as Write
+// leaves them out (every slice field is omitempty): files written before
+// may hold payloads copied from their message, empty arrays included.
 func normalize(o *Outcome) {
 	if len(o.Trace) == 0 {
 		o.Trace = nil
@@ -671,97 +574,6 @@ func millis(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
-
-// bulk batches rows into multi-row INSERT statements: fewer statement
-// executions per row is most of what makes the sink fast. Statements run
-// through Query, not Exec: go-sqlite3 then binds every argument and steps
-// in one cgo call instead of one call per argument. Rows go in statements
-// of a power-of-two size (chunk, then 32, 16, ... for the rest of a batch),
-// so the connection's statement cache (_stmt_cache_size) holds every
-// statement the sink runs and nothing is prepared twice.
-type bulk struct {
-	tx      *sql.Tx
-	head    string
-	cols    int
-	chunk   int // a power of two
-	args    []any
-	n       int
-	queries map[int]string
-}
-
-func newBulk(tx *sql.Tx, head string, cols, chunk int) *bulk {
-	return &bulk{tx: tx, head: head, cols: cols, chunk: chunk, args: make([]any, 0, cols*chunk), queries: map[int]string{}}
-}
-
-func (b *bulk) table() string {
-	f := strings.Fields(b.head)
-	if len(f) > 2 {
-		return f[2]
-	}
-	return b.head
-}
-
-func (b *bulk) query(n int) string {
-	if q, ok := b.queries[n]; ok {
-		return q
-	}
-	var q strings.Builder
-	q.Grow(len(b.head) + n*(b.cols*2+3))
-	q.WriteString(b.head)
-	for i := 0; i < n; i++ {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteByte('(')
-		for c := 0; c < b.cols; c++ {
-			if c > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteByte('?')
-		}
-		q.WriteByte(')')
-	}
-	b.queries[n] = q.String()
-	return b.queries[n]
-}
-
-// add queues one row. An int is passed on as an int64, a driver.Value:
-// database/sql converts any other type by reflection, argument by argument.
-func (b *bulk) add(ctx context.Context, vals ...any) error {
-	for _, v := range vals {
-		if n, ok := v.(int); ok {
-			v = int64(n) // free for 0-255, which most of them are
-		}
-		b.args = append(b.args, v)
-	}
-	b.n++
-	if b.n < b.chunk {
-		return nil
-	}
-	return b.flush(ctx)
-}
-
-func (b *bulk) flush(ctx context.Context) error {
-	var err error
-	for off := 0; off < b.n && err == nil; {
-		size := b.chunk
-		for size > b.n-off {
-			size /= 2
-		}
-		var rows *sql.Rows
-		rows, err = b.tx.QueryContext(ctx, b.query(size), b.args[off*b.cols:(off+size)*b.cols]...)
-		if err == nil {
-			err = rows.Close()
-		}
-		off += size
-	}
-	clear(b.args)
-	b.args = b.args[:0]
-	b.n = 0
-	return err
-}
-
-func (b *bulk) close() {}
 
 // setCursors records the sink's position in each stream.
 func setCursors(ctx context.Context, tx *sql.Tx, cursors map[string]uint64) error {

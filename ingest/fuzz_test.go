@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 func FuzzParseJob(f *testing.F) {
@@ -70,74 +72,38 @@ func FuzzIsToken(f *testing.F) {
 	})
 }
 
-// FuzzParseJobFast holds the one-pass decoder to encoding/json: whatever
-// it accepts, json.Unmarshal accepts and decodes to the same Job.
-func FuzzParseJobFast(f *testing.F) {
+// FuzzParseJobMatchesUnmarshal holds ParseJob's decoding to
+// encoding/json's: a job either decodes with both to the same Job, or is
+// rejected by both.
+func FuzzParseJobMatchesUnmarshal(f *testing.F) {
 	for _, s := range []string{
 		`{"id":"a","schema":"invoice","input":"x"}`,
 		` {"id" : "a" , "schema":"invoice","input":"line\nnext \"q\" \\ \/ \b\f\r\t","instructions":""} `,
 		`{"id":"a","schema":"invoice","input":"\u00e9\ud83d\ude00 \ud800 \udc00x \u12"}`,
 		`{"id":"a","schema":"invoice","input":"x","metadata":{"k":1}}`,
+		`{"id":"a","schema":"invoice","input":"x","metadata":null}`,
 		`{"ID":"a","schema":"invoice","input":"x"}`,
+		`{"i_d":"a","schema":"invoice","input":"x"}`,
 		`{"id":null,"schema":"invoice","input":"x"}`,
 		`{"id":"a","id":"b","schema":"invoice","input":"x"}`,
+		`{"id":"a","Id":"b","schema":"invoice","input":"x"}`,
 		`{"id":"a","schema":"invoice","input":"x"} {}`,
 		"{\"id\":\"a\",\"schema\":\"invoice\",\"input\":\"\xff\"}",
 		"{\"id\":\"a\",\"input\":\"é\x01\"}",
-		`{}`, `{`, `{"id":"a",}`, `not json`, ``, `null`,
+		`{}`, `{`, `{"id":"a",}`, `not json`, ``, `null`, `[1]`, `"s"`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := parseJobFast(data)
-		if !ok {
-			return
-		}
+		var got Job
+		gotErr := jsonv2.Unmarshal(data, &got, jobOptions())
 		var want Job
-		if err := json.Unmarshal(data, &want); err != nil {
-			t.Fatalf("parseJobFast accepted %q, json.Unmarshal: %v", data, err)
+		wantErr := json.Unmarshal(data, &want)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: ParseJob's decoding: %v, json.Unmarshal: %v", data, gotErr, wantErr)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("parseJobFast(%q) = %+v, json.Unmarshal %+v", data, got, want)
+		if gotErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: ParseJob's decoding %+v, json.Unmarshal %+v", data, got, want)
 		}
 	})
-}
-
-// TestParseJobFastCovers: the shapes jobs have in practice take the fast
-// path, and decode as encoding/json decodes them.
-func TestParseJobFastCovers(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, data string
-		fast       bool
-	}{
-		{"plain", `{"id":"a","schema":"invoice","input":"x"}`, true},
-		{"escapes", `{"id":"a","schema":"invoice","input":"a\nb \"c\" \u00e9\ud83d\ude00","instructions":"be brief"}`, true},
-		{"spaces", " {\n \"id\" : \"a\",\t\"schema\": \"invoice\", \"input\": \"ünïcode\" }\n", true},
-		{"empty object", `{}`, true},
-		{"metadata falls back", `{"id":"a","schema":"invoice","input":"x","metadata":{"k":1}}`, false},
-		{"other case falls back", `{"Id":"a","schema":"invoice","input":"x"}`, false},
-		{"null falls back", `{"id":"a","schema":null,"input":"x"}`, false},
-		{"invalid utf8 falls back", "{\"id\":\"a\",\"schema\":\"invoice\",\"input\":\"\xff\"}", false},
-		{"lone surrogate", `{"id":"a","schema":"invoice","input":"\ud800x"}`, true},
-		{"trailing data", `{"id":"a","schema":"invoice","input":"x"}x`, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := parseJobFast([]byte(tc.data))
-			if ok != tc.fast {
-				t.Fatalf("fast path %v, want %v", ok, tc.fast)
-			}
-			if !ok {
-				return
-			}
-			var want Job
-			if err := json.Unmarshal([]byte(tc.data), &want); err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("got %+v, json.Unmarshal %+v", got, want)
-			}
-		})
-	}
 }

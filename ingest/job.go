@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 // Job is one extraction request: extract Schema from Input. ID is the
@@ -43,16 +47,21 @@ func isToken(s string) bool {
 	return true
 }
 
+// jobOptions decode a job as encoding/json always has, with json v2's
+// speed: member names match case-insensitively (but "i_d" is not "id"), a
+// member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
+// Anything after the object is an error.
+func jobOptions() jsonv2.Options {
+	return jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true),
+		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+}
+
 // ParseJob decodes and checks one job. The error says which field is wrong
 // and why, and wraps ErrInvalidJob.
 func ParseJob(data []byte) (Job, error) {
-	// The common shape in one pass; anything else by one json.Unmarshal
-	// (it rejects trailing data after the object too).
-	j, ok := parseJobFast(data)
-	if !ok {
-		if err := json.Unmarshal(data, &j); err != nil {
-			return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
-		}
+	var j Job
+	if err := jsonv2.Unmarshal(data, &j, jobOptions()); err != nil {
+		return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
 	}
 	switch {
 	case j.ID == "":

@@ -8,7 +8,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/llmpipeline/pipeline/internal/jsontext"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The fast path: most documents a worker validates are valid, and for them
@@ -651,7 +651,7 @@ func (sc *scanner) array(n *fastNode, depth int) bool {
 				}
 				text := sc.doc[s:e]
 				if esc {
-					text = unescape(nil, text)
+					text = unescape(sc.doc[s-1 : e+1])
 				}
 				for _, o := range strs {
 					if string(o) == string(text) {
@@ -689,7 +689,9 @@ var plain = func() (t [256]bool) {
 
 // strSpan moves past the string at pos (which starts with '"') and returns
 // its content span and whether it holds escapes. It refuses what decoding
-// would turn into U+FFFD: invalid UTF-8 and lone surrogate escapes.
+// would turn into U+FFFD: invalid UTF-8 and lone surrogate escapes. A
+// string with escapes is decoded (by jsontext.AppendUnquote, which refuses
+// a malformed escape and a lone surrogate) into sc.buf, where str reads it.
 func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 	sc.pos++ // '"'
 	start = sc.pos
@@ -705,24 +707,18 @@ func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 		switch c := d[i]; {
 		case c == '"':
 			sc.pos = i + 1
-			return start, i, esc, true
-		case c == '\\':
-			esc = true
-			if i+1 >= len(d) {
-				return 0, 0, false, false
-			}
-			switch d[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				_, n, lone, ok := jsontext.EscapedRune(d, i)
-				if !ok || lone {
+			if esc {
+				var err error
+				if sc.buf, err = jsontext.AppendUnquote(sc.buf[:0], d[start-1:i+1]); err != nil {
 					return 0, 0, false, false
 				}
-				i += n
-			default:
-				return 0, 0, false, false
 			}
+			return start, i, esc, true
+		case c == '\\':
+			// the escaped byte is skipped (a \u's hex digits are plain);
+			// AppendUnquote checks the escapes at the closing quote
+			esc = true
+			i += 2
 		case c < 0x20:
 			return 0, 0, false, false
 		default:
@@ -747,8 +743,7 @@ func (sc *scanner) str(n *fastNode) bool {
 	}
 	text := raw
 	if esc {
-		sc.buf = unescape(sc.buf[:0], raw)
-		text = sc.buf
+		text = sc.buf // decoded by strSpan
 	}
 	if n.hasEnum {
 		found := false
@@ -778,11 +773,11 @@ func (sc *scanner) str(n *fastNode) bool {
 	return n.format == nil || n.format.Validate(str) == nil
 }
 
-// unescape appends the decoded content of a string strSpan accepted (no
-// malformed escape, no lone surrogate).
-func unescape(dst, raw []byte) []byte {
-	dst, _, _ = jsontext.AppendUnescaped(dst, raw)
-	return dst
+// unescape returns the decoded content of a string strSpan accepted (no
+// malformed escape, no lone surrogate), quoted its whole text with quotes.
+func unescape(quoted []byte) []byte {
+	out, _ := jsontext.AppendUnquote(nil, quoted)
+	return out
 }
 
 // numInfo is what number scanning learns about a number's text.

@@ -103,7 +103,7 @@ func (sc *scanner) rejectsString(n *fastNode) bool {
 	}
 	text := sc.doc[s:e]
 	if esc {
-		text = unescape(nil, text)
+		text = unescape(sc.doc[s-1 : e+1])
 	}
 	if n.hasEnum && !contains(n.enumStr, string(text)) {
 		return true

@@ -16,13 +16,13 @@
 //     and dead-lettered as transport only on the job's last delivery;
 //   - auth failures: the worker stops taking jobs (ingest.ActionStop).
 //
-// The outcome is encoded by hand (encode.go) into one buffer sized for it:
-// the bytes json.Marshal would write, with data and job appended last as
-// they arrived. Metric children are resolved once per schema.
+// The outcome is encoded by dlq.EncodeOutcome (encode.go): one compact
+// line, the data and the job spelled as they arrived less their
+// whitespace. Metric children are resolved once per schema.
 //
 // Serve runs ingest's worker runtime and, with a Store, the sink that
 // indexes outcomes into SQLite (Index); the workers hand the sink each
-// outcome they stored, already decoded, and the sink outlives them so that
+// outcome they stored as they built it, nothing to decode, and the sink outlives them so that
 // everything published is indexed before Serve returns.
 //
 //	h, _ := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: "sim"})

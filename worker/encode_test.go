@@ -3,39 +3,17 @@ package worker
 import (
 	"bytes"
 	"encoding/json"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/schemas"
 )
-
-// referenceEncode is the encoder encodeOutcome replaced: json.Marshal
-// without Data and Job, which are appended as they are.
-func referenceEncode(t testing.TB, o dlq.Outcome) []byte {
-	t.Helper()
-	data, job := o.Data, o.Job
-	o.Data, o.Job = nil, nil
-	b, err := json.Marshal(o)
-	if err != nil {
-		t.Fatalf("json.Marshal: %v", err)
-	}
-	if len(data) == 0 && len(job) == 0 {
-		return b
-	}
-	b = b[:len(b)-1]
-	if len(data) > 0 {
-		b = append(append(b, `,"data":`...), data...)
-	}
-	if len(job) > 0 {
-		b = append(append(b, `,"job":`...), job...)
-	}
-	return append(b, '}')
-}
 
 func outcomeCases() []struct {
 	name string
@@ -74,76 +52,8 @@ func outcomeCases() []struct {
 	}
 }
 
-// TestEncodeOutcomeMatchesReference: the hand encoder writes the bytes
-// json.Marshal wrote, and the sink decodes them to the same Outcome.
-func TestEncodeOutcomeMatchesReference(t *testing.T) {
-	t.Parallel()
-	for _, tc := range outcomeCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, want := encodeOutcome(tc.o), referenceEncode(t, tc.o)
-			if !bytes.Equal(got, want) {
-				t.Fatalf("encodeOutcome:\n%s\nreference:\n%s", got, want)
-			}
-			if tc.o.Status == "" {
-				return
-			}
-			gotO, err := dlq.DecodeOutcome(got)
-			if err != nil {
-				t.Fatalf("DecodeOutcome(encodeOutcome): %v", err)
-			}
-			wantO, err := dlq.DecodeOutcome(want)
-			if err != nil {
-				t.Fatalf("DecodeOutcome(reference): %v", err)
-			}
-			if !reflect.DeepEqual(gotO, wantO) {
-				t.Fatalf("decoded outcomes differ:\n%+v\n%+v", gotO, wantO)
-			}
-		})
-	}
-}
-
-func FuzzEncodeOutcome(f *testing.F) {
-	for _, tc := range outcomeCases() {
-		o := tc.o
-		var raw, diag string
-		if len(o.Trace) > 0 {
-			raw = o.Trace[0].Raw
-			if len(o.Trace[0].Diagnostics) > 0 {
-				diag = o.Trace[0].Diagnostics[0].Received
-			}
-		}
-		f.Add(o.JobID, o.Reason, raw, diag, 0.7, int64(o.StartedAt.UnixNano()), o.Run)
-	}
-	f.Fuzz(func(t *testing.T, id, reason, raw, diag string, temp float64, nanos int64, run int) {
-		if math.IsInf(temp, 0) || math.IsNaN(temp) {
-			return
-		}
-		at := time.Unix(0, nanos).UTC()
-		o := dlq.Outcome{
-			JobID: id, Schema: "invoice", Status: dlq.StatusDeadLettered, Class: "schema", Reason: reason, Hint: raw,
-			Run: run, Attempts: 1, StartedAt: at, FinishedAt: at,
-			Trace: []dlq.Attempt{{N: 1, Temperature: temp, Raw: raw, Repairs: []string{reason},
-				Diagnostics: []dlq.Diagnostic{{Path: id, Keyword: "type", Received: diag}}}},
-		}
-		o.Data = json.RawMessage(`{"v":` + strconv.Quote(raw) + `}`)
-		o.Job = json.RawMessage(strconv.Quote(id))
-		got, data, job := encodeOutcomeSpans(o)
-		if want := referenceEncode(t, o); !bytes.Equal(got, want) {
-			t.Fatalf("encodeOutcome:\n%q\nreference:\n%q", got, want)
-		}
-		// The spans the sink cuts the payload with.
-		if s := string(got[data[0]:data[1]]); s != `,"data":`+string(o.Data) {
-			t.Fatalf("data span %q", s)
-		}
-		if s := string(got[job[0]:job[1]]); s != string(o.Job) {
-			t.Fatalf("job span %q", s)
-		}
-	})
-}
-
-// BenchmarkEncodeOutcome is the encoding of a succeeded outcome, by hand
-// and by the json.Marshal encoder it replaced.
+// BenchmarkEncodeOutcome is the encoding of a succeeded outcome: the
+// message the worker publishes, and the same outcome by encoding/json.
 func BenchmarkEncodeOutcome(b *testing.B) {
 	o := outcomeCases()[1].o
 	// A succeeded invoice as the canned model's: its answer in the trace
@@ -156,34 +66,55 @@ func BenchmarkEncodeOutcome(b *testing.B) {
 	answer := validInvoices(b, sc, 1)[0].Content
 	o.Trace[0].Raw, o.Trace[0].Repairs = answer, nil
 	o.Data = json.RawMessage(answer)
-	b.Run("hand", func(b *testing.B) {
+	b.Run("EncodeOutcome", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = encodeOutcome(o)
+			if _, err := dlq.EncodeOutcome(&o); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
-	b.Run("json.Marshal", func(b *testing.B) {
+	b.Run("encoding/json", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = referenceEncode(b, o)
+			if _, err := json.Marshal(&o); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
 
+// TestPublishUnencodable: an outcome JSON cannot hold (a NaN temperature)
+// is retried, not published and not a panic.
+func TestPublishUnencodable(t *testing.T) {
+	t.Parallel()
+	o := outcomeCases()[2].o
+	o.Trace[0].Temperature = math.NaN()
+	h := &Handler{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	out := h.publish(&ingest.Delivery{SchemaToken: "invoice"}, ingest.ActionDeadLetter, o, "x")
+	if out.Action != ingest.ActionRetry || out.Payload != nil || out.Record != nil {
+		t.Errorf("publish of an unencodable outcome = %+v, want a retry with nothing published", out)
+	}
+}
+
 // TestRecordIndexesAsDecoded holds what the sink stores from the worker's
-// hand-over (the Outcome with its message, nothing decoded) to what it
-// stores from the same message read back from a stream.
+// hand-over (the Outcome as built, nothing decoded) to what it stores from
+// the same message read back from a stream, and the message to one compact
+// line.
 func TestRecordIndexesAsDecoded(t *testing.T) {
 	t.Parallel()
 	handed, read := openStore(t), openStore(t)
+	h := &Handler{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
 	var ids []string
 	for _, tc := range outcomeCases() {
 		if tc.o.Status == "" {
 			continue
 		}
-		msg, rec := record(tc.o)
-		if !bytes.Equal(msg, encodeOutcome(tc.o)) {
-			t.Fatalf("%s: record's message differs from encodeOutcome's", tc.name)
+		out := h.publish(&ingest.Delivery{SchemaToken: tc.o.Schema}, ingest.ActionResult, tc.o, "")
+		msg, rec := out.Payload, out.Record.(*dlq.Outcome)
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, msg); err != nil || !bytes.Equal(compact.Bytes(), msg) || bytes.ContainsAny(msg, "\n\r") {
+			t.Fatalf("%s: message is not one compact line (%v):\n%s", tc.name, err, msg)
 		}
 		dec, err := dlq.DecodeOutcome(msg)
 		if err != nil {

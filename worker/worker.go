@@ -157,8 +157,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
-		msg, rec := record(out)
-		return ingest.Outcome{Action: ingest.ActionResult, Schema: d.SchemaToken, Payload: msg, Record: rec}
+		return h.publish(d, ingest.ActionResult, out, "")
 	case heal.ClassAuth:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
@@ -183,9 +182,7 @@ func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason,
 	out.FinishedAt = h.cfg.Now()
 	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
-	msg, rec := record(out)
-	return ingest.Outcome{Action: ingest.ActionDeadLetter, Schema: d.SchemaToken, Payload: msg, Record: rec,
-		Reason: class + ": " + reason}
+	return h.publish(d, ingest.ActionDeadLetter, out, class+": "+reason)
 }
 
 // backoff is the delay before the next delivery after a transport failure:

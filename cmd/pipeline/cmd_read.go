@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,7 +23,8 @@ func (e *env) resultsCommand() *cli.Command {
 		Name:  "results",
 		Usage: "print the results stored on the RESULTS stream, one JSON object per line",
 		Description: `Each line: {"job_id","schema","schema_version","attempts","data",...}. Without --json only
-job_id, schema, attempts and data are printed; --json prints the whole outcome with its attempt trace.`,
+job_id, schema, attempts and data are printed; --json prints the whole outcome with its attempt trace,
+as stored on the stream. Either way one compact JSON object per line, whatever the model wrote.`,
 		ArgsUsage: " ",
 		Flags: flags(natsFlags(), []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
@@ -38,9 +40,18 @@ job_id, schema, attempts and data are printed; --json prints the whole outcome w
 				filter = ingest.SubjectResults + "." + s
 			}
 			enc := json.NewEncoder(e.stdout)
+			var line bytes.Buffer
 			err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error {
 				if c.Bool("json") {
-					_, err := fmt.Fprintf(e.stdout, "%s\n", m.Data)
+					// compacted: a message stored by an older worker may
+					// hold the model's answer as it was spelled, newlines
+					// included
+					line.Reset()
+					if err := json.Compact(&line, m.Data); err != nil {
+						return fmt.Errorf("message on %s: not JSON: %w", m.Subject, err)
+					}
+					line.WriteByte('\n')
+					_, err := e.stdout.Write(line.Bytes())
 					return err
 				}
 				o, err := dlq.DecodeOutcome(m.Data)

@@ -1,0 +1,56 @@
+package dlq
+
+import (
+	"fmt"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The wire format of an outcome (RESULTS and DLQ messages, stored payloads)
+// is the Outcome's JSON encoding, read and written by
+// github.com/go-json-experiment/json with these options.
+//
+// Encoding is compact, one line whatever the model or the producer wrote:
+// the data and the job are copied from the model's answer and the submitted
+// message as they are spelled (numbers too) but without their whitespace,
+// and U+2028 and U+2029, which some line readers take for line breaks, are
+// escaped. Invalid UTF-8 in a model's raw output becomes U+FFFD, as
+// encoding/json writes it, instead of failing the outcome.
+//
+// Decoding takes any outcome encoding/json would have written or read: a
+// member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
+// Member names match exactly; a member of no field is ignored (and so never
+// reaches the index).
+func encodeOptions() json.Options {
+	return json.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.EscapeForJS(true))
+}
+
+func decodeOptions() json.Options {
+	return json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+}
+
+// EncodeOutcome encodes o as the workers publish it: one compact JSON
+// object. It fails on what JSON cannot hold: a temperature that is NaN or
+// infinite, a time outside years 0-9999, data or a job that is not JSON.
+func EncodeOutcome(o *Outcome) ([]byte, error) {
+	b, err := json.Marshal(o, encodeOptions())
+	if err != nil {
+		return nil, fmt.Errorf("encoding the outcome of job %s: %w", o.JobID, err)
+	}
+	return b, nil
+}
+
+// DecodeOutcome decodes one RESULTS or DLQ message and checks that it can be
+// indexed. Its errors wrap ErrInvalidOutcome. The Outcome owns its bytes:
+// data may be reused afterwards.
+func DecodeOutcome(data []byte) (Outcome, error) {
+	var o Outcome
+	if err := json.Unmarshal(data, &o, decodeOptions()); err != nil {
+		return Outcome{}, fmt.Errorf("%w: decoding: %v", ErrInvalidOutcome, err)
+	}
+	if err := check(&o); err != nil {
+		return Outcome{}, err
+	}
+	return o, nil
+}
