@@ -1,5 +1,5 @@
-// Package faults holds the failure suite of issue 5, "nothing lost, nothing
-// doubled". It has no code of its own, only tests: each scenario builds the
+// Package faults holds the failure suite: nothing lost, nothing doubled,
+// whatever fails. It has no code of its own, only tests: each scenario builds the
 // real pipeline binary (and a nats-server binary from the module) once,
 // submits jobs, runs `pipeline run` as a separate process with the
 // simulated model at 200 ms per call (or an httptest server speaking the

@@ -19,8 +19,9 @@ const (
 	SubjectResults = "pipeline.results" // pipeline.results.<schema>
 	SubjectDLQ     = "pipeline.dlq"     // pipeline.dlq.<schema>
 	WorkerConsumer = "workers"
-	// SinkConsumer is the durable consumer earlier versions' sinks read
-	// RESULTS and DLQ with; the sink deletes it when it finds it.
+	// SinkConsumer is a durable consumer on RESULTS and DLQ that data dirs
+	// written before the index kept its own cursors still hold; the sink
+	// deletes it when it finds it.
 	SinkConsumer = "sink"
 )
 

@@ -2,7 +2,7 @@
 // need:
 //
 //   - scripts/test: the README's test command (go vet, then go test -race), run by CI.
-//   - scripts/bench: the performance bench (issue 7), writes bench/RESULTS.md.
+//   - scripts/bench: the performance bench, writes bench/RESULTS.md.
 //   - scripts/cluster: a three-node NATS cluster on loopback, for trying
 //     `pipeline` against a cluster (`--nats-url`, `--replicas 3`).
 //   - scripts/check-report-html: renders `pipeline report --format html` in

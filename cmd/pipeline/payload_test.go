@@ -175,7 +175,7 @@ func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
 
 // TestAnswerOverMaxPayloadFailsSchema: a 2 MiB model answer that fails the
 // schema ends as a dead letter of its real class with both raw answers in
-// its transcript (it used to end as "abandoned", its attempts lost). The
+// its transcript, not as "abandoned" with its attempts lost. The
 // request allows an answer that long (--max-tokens), so the answer is read
 // whole rather than cut at the body bound.
 func TestAnswerOverMaxPayloadFailsSchema(t *testing.T) {

@@ -1,5 +1,5 @@
-// Command benchrun measures the pipeline against this machine's limits
-// (issue 7). scripts/bench builds and runs it; it prints a table and writes
+// Command benchrun measures the pipeline against this machine's limits.
+// scripts/bench builds and runs it; it prints a table and writes
 // bench/RESULTS.md.
 //
 // It owns nothing the pipeline needs: it wires the same packages the CLI's

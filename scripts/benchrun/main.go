@@ -153,7 +153,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: scripts/bench [flags]
 
-Measures the pipeline on this machine (issue 7) and writes bench/RESULTS.md.
+Measures the pipeline on this machine and writes bench/RESULTS.md.
 Sections: latency (simulated model at --latency), http (OpenAI client against
 a local server at --http-latency), cpu (zero-latency model vs raw JetStream,
 sink lag), micro (go test -bench of sanitize, schemas, dlq, report).

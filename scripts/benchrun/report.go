@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Goal targets of issue 7.
+// The goals the bench measures against.
 const (
 	goalEfficiency = 0.95
 	goalRatio      = 0.50
@@ -143,7 +143,7 @@ func renderMarkdown(r *benchRun) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# pipeline: performance figures\n\n")
-	p("Written by `scripts/bench%s` on %s (took %v). Issue 7 sets the goals; ", flagsLine(r.Opts), r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
+	p("Written by `scripts/bench%s` on %s (took %v). ", flagsLine(r.Opts), r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
 	p("bench/PROFILES.md has the profiles' findings. Figures from a shared, noisy machine: compare rows of one run, not runs.\n\n")
 
 	p("## Machine\n\n| | |\n|---|---|\n")
