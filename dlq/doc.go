@@ -41,8 +41,8 @@
 //
 // Tables: outcomes (one small row per job run: status, class, schema,
 // version, model, attempts, tokens, times), payloads (the Outcome without
-// its data, S2-compressed above 256 bytes, so the hot tables stay small;
-// files from schema version 1 may hold DEFLATE bodies, still read),
+// its data as JSON text, apart so the hot tables stay small; migration 5
+// turned the S2- and DEFLATE-compressed bodies of older files into text),
 // attempts (one row per model call of the runs that needed more than one
 // call or were dead-lettered; a first-pass success's call is its outcome
 // row and payload), failures (one row per cluster per job
@@ -71,6 +71,15 @@
 // the aggregate reads ClusterCounts (jobs, dead letters, fixed), ClusterReceived,
 // ClusterRecent, ClusterRecentEnds, ClusterBlockers, ClusterExamples and
 // Funnel (per schema version), all over covering indexes.
+//
+// # Views
+//
+// Operators read the file with sqlite3 through views that need nothing but
+// SQL (docs/INDEX.md): v_outcomes (one row per job run), v_dead_letters
+// (with replay_outcome: what became of a replayed dead letter), v_attempts
+// (one row per model call, read from the transcripts) and v_failures (one
+// row per cluster per run), with ISO 8601 times and the transcript as JSON
+// text ({"job", "attempts"}) that json_extract reads.
 //
 // # Operator queries
 //
