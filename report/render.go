@@ -119,6 +119,15 @@ func (r *Report) shown() string {
 	return fmt.Sprintf("%d clusters", len(r.Clusters))
 }
 
+// rate is a cluster's heal or fix rate in words, "-" when every run was
+// replayed and healed (nothing is counted).
+func rate(c Cluster, r float64) string {
+	if c.Jobs == c.ReplayedHealed {
+		return "-"
+	}
+	return pct(r)
+}
+
 // perSuccess is a funnel's tokens per succeeded job, "-" when none succeeded.
 func perSuccess(f *Funnel) string {
 	if f.TokensPerSucceeded == nil {
@@ -192,7 +201,7 @@ func (r *Report) table(w io.Writer) error {
 		fmt.Fprintln(tw, "ID\tSCHEMA\tVERSION\tPATH\tKEYWORD\tDEAD\tJOBS\tREPLAY-HEALED\tHEALED\tFIXED\tFLAG\tTOP RECEIVED")
 		for _, c := range r.Clusters {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Schema, short(c.Version), path(c.Path), c.Keyword,
-				c.DeadLetters, c.Jobs, c.ReplayedHealed, pct(c.HealRate), pct(c.FixRate), flagWord(c), received(c, 2))
+				c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flagWord(c), received(c, 2))
 		}
 		tw.Flush()
 	}
@@ -299,7 +308,7 @@ func (r *Report) markdown(w io.Writer) error {
 				flag = "masked"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
-				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, pct(c.HealRate), pct(c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
+				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
 		}
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
@@ -398,7 +407,7 @@ func (r *Report) html(w io.Writer) error {
 				flag = `<span class="mask" title="` + esc(c.Reason) + `">masked</span>`
 			}
 			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code class=\"p\">%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
-				esc(c.ID), esc(c.Schema), esc(short(c.Version)), breakable(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, esc(pct(c.HealRate)), esc(pct(c.FixRate)), flag,
+				esc(c.ID), esc(c.Schema), esc(short(c.Version)), breakable(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, esc(rate(c, c.HealRate)), esc(rate(c, c.FixRate)), flag,
 				esc(received(c, 3)), esc(strings.Join(c.Examples, ", ")))
 		}
 		b.WriteString("</table></div>\n")
