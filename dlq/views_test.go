@@ -382,3 +382,51 @@ func TestMigrationConvertsPayloads(t *testing.T) {
 		t.Errorf("payloads still has an encoding column (%v)", err)
 	}
 }
+
+// TestReplayHealedReads: a dead letter whose job succeeded on a later run
+// is counted apart in ClusterCounts and ReplayHealed, and left out of the
+// reads behind the flags; one replayed into another dead letter is not.
+func TestReplayHealedReads(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	viewData(t, s)
+	counts, err := s.ClusterCounts(t.Context(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"})
+	var c ClusterCount
+	for _, x := range counts {
+		if x.ID == total {
+			c = x
+		}
+	}
+	// /total failed in: healedDead (replayed, healed), againDead and its
+	// replay (both dead), pending, never, and "healed" (a success)
+	if c.Jobs != 6 || c.DeadLetters != 5 || c.Replayed != 1 || c.ReplayedFixed != 0 {
+		t.Errorf("/total counts %+v, want 6 jobs, 5 dead letters, 1 replayed, healed", c)
+	}
+	ends, err := s.ClusterRecentEnds(t.Context(), total, Filter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ends) != 5 {
+		t.Errorf("ClusterRecentEnds returned %d runs, want the 5 not replayed and healed", len(ends))
+	}
+	ex, err := s.ClusterExamples(t.Context(), total, Filter{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ex {
+		if id == realistic(1).JobID {
+			t.Errorf("examples %v hold the replayed, healed dead letter %s", ex, id)
+		}
+	}
+	healed, err := s.ReplayHealed(t.Context(), Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []VersionCount{{Schema: "invoice", Version: "v1hash", N: 1}}; !reflect.DeepEqual(healed, want) {
+		t.Errorf("ReplayHealed = %v, want %v", healed, want)
+	}
+}
