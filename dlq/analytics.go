@@ -126,13 +126,10 @@ func (f Filter) failureWhere(cluster string) (string, []any) {
 // Counts are per job run: a replay is a new run.
 func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, error) {
 	where, args := f.failureWhere("")
-	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.fixed, g.dead_fixed,
-		       g.replayed, g.replayed_fixed, g.first, g.last
+	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.fixed, g.dead_fixed, g.first, g.last
 		FROM (SELECT cluster, COUNT(*) AS jobs, SUM(dead) AS dead, SUM(fixed) AS fixed, SUM(dead * fixed) AS dead_fixed,
-		             SUM(healed) AS replayed, SUM(healed * fixed) AS replayed_fixed, MIN(at) AS first, MAX(at) AS last
-		      FROM (SELECT cluster, dead, fixed, at, (dead = 1 AND outcome_id IN (` + replayHealed + `)) AS healed
-		            FROM failures` + where + `)
-		      GROUP BY cluster) g
+		             MIN(at) AS first, MAX(at) AS last
+		      FROM failures` + where + ` GROUP BY cluster) g
 		JOIN clusters c ON c.id = g.cluster`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -143,8 +140,7 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	for rows.Next() {
 		var c ClusterCount
 		var first, last int64
-		if err := rows.Scan(&c.ID, &c.FingerprintVersion, &c.Schema, &c.Version, &c.Path, &c.Keyword, &c.Jobs, &c.DeadLetters, &c.Fixed, &c.DeadFixed,
-			&c.Replayed, &c.ReplayedFixed, &first, &last); err != nil {
+		if err := rows.Scan(&c.ID, &c.FingerprintVersion, &c.Schema, &c.Version, &c.Path, &c.Keyword, &c.Jobs, &c.DeadLetters, &c.Fixed, &c.DeadFixed, &first, &last); err != nil {
 			return nil, fmt.Errorf("counting clusters: %w", err)
 		}
 		c.FirstSeen, c.LastSeen = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
@@ -153,7 +149,40 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("counting clusters: %w", err)
 	}
+	if err := s.countReplayHealed(ctx, where, args, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// countReplayHealed fills Replayed and ReplayedFixed: a second GROUP BY
+// over the failures of the replayed, healed dead letters only, read by
+// outcome id, so its cost follows the replays, not the index.
+func (s *Store) countReplayHealed(ctx context.Context, where string, args []any, counts []ClusterCount) error {
+	q := `SELECT cluster, COUNT(*), SUM(fixed) FROM failures` + where + ` AND dead = 1 AND outcome_id IN (` + replayHealed + `) GROUP BY cluster`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+	}
+	defer rows.Close()
+	at := make(map[string]int, len(counts))
+	for i := range counts {
+		at[counts[i].ID] = i
+	}
+	for rows.Next() {
+		var id string
+		var n, fixed int
+		if err := rows.Scan(&id, &n, &fixed); err != nil {
+			return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			counts[i].Replayed, counts[i].ReplayedFixed = n, fixed
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+	}
+	return nil
 }
 
 // ReceivedSample is how many of a cluster's latest job runs ClusterReceived
@@ -331,9 +360,27 @@ type VersionCount struct {
 // letters in the selection (Schema, Version, Since, Until): dead letters
 // whose job succeeded on a later run.
 func (s *Store) ReplayHealed(ctx context.Context, f Filter) ([]VersionCount, error) {
-	f = Filter{Schema: f.Schema, Version: f.Version, Since: f.Since, Until: f.Until, IncludeReplayed: true}
-	where, args := f.where(true)
-	q := `SELECT o.schema_id, o.version, COUNT(*) FROM outcomes o` + where + ` AND o.id IN (` + replayHealed + `) GROUP BY o.schema_id, o.version`
+	// over the partial index of dead letters, replayed ones only
+	q := `SELECT d.schema_id, d.version, COUNT(*) FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
+		AND EXISTS (SELECT 1 FROM outcomes n WHERE n.job_id = d.job_id AND n.run > d.run AND n.dead = 0)`
+	var args []any
+	if f.Schema != "" {
+		q += ` AND d.schema_id = ?`
+		args = append(args, f.Schema)
+	}
+	if f.Version != "" {
+		q += ` AND d.version = ?`
+		args = append(args, f.Version)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND d.finished_at >= ?`
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		q += ` AND d.finished_at < ?`
+		args = append(args, f.Until.UnixMilli())
+	}
+	q += ` GROUP BY d.schema_id, d.version`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("counting replayed, healed dead letters: %w", err)
