@@ -14,7 +14,7 @@
 // registry's: the report shows what the index holds, and a version with
 // no outcome yet would show nothing). Options.Version "all" covers every
 // version (history), each cluster and funnel row labelled with its own; a
-// version hash covers that one. Every format opens with what it covers:
+// version hash, or its prefix, covers the versions it names. Every format opens with what it covers:
 // the index file, the range of the outcomes' finish times, when it was
 // generated (Options.Now) and the totals (jobs, succeeded, dead-lettered,
 // of which replayed and healed, tokens; no cost: the index holds no

@@ -36,7 +36,8 @@ const (
 // latest version with the default thresholds.
 type Options struct {
 	Schema string
-	// Version is VersionLatest (also ""), VersionAll or one version hash.
+	// Version is VersionLatest (also ""), VersionAll, or a version hash or
+	// its prefix (the tables show 8 characters): the versions it starts.
 	Version string
 	Since   time.Time
 	// MinJobs is the number of distinct job runs a fingerprint must fail in
@@ -224,10 +225,9 @@ type ClassShare struct {
 // Build computes the report from the store's aggregates; it only reads.
 func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	o = o.withDefaults()
+	// The versions are chosen from the funnel rows below; the reads by
+	// cluster are by id, which holds the version.
 	f := dlq.Filter{Schema: o.Schema, Since: o.Since}
-	if o.Version != VersionLatest && o.Version != VersionAll {
-		f.Version = o.Version
-	}
 	r := &Report{
 		GeneratedAt:        o.Now().UTC(),
 		Source:             o.Source,
@@ -257,8 +257,18 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
-	if o.Version == VersionLatest {
+	switch o.Version {
+	case VersionLatest:
 		rows = latestOnly(rows)
+	case VersionAll:
+	default:
+		kept := rows[:0]
+		for _, row := range rows {
+			if strings.HasPrefix(row.Version, o.Version) {
+				kept = append(kept, row)
+			}
+		}
+		rows = kept
 	}
 	covered := map[[2]string]bool{}
 	for _, row := range rows {

@@ -128,6 +128,14 @@ func TestReplayedHealedNoLongerFlags(t *testing.T) {
 		if r.Totals.ReplayedHealed != 4 || r.Totals.Jobs != 8 {
 			t.Errorf("totals %+v", r.Totals)
 		}
+		// one version by the prefix the tables show
+		old, err := Build(t.Context(), st, Options{Version: v1[:4]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string][]string{"part": {v1}}; !reflect.DeepEqual(old.Versions, want) || len(old.Clusters) != 1 || old.Clusters[0].ID != code(v1) {
+			t.Errorf("--version %s covers %v with clusters %+v, want %v", v1[:4], old.Versions, old.Clusters, want)
+		}
 		var buf bytes.Buffer
 		if err := r.Render(&buf, "table"); err != nil {
 			t.Fatal(err)

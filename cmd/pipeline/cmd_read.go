@@ -128,16 +128,16 @@ charts). Every format opens with what it covers: the index file, the time range 
 was generated, the totals, and how many clusters it lists of how many.
 
 By default the report covers each schema's latest version (the version of its most recent outcome in the
-index); --version all covers every version, --version HASH one. A cluster is flagged impossible when it
-failed in at least --min-jobs distinct jobs with a heal rate at or below --max-heal-rate, or on three
-consecutive dead letters with no success in between. A dead letter whose replay succeeded (pipeline dlq
+index); --version all covers every version, --version HASH the one it names (a prefix will do). A
+cluster is flagged impossible when it failed in at least --min-jobs distinct jobs with a heal rate at
+or below --max-heal-rate, or on three consecutive dead letters with no success in between. A dead letter whose replay succeeded (pipeline dlq
 replay) is counted as "replayed, healed" and toward no flag. The static lint of the schemas is included.`,
 		ArgsUsage: " ",
 		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 			&cli.StringFlag{Name: "schema", Usage: "only this schema"},
-			&cli.StringFlag{Name: "version", Value: report.VersionLatest, Usage: "schema versions covered: 'latest' (each schema's latest in the index), 'all' (every version, each row labelled), or one version hash"},
+			&cli.StringFlag{Name: "version", Value: report.VersionLatest, Usage: "schema versions covered: 'latest' (each schema's latest in the index), 'all' (every version, each row labelled), or a version hash (or its first characters, as the tables show it)"},
 			&cli.StringFlag{Name: "since", Usage: "only failures since this time (RFC 3339, a date, or a duration ago like 24h)"},
 			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
 			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "a cluster is flagged impossible when both its heal rate (jobs that still succeeded) and its fix rate (jobs where a later attempt fixed the field) are at or below this"},
