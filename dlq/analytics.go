@@ -10,6 +10,23 @@ import (
 // The methods in this file are the read side the report package builds on:
 // aggregates computed by SQLite over covering indexes, so the report never
 // scans payloads. They honour Filter's Schema, Version, Since and Until.
+//
+// A dead letter is "replayed, healed" when a later run of its job (a
+// replay: same job id, higher run) succeeded. Such a run is evidence of
+// the fix, not of the field: ClusterCounts counts these dead letters apart
+// (Replayed) and the reads behind the report's flags (ClusterRecentEnds,
+// ClusterBlockers, the dead letters of ClusterExamples) leave them out.
+
+// replayHealed selects the ids of the replayed, healed dead letters: over
+// the partial index of dead letters (replayed ones), then one lookup per
+// such dead letter in the (job_id, run) index. SQLite evaluates it once
+// per statement.
+const replayHealed = `SELECT d.id FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
+	AND EXISTS (SELECT 1 FROM outcomes n WHERE n.job_id = d.job_id AND n.run > d.run AND n.dead = 0)`
+
+// notReplayHealed is a failures condition leaving out the rows of replayed,
+// healed dead letters.
+const notReplayHealed = ` AND NOT (dead = 1 AND outcome_id IN (` + replayHealed + `))`
 
 // ClusterCount aggregates one fingerprint: in how many job runs it failed
 // at some attempt, how many of those runs were dead-lettered, and in how
@@ -28,8 +45,13 @@ type ClusterCount struct {
 	// DeadFixed counts the dead letters among Fixed: runs where the model
 	// fixed this fingerprint but the job was dead-lettered for others.
 	DeadFixed int
-	FirstSeen time.Time
-	LastSeen  time.Time
+	// Replayed counts the dead letters among DeadLetters whose job
+	// succeeded on a later run (replayed, healed); ReplayedFixed those of
+	// them among DeadFixed.
+	Replayed      int
+	ReplayedFixed int
+	FirstSeen     time.Time
+	LastSeen      time.Time
 }
 
 // RunEnd is how one job run that failed on a fingerprint ended.
@@ -66,6 +88,9 @@ type FunnelRow struct {
 	Jobs       int
 	Tokens     int
 	HealTokens int
+	// First and Last are the earliest and latest finish times of these
+	// outcomes.
+	First, Last time.Time
 }
 
 func (f Filter) failureWhere(cluster string) (string, []any) {
@@ -124,7 +149,40 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("counting clusters: %w", err)
 	}
+	if err := s.countReplayHealed(ctx, where, args, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// countReplayHealed fills Replayed and ReplayedFixed: a second GROUP BY
+// over the failures of the replayed, healed dead letters only, read by
+// outcome id, so its cost follows the replays, not the index.
+func (s *Store) countReplayHealed(ctx context.Context, where string, args []any, counts []ClusterCount) error {
+	q := `SELECT cluster, COUNT(*), SUM(fixed) FROM failures` + where + ` AND dead = 1 AND outcome_id IN (` + replayHealed + `) GROUP BY cluster`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+	}
+	defer rows.Close()
+	at := make(map[string]int, len(counts))
+	for i := range counts {
+		at[counts[i].ID] = i
+	}
+	for rows.Next() {
+		var id string
+		var n, fixed int
+		if err := rows.Scan(&id, &n, &fixed); err != nil {
+			return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+		}
+		if i, ok := at[id]; ok {
+			counts[i].Replayed, counts[i].ReplayedFixed = n, fixed
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
+	}
+	return nil
 }
 
 // ReceivedSample is how many of a cluster's latest job runs ClusterReceived
@@ -177,10 +235,10 @@ func (s *Store) ClusterRecent(ctx context.Context, cluster string, f Filter, n i
 
 // ClusterRecentEnds returns, newest first, how each of the last n job runs
 // that failed in a cluster ended: dead-lettered or not, the fingerprint
-// fixed or not.
+// fixed or not. Replayed, healed dead letters are left out.
 func (s *Store) ClusterRecentEnds(ctx context.Context, cluster string, f Filter, n int) ([]RunEnd, error) {
 	where, args := f.failureWhere(cluster)
-	rows, err := s.r.QueryContext(ctx, `SELECT dead, fixed FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
+	rows, err := s.r.QueryContext(ctx, `SELECT dead, fixed FROM failures`+where+notReplayHealed+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
 	}
@@ -202,13 +260,14 @@ const BlockerSample = 200
 
 // ClusterBlockers returns up to n fingerprints that killed the jobs in
 // which a cluster was fixed: over the cluster's latest BlockerSample
-// dead-lettered runs where it was fixed, the other fingerprints still
-// failing at their end, by the number of those runs, most first.
+// dead-lettered runs where it was fixed (replayed, healed ones left out),
+// the other fingerprints still failing at their end, by the number of
+// those runs, most first.
 func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n int) ([]Blocker, error) {
 	where, args := f.failureWhere(cluster)
 	q := `SELECT c.id, c.schema_id, c.version, c.path, c.keyword, b.runs
 		FROM (SELECT o.cluster, COUNT(*) AS runs
-		      FROM (SELECT outcome_id FROM failures` + where + ` AND dead = 1 AND fixed = 1 ORDER BY at DESC LIMIT ?) m
+		      FROM (SELECT outcome_id FROM failures` + where + ` AND dead = 1 AND fixed = 1` + notReplayHealed + ` ORDER BY at DESC LIMIT ?) m
 		      JOIN failures o ON o.outcome_id = m.outcome_id AND o.lead = 1 AND o.fixed = 0
 		      GROUP BY o.cluster) b
 		JOIN clusters c ON c.id = b.cluster
@@ -230,7 +289,8 @@ func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n
 }
 
 // ClusterExamples returns up to n job ids that failed in a cluster: the
-// newest dead letters first, then the newest healed jobs.
+// newest dead letters first (replayed, healed ones left out), then the
+// newest healed jobs.
 func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n int) ([]string, error) {
 	var out []string
 	for _, dead := range []int{1, 0} {
@@ -239,7 +299,8 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 		}
 		where, args := f.failureWhere(cluster)
 		q := `SELECT o.job_id FROM failures f JOIN outcomes o ON o.id = f.outcome_id` +
-			strings.ReplaceAll(where, "lead = 1", "f.lead = 1 AND f.dead = ?") + ` ORDER BY f.at DESC LIMIT ?`
+			strings.ReplaceAll(where, "lead = 1", "f.lead = 1 AND f.dead = ?") +
+			strings.ReplaceAll(notReplayHealed, "(dead = 1 AND outcome_id", "(f.dead = 1 AND f.outcome_id") + ` ORDER BY f.at DESC LIMIT ?`
 		rows, err := s.r.QueryContext(ctx, q, append(append([]any{dead}, args...), n-len(out))...)
 		if err != nil {
 			return nil, fmt.Errorf("reading examples of cluster %s: %w", cluster, err)
@@ -267,7 +328,8 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	f.IncludeReplayed = true
 	f.Class, f.Model, f.Path, f.Cluster, f.IDs = "", "", "", "", nil
 	where, args := f.where(false)
-	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens)
+	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
+		       MIN(o.finished_at), MAX(o.finished_at)
 		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -277,10 +339,60 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	var out []FunnelRow
 	for rows.Next() {
 		var r FunnelRow
-		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens); err != nil {
+		var first, last int64
+		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens, &first, &last); err != nil {
 			return nil, fmt.Errorf("reading the funnel: %w", err)
 		}
+		r.First, r.Last = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
 		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// VersionCount is a count for one schema version.
+type VersionCount struct {
+	Schema  string
+	Version string
+	N       int
+}
+
+// ReplayHealed counts, per schema version, the replayed, healed dead
+// letters in the selection (Schema, Version, Since, Until): dead letters
+// whose job succeeded on a later run.
+func (s *Store) ReplayHealed(ctx context.Context, f Filter) ([]VersionCount, error) {
+	// over the partial index of dead letters, replayed ones only
+	q := `SELECT d.schema_id, d.version, COUNT(*) FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
+		AND EXISTS (SELECT 1 FROM outcomes n WHERE n.job_id = d.job_id AND n.run > d.run AND n.dead = 0)`
+	var args []any
+	if f.Schema != "" {
+		q += ` AND d.schema_id = ?`
+		args = append(args, f.Schema)
+	}
+	if f.Version != "" {
+		q += ` AND d.version = ?`
+		args = append(args, f.Version)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND d.finished_at >= ?`
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		q += ` AND d.finished_at < ?`
+		args = append(args, f.Until.UnixMilli())
+	}
+	q += ` GROUP BY d.schema_id, d.version`
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("counting replayed, healed dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []VersionCount
+	for rows.Next() {
+		var v VersionCount
+		if err := rows.Scan(&v.Schema, &v.Version, &v.N); err != nil {
+			return nil, fmt.Errorf("counting replayed, healed dead letters: %w", err)
+		}
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

@@ -40,8 +40,8 @@
 //
 // Tables: outcomes (one small row per job run: status, class, schema,
 // version, model, attempts, tokens, times), payloads (the Outcome without
-// its data, S2-compressed above 256 bytes, so the hot tables stay small;
-// files from schema version 1 may hold DEFLATE bodies, still read),
+// its data as JSON text, apart so the hot tables stay small; migration 5
+// turned the S2- and DEFLATE-compressed bodies of older files into text),
 // attempts (one row per model call of the runs that needed more than one
 // call or were dead-lettered; a first-pass success's call is its outcome
 // row and payload), failures (one row per cluster per job
@@ -67,9 +67,20 @@
 // FingerprintVersion, so a change of the rule gives new ids instead of
 // silently regrouping old rows. The package stores fingerprints; grouping
 // them into clusters with heal rates is the report package's job, built on
-// the aggregate reads ClusterCounts (jobs, dead letters, fixed), ClusterReceived,
-// ClusterRecent, ClusterRecentEnds, ClusterBlockers, ClusterExamples and
-// Funnel (per schema version), all over covering indexes.
+// the aggregate reads ClusterCounts (jobs, dead letters, fixed, replayed
+// and healed), ClusterReceived, ClusterRecent, ClusterRecentEnds,
+// ClusterBlockers, ClusterExamples and Funnel (per schema version), all
+// over covering indexes, and ReplayHealed (dead letters whose replay
+// succeeded, over the partial index of dead letters).
+//
+// # Views
+//
+// Operators read the file with sqlite3 through views that need nothing but
+// SQL (docs/INDEX.md): v_outcomes (one row per job run), v_dead_letters
+// (with replay_outcome: what became of a replayed dead letter), v_attempts
+// (one row per model call, read from the transcripts) and v_failures (one
+// row per cluster per run), with ISO 8601 times and the transcript as JSON
+// text ({"job", "attempts"}) that json_extract reads.
 //
 // # Operator queries
 //

@@ -225,7 +225,7 @@ func TestMigrationBackfillsFixed(t *testing.T) {
 		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
 		`ATTACH DATABASE '` + cur.Path() + `' AS cur`,
 		`INSERT INTO outcomes SELECT * FROM cur.outcomes`,
-		`INSERT INTO payloads SELECT * FROM cur.payloads`,
+		`INSERT INTO payloads SELECT outcome_id, 0, body FROM cur.payloads`,
 		`INSERT INTO attempts SELECT * FROM cur.attempts`,
 		`INSERT INTO clusters SELECT * FROM cur.clusters`,
 	} {

@@ -205,18 +205,16 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 // transcript: the job, every raw output, the diagnostics per attempt. Data
 // is not kept. It returns ErrNotFound for an unknown job.
 func (s *Store) Get(ctx context.Context, jobID string) (Outcome, error) {
-	var enc int
 	var body []byte
-	var replayed bool
-	err := s.r.QueryRowContext(ctx, `SELECT p.encoding, p.body, o.replayed FROM outcomes o JOIN payloads p ON p.outcome_id = o.id
-		WHERE o.job_id = ? ORDER BY o.run DESC LIMIT 1`, jobID).Scan(&enc, &body, &replayed)
+	err := s.r.QueryRowContext(ctx, `SELECT p.body FROM outcomes o JOIN payloads p ON p.outcome_id = o.id
+		WHERE o.job_id = ? ORDER BY o.run DESC LIMIT 1`, jobID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, ErrNotFound)
 	}
 	if err != nil {
 		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
 	}
-	o, err := decodePayload(enc, body)
+	o, err := readPayload(body)
 	if err != nil {
 		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
 	}
@@ -314,7 +312,7 @@ func deleteOutcomes(ctx context.Context, tx *sql.Tx, rowIDs []int64) error {
 // first) and returns how many it wrote.
 func (s *Store) Export(ctx context.Context, f Filter, w io.Writer) (int, error) {
 	where, args := f.where(true)
-	q := `SELECT p.encoding, p.body FROM outcomes o JOIN payloads p ON p.outcome_id = o.id` + where +
+	q := `SELECT p.body FROM outcomes o JOIN payloads p ON p.outcome_id = o.id` + where +
 		` ORDER BY o.finished_at DESC, o.id DESC` + f.limit()
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -325,12 +323,11 @@ func (s *Store) Export(ctx context.Context, f Filter, w io.Writer) (int, error) 
 	enc.SetEscapeHTML(false)
 	n := 0
 	for rows.Next() {
-		var e int
 		var body []byte
-		if err := rows.Scan(&e, &body); err != nil {
+		if err := rows.Scan(&body); err != nil {
 			return n, fmt.Errorf("exporting dead letters: %w", err)
 		}
-		o, err := decodePayload(e, body)
+		o, err := readPayload(body)
 		if err != nil {
 			return n, fmt.Errorf("exporting dead letters: %w", err)
 		}

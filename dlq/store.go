@@ -232,6 +232,9 @@ func (s *Store) apply(ctx context.Context, m migration) error {
 	if done > 0 {
 		return nil // applied by another process meanwhile
 	}
+	if err := beforeMigration(ctx, tx, m.version); err != nil {
+		return fmt.Errorf("migration %s: %w", m.name, err)
+	}
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return fmt.Errorf("migration %s: %w", m.name, err)
 	}

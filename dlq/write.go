@@ -2,38 +2,22 @@ package dlq
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
-	"github.com/klauspost/compress/s2"
 )
 
 // ErrInvalidOutcome is wrapped by the errors of DecodeOutcome and Write for
 // an outcome that cannot be indexed (no job id, unknown status). A sink
 // should dead-end such a message (term it) rather than retry it.
 var ErrInvalidOutcome = errors.New("invalid outcome")
-
-// payload encodings
-const (
-	encJSON    = 0 // plain JSON
-	encDeflate = 1 // DEFLATE (written by schema version 1 above 4 KB)
-	encS2      = 2 // S2 (github.com/klauspost/compress/s2)
-)
-
-// compressAbove is the body size from which a payload is S2-compressed:
-// S2 costs about 1 µs per KB and shrinks a typical transcript to 40-60%,
-// which the transaction then writes once to the WAL and once more at the
-// checkpoint.
-const compressAbove = 256
 
 // receivedCut is how much of a received value the failures table keeps.
 const receivedCut = 64
@@ -59,9 +43,10 @@ type row struct {
 	completion int
 	heal       int
 	firstPath  string
-	enc        int
-	body       []byte
-	fails      []failRow
+	// body is the payload: the Outcome as JSON text without its data,
+	// stored as TEXT so that sqlite3 and the v_* views read it
+	body  string
+	fails []failRow
 	// set by insert: the new row id (0 when the run is already indexed)
 	// and whether a later run of the job exists
 	id       int64
@@ -280,12 +265,7 @@ func (p *preparer) payload(o *Outcome, r *row) error {
 	if err := json.MarshalWrite(&p.buf, &c, encodeOptions()); err != nil {
 		return fmt.Errorf("encoding job %s: %w", o.JobID, err)
 	}
-	body := p.buf.Bytes()
-	if len(body) <= compressAbove {
-		r.enc, r.body = encJSON, bytes.Clone(body)
-		return nil
-	}
-	r.enc, r.body = encS2, s2.Encode(nil, body)
+	r.body = p.buf.String()
 	return nil
 }
 
@@ -298,58 +278,6 @@ func cut(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-func decodePayload(enc int, body []byte) (Outcome, error) {
-	data, err := payloadJSON(enc, body)
-	if err != nil {
-		return Outcome{}, err
-	}
-	var o Outcome
-	if err := json.Unmarshal(data, &o, decodeOptions()); err != nil {
-		return Outcome{}, fmt.Errorf("decoding payload: %w", err)
-	}
-	normalize(&o)
-	return o, nil
-}
-
-// payloadJSON is a stored payload's JSON, decompressed.
-func payloadJSON(enc int, body []byte) ([]byte, error) {
-	switch enc {
-	case encJSON:
-		return body, nil
-	case encDeflate:
-		data, err := io.ReadAll(flate.NewReader(bytes.NewReader(body)))
-		if err != nil {
-			return nil, fmt.Errorf("decompressing payload: %w", err)
-		}
-		return data, nil
-	case encS2:
-		data, err := s2.Decode(nil, body)
-		if err != nil {
-			return nil, fmt.Errorf("decompressing payload: %w", err)
-		}
-		return data, nil
-	}
-	return nil, fmt.Errorf("payload encoding %d unknown", enc)
-}
-
-// normalize makes the empty slices of a decoded payload nil, as Write
-// leaves them out (every slice field is omitempty): files written before
-// may hold payloads copied from their message, empty arrays included.
-func normalize(o *Outcome) {
-	if len(o.Trace) == 0 {
-		o.Trace = nil
-	}
-	for i := range o.Trace {
-		a := &o.Trace[i]
-		if len(a.Repairs) == 0 {
-			a.Repairs = nil
-		}
-		if len(a.Diagnostics) == 0 {
-			a.Diagnostics = nil
-		}
-	}
 }
 
 // chunk sizes of the multi-row INSERT statements (rows per statement);
@@ -395,7 +323,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	out := newBulk(tx, `INSERT INTO outcomes (id, job_id, run, schema_id, version, dead, class, reason, model,
 		attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
 		started_at, finished_at, replayed) VALUES `, 19, chunkOutcomes)
-	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, encoding, body) VALUES `, 3, chunkRows)
+	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, body) VALUES `, 2, chunkRows)
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries) VALUES `, 13, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
@@ -464,7 +392,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 					return fmt.Errorf("marking earlier runs of job %s replayed: %w", o.JobID, err)
 				}
 			}
-			if err := pay.add(ctx, r.id, r.enc, r.body); err != nil {
+			if err := pay.add(ctx, r.id, r.body); err != nil {
 				return fmt.Errorf("inserting payloads: %w", err)
 			}
 			// A first-pass success's one call is its outcome row (attempts 1,

@@ -7,18 +7,44 @@
 //	...
 //	err = r.Render(os.Stdout, "table") // or "json", "markdown", "html"
 //
+// # Scope
+//
+// By default a report covers each schema's latest version: the version of
+// the schema's most recent outcome in the selection (the index's, not a
+// registry's: the report shows what the index holds, and a version with
+// no outcome yet would show nothing). Options.Version "all" covers every
+// version (history), each cluster and funnel row labelled with its own; a
+// version hash, or its prefix, covers the versions it names. Every format opens with what it covers:
+// the index file, the range of the outcomes' finish times, when it was
+// generated (Options.Now) and the totals (jobs, succeeded, dead-lettered,
+// of which replayed and healed, tokens; no cost: the index holds no
+// prices), and says how many clusters it lists of how many ("20 of 29
+// clusters (--top 0 for all)").
+//
+// # Replays
+//
+// A dead letter whose job later succeeded on a replay (a later run of the
+// same job id, see dlq) is "replayed, healed": it is counted in its
+// cluster's dead_letters and replayed_healed but toward no rate and no
+// flag, and is no example of a flag. After a schema fix and a successful
+// replay the old version's cluster is out of the default report (not the
+// latest version) and unflagged in --version all.
+//
 // # Clusters
 //
 // A cluster is every failure with one fingerprint: schema id + schema
 // version + path pattern (array indices as "*") + keyword, versioned by
 // dlq.FingerprintVersion. Counts are per job run (a replay is a new run):
 // jobs is the runs where the fingerprint failed at some attempt, dead_letters
-// those of them that were dead-lettered, heal_rate = (jobs - dead_letters) /
-// jobs, the share that still succeeded, and fix_rate = fixed / jobs, the
-// share where a later attempt no longer failed on the fingerprint (the
-// run's last validated attempt had no diagnostic of it: see dlq's Fixed).
-// fix_rate >= heal_rate; they differ by the dead letters that died of
-// other fields.
+// those of them that were dead-lettered, replayed_healed those dead letters
+// whose replay succeeded. The rates are over the counted runs, jobs -
+// replayed_healed: heal_rate = (jobs - dead_letters) / counted, the share
+// that still succeeded, and fix_rate = (fixed less the replayed, healed) /
+// counted, the share where a later attempt no longer failed on the
+// fingerprint (the run's last validated attempt had no diagnostic of it:
+// see dlq's Fixed); both 0 when nothing is counted. fix_rate >= heal_rate;
+// they differ by the dead letters that died of other fields. The flag
+// rules below count the same runs.
 //
 // A cluster is impossible when jobs >= MinJobs (default 3) and both
 // heal_rate and fix_rate are <= MaxHealRate (default 0.10), or when its last
@@ -48,13 +74,20 @@
 // # JSON format (stable)
 //
 //	{
+//	  "generated_at",                          // RFC 3339, UTC
+//	  "source",                                // the index file
+//	  "range":      {"from", "to"} or null,    // finish times of the outcomes covered
+//	  "totals":     {"jobs", "succeeded", "dead_lettered", "replayed_healed", "tokens"},
+//	  "filter":     {"schema"?, "version", "since"?},  // version: "latest", "all" or a hash
+//	  "versions":   {"<schema>": ["<version>", ...]},  // the versions covered
 //	  "fingerprint_version": 1,
-//	  "filter":     {"schema"?, "version"?, "since"?},
 //	  "thresholds": {"min_jobs", "max_heal_rate", "streak"},
+//	  "clusters_total",                        // clusters in the selection; "clusters" holds the top ones
 //	  "clusters": [{
 //	    "id",            // dlq.ClusterID: 12 hex digits, stable
 //	    "schema", "version", "path", "keyword",
-//	    "dead_letters", "jobs", "heal_rate",   // heal_rate in 0..1
+//	    "dead_letters", "jobs", "replayed_healed",
+//	    "heal_rate",                           // in 0..1, over jobs - replayed_healed
 //	    "fixed", "fix_rate",                   // fix_rate in 0..1, >= heal_rate
 //	    "impossible", "masked",                // at most one is true
 //	    "reason", "suggestion",                // "" unless impossible or masked
@@ -64,10 +97,11 @@
 //	    "first_seen", "last_seen"              // RFC 3339, UTC
 //	  }],
 //	  "funnel": {"<key>": {"schema", "version",
-//	             "jobs", "succeeded", "dead_lettered", "first_pass",
+//	             "jobs", "succeeded", "dead_lettered", "replayed_healed", "first_pass",
 //	             "succeeded_at": [{"attempt", "jobs", "share"}],
 //	             "dead_by_class": [{"class", "jobs", "share"}],
-//	             "tokens", "tokens_per_succeeded", "heal_token_share"}},
+//	             "tokens", "tokens_per_succeeded", // null when none succeeded
+//	             "heal_token_share"}},
 //	  "lint": [{"schema", "file", "path", "rule", "message", "suggestion"}]
 //	}
 //
@@ -86,9 +120,12 @@
 //
 // # Cost
 //
-// Build runs one GROUP BY over a partial covering index of the failures
-// (one row per fingerprint per job run, with dead and fixed), one over a
-// covering index of the outcomes for the funnel (in GROUP BY order), and a
-// few bounded index range reads per cluster (ClusterBlockers only for
-// masked ones); it never reads payloads. See BenchmarkBuild.
+// Build runs one GROUP BY over a covering index of the outcomes for the
+// funnel (in GROUP BY order; it also gives the versions, the range and
+// the totals), one over a partial covering index of the failures (one row
+// per fingerprint per job run, with dead and fixed), and a few bounded
+// index range reads per cluster (ClusterBlockers only for masked ones).
+// The replayed, healed dead letters are read once per statement from the
+// partial index of dead letters. It never reads payloads. See
+// BenchmarkBuild.
 package report

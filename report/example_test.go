@@ -54,6 +54,8 @@ func Example() {
 		fmt.Println(" ", c.Suggestion)
 	}
 	fmt.Printf("first pass %.0f%%\n", r.Funnel["invoice"].FirstPass*100)
+	// What the report covers: each schema's latest version by default.
+	fmt.Println("versions", r.Filter.Version, r.Versions, "jobs", r.Totals.Jobs, "dead", r.Totals.DeadLettered, "clusters", r.ClustersTotal)
 	// Output:
 	// /total type jobs 4 dead 4 heal 0 fix 0 impossible true masked false
 	//   failed in 4 jobs, healed in 0 (0%), fixed in 0 (0%), at or below 10%
@@ -62,4 +64,5 @@ func Example() {
 	//   masked: fixed in 100% of its jobs (4 of 4), which were dead-lettered for other fields, most often /total (type) in 4
 	//   not this field: /total (type) kills these jobs, fix it first
 	// first pass 0%
+	// versions latest map[invoice:[3f9a]] jobs 4 dead 4 clusters 2
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,6 +54,93 @@ func short(v string) string {
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
 
+// scope is the report's header in words, one line per item.
+type scope struct {
+	index, outcomes, generated, versions, filter, totals string
+}
+
+func (r *Report) scope() scope {
+	sc := scope{index: r.Source, generated: r.GeneratedAt.UTC().Format("2006-01-02 15:04:05 UTC"), outcomes: "none"}
+	if r.Range != nil {
+		sc.outcomes = fmt.Sprintf("finished %s .. %s UTC", day(r.Range.From), day(r.Range.To))
+	}
+	var vs []string
+	for _, schema := range sortedKeys(r.Versions) {
+		for _, v := range r.Versions[schema] {
+			vs = append(vs, schema+"@"+short(v))
+		}
+	}
+	list := strings.Join(vs, ", ")
+	if list == "" {
+		list = "none"
+	}
+	switch r.Filter.Version {
+	case VersionLatest:
+		sc.versions = "the latest of each schema (--version all for every version): " + list
+	case VersionAll:
+		sc.versions = "every version (--version all): " + list
+	default:
+		sc.versions = "only " + short(r.Filter.Version) + " (--version): " + list
+	}
+	var f []string
+	if r.Filter.Schema != "" {
+		f = append(f, "schema "+r.Filter.Schema)
+	}
+	if r.Filter.Since != nil {
+		f = append(f, "since "+r.Filter.Since.UTC().Format(time.RFC3339))
+	}
+	sc.filter = strings.Join(f, ", ")
+	t := r.Totals
+	sc.totals = fmt.Sprintf("%d jobs, %d succeeded, %d dead-lettered", t.Jobs, t.Succeeded, t.DeadLettered)
+	if t.ReplayedHealed > 0 {
+		sc.totals += fmt.Sprintf(" (%d replayed, healed)", t.ReplayedHealed)
+	}
+	sc.totals += fmt.Sprintf(", %d tokens", t.Tokens)
+	return sc
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// shown says how many clusters the report lists of how many there are.
+func (r *Report) shown() string {
+	switch {
+	case r.ClustersTotal > len(r.Clusters):
+		return fmt.Sprintf("%d of %d clusters (--top 0 for all)", len(r.Clusters), r.ClustersTotal)
+	case r.ClustersTotal == 1:
+		return "1 cluster"
+	}
+	return fmt.Sprintf("%d clusters", len(r.Clusters))
+}
+
+// rate is a cluster's heal or fix rate in words, "-" when every run was
+// replayed and healed (nothing is counted).
+func rate(c Cluster, r float64) string {
+	if c.Jobs == c.ReplayedHealed {
+		return "-"
+	}
+	return pct(r)
+}
+
+// perSuccess is a funnel's tokens per succeeded job, "-" when none succeeded.
+func perSuccess(f *Funnel) string {
+	if f.TokensPerSucceeded == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", *f.TokensPerSucceeded)
+}
+
+// named is a cluster as the flag sections name it: schema@version path (keyword).
+func named(c Cluster) string {
+	return c.Schema + "@" + short(c.Version) + " " + path(c.Path) + " (" + c.Keyword + ")"
+}
+
 func received(c Cluster, n int) string {
 	var parts []string
 	for i, v := range c.Received {
@@ -92,30 +180,43 @@ func classes(f *Funnel) string {
 
 func (r *Report) table(w io.Writer) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "FAILURE CLUSTERS (fingerprint v%d: schema + version + path + keyword)\n", r.FingerprintVersion)
+	sc := r.scope()
+	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "FAILURE REPORT\n")
+	fmt.Fprintf(tw, "index:\t%s\n", sc.index)
+	fmt.Fprintf(tw, "outcomes:\t%s\n", sc.outcomes)
+	fmt.Fprintf(tw, "generated:\t%s\n", sc.generated)
+	fmt.Fprintf(tw, "versions:\t%s\n", sc.versions)
+	if sc.filter != "" {
+		fmt.Fprintf(tw, "filter:\t%s\n", sc.filter)
+	}
+	fmt.Fprintf(tw, "totals:\t%s\n", sc.totals)
+	tw.Flush()
+	fmt.Fprintf(&b, "\nFAILURE CLUSTERS (fingerprint v%d: schema + version + path + keyword)\n", r.FingerprintVersion)
 	if len(r.Clusters) == 0 {
 		b.WriteString("no failures\n")
 	} else {
+		b.WriteString(r.shown() + "\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tSCHEMA\tVERSION\tPATH\tKEYWORD\tDEAD\tJOBS\tHEALED\tFIXED\tFLAG\tTOP RECEIVED")
+		fmt.Fprintln(tw, "ID\tSCHEMA\tVERSION\tPATH\tKEYWORD\tDEAD\tJOBS\tREPLAY-HEALED\tHEALED\tFIXED\tFLAG\tTOP RECEIVED")
 		for _, c := range r.Clusters {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Schema, short(c.Version), path(c.Path), c.Keyword,
-				c.DeadLetters, c.Jobs, pct(c.HealRate), pct(c.FixRate), flagWord(c), received(c, 2))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", c.ID, c.Schema, short(c.Version), path(c.Path), c.Keyword,
+				c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flagWord(c), received(c, 2))
 		}
 		tw.Flush()
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
 		b.WriteString("\nIMPOSSIBLE FIELDS\n")
 		for _, c := range imp {
-			fmt.Fprintf(&b, "%s %s %s (%s)\n  why:      %s\n  evidence: jobs %s; received %s; seen %s .. %s\n  try:      %s\n",
-				c.ID, c.Schema, path(c.Path), c.Keyword, c.Reason, strings.Join(c.Examples, ", "), orNone(received(c, Received)),
+			fmt.Fprintf(&b, "%s %s\n  why:      %s\n  evidence: jobs %s; received %s; seen %s .. %s\n  try:      %s\n",
+				c.ID, named(c), c.Reason, strings.Join(c.Examples, ", "), orNone(received(c, Received)),
 				day(c.FirstSeen), day(c.LastSeen), c.Suggestion)
 		}
 	}
 	if m := r.Masked(); len(m) > 0 {
 		b.WriteString("\nMASKED (the heal rate blames them, but the model fixed them: their jobs died of other fields)\n")
 		for _, c := range m {
-			fmt.Fprintf(&b, "%s %s %s (%s)\n  why:      %s\n  try:      %s\n", c.ID, c.Schema, path(c.Path), c.Keyword, c.Reason, c.Suggestion)
+			fmt.Fprintf(&b, "%s %s\n  why:      %s\n  try:      %s\n", c.ID, named(c), c.Reason, c.Suggestion)
 		}
 	}
 	b.WriteString("\nHEAL FUNNEL\n")
@@ -123,11 +224,11 @@ func (r *Report) table(w io.Writer) error {
 		b.WriteString("no jobs\n")
 	} else {
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SCHEMA\tVERSION\tJOBS\tFIRST PASS\tSUCCEEDED AT\tDEAD\tDEAD BY CLASS\tTOKENS/OK\tHEAL TOKENS")
+		fmt.Fprintln(tw, "SCHEMA\tVERSION\tJOBS\tFIRST PASS\tSUCCEEDED AT\tDEAD\tDEAD BY CLASS\tREPLAY-HEALED\tTOKENS/OK\tHEAL TOKENS")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f\t%s\n", f.Schema, short(f.Version), f.Jobs, pct(f.FirstPass), steps(f),
-				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.TokensPerSucceeded, pct(f.HealTokenShare))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", f.Schema, short(f.Version), f.Jobs, pct(f.FirstPass), steps(f),
+				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.ReplayedHealed, perSuccess(f), pct(f.HealTokenShare))
 		}
 		tw.Flush()
 	}
@@ -184,13 +285,20 @@ func code(s string) string {
 func (r *Report) markdown(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString("# Failure report\n\n")
+	sc := r.scope()
+	fmt.Fprintf(&b, "- **Index:** `%s`\n- **Outcomes:** %s\n- **Generated:** %s\n- **Versions:** %s\n", md(sc.index), sc.outcomes, sc.generated, md(sc.versions))
+	if sc.filter != "" {
+		fmt.Fprintf(&b, "- **Filter:** %s\n", md(sc.filter))
+	}
+	fmt.Fprintf(&b, "- **Totals:** %s\n\n", sc.totals)
 	fmt.Fprintf(&b, "Fingerprint v%d (schema + version + path + keyword). %s\n\n", r.FingerprintVersion, r.rule())
 	b.WriteString("## Clusters\n\n")
 	if len(r.Clusters) == 0 {
 		b.WriteString("No failures.\n")
 	} else {
-		b.WriteString("| id | schema | version | path | keyword | dead letters | jobs | heal rate | fix rate | verdict | top received | examples |\n")
-		b.WriteString("|---|---|---|---|---|--:|--:|--:|--:|---|---|---|\n")
+		b.WriteString(r.shown() + ".\n\n")
+		b.WriteString("| id | schema | version | path | keyword | dead letters | jobs | replayed, healed | heal rate | fix rate | verdict | top received | examples |\n")
+		b.WriteString("|---|---|---|---|---|--:|--:|--:|--:|--:|---|---|---|\n")
 		for _, c := range r.Clusters {
 			flag := ""
 			switch {
@@ -199,34 +307,34 @@ func (r *Report) markdown(w io.Writer) error {
 			case c.Masked:
 				flag = "masked"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %s | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
-				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, pct(c.HealRate), pct(c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
+				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
 		}
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
 		b.WriteString("\n## Impossible fields\n\n")
 		for _, c := range imp {
-			fmt.Fprintf(&b, "- **%s %s** (`%s`, cluster `%s`): %s. Seen %s to %s; jobs %s; received %s.  \n  *Try:* %s\n",
-				md(c.Schema), md(path(c.Path)), c.Keyword, c.ID, c.Reason, day(c.FirstSeen), day(c.LastSeen),
+			fmt.Fprintf(&b, "- **%s %s** (`%s`, version `%s`, cluster `%s`): %s. Seen %s to %s; jobs %s; received %s.  \n  *Try:* %s\n",
+				md(c.Schema), md(path(c.Path)), c.Keyword, short(c.Version), c.ID, c.Reason, day(c.FirstSeen), day(c.LastSeen),
 				md(strings.Join(c.Examples, ", ")), md(orNone(received(c, Received))), md(c.Suggestion))
 		}
 	}
 	if m := r.Masked(); len(m) > 0 {
 		b.WriteString("\n## Masked fields\n\nThe heal rate blames them, but the model fixed them: their jobs died of other fields.\n\n")
 		for _, c := range m {
-			fmt.Fprintf(&b, "- **%s %s** (`%s`, cluster `%s`): %s.  \n  *Try:* %s\n", md(c.Schema), md(path(c.Path)), c.Keyword, c.ID, md(c.Reason), md(c.Suggestion))
+			fmt.Fprintf(&b, "- **%s %s** (`%s`, version `%s`, cluster `%s`): %s.  \n  *Try:* %s\n", md(c.Schema), md(path(c.Path)), c.Keyword, short(c.Version), c.ID, md(c.Reason), md(c.Suggestion))
 		}
 	}
 	b.WriteString("\n## Heal funnel\n\n")
 	if len(r.Funnel) == 0 {
 		b.WriteString("No jobs.\n")
 	} else {
-		b.WriteString("| schema | version | jobs | first pass | succeeded at | dead-lettered | dead by class | tokens per success | tokens on healing |\n")
-		b.WriteString("|---|---|--:|--:|---|--:|---|--:|--:|\n")
+		b.WriteString("| schema | version | jobs | first pass | succeeded at | dead-lettered | dead by class | replayed, healed | tokens per success | tokens on healing |\n")
+		b.WriteString("|---|---|--:|--:|---|--:|---|--:|--:|--:|\n")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %.0f | %s |\n", md(f.Schema), code(short(f.Version)), f.Jobs, pct(f.FirstPass), steps(f),
-				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.TokensPerSucceeded, pct(f.HealTokenShare))
+			fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %d | %s | %s |\n", md(f.Schema), code(short(f.Version)), f.Jobs, pct(f.FirstPass), steps(f),
+				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.ReplayedHealed, perSuccess(f), pct(f.HealTokenShare))
 		}
 	}
 	if len(r.Lint) > 0 {
@@ -250,6 +358,7 @@ code.p{white-space:normal}
 .imp,.msk{border-left:4px solid #c0392b;padding:.2em .8em;margin:.8em 0;background:#fdf3f2}.msk{border-color:#b7791f;background:#fdf8ec}
 .imp p,.msk p{margin:.3em 0}svg{max-width:100%;height:auto;display:block}
 svg text{font:12px system-ui,sans-serif;fill:#1d2330}svg text.in{fill:#fff;font-size:11px}.muted{color:#667}
+dl#scope{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em;margin:.5em 0 1em}dl#scope dt{font-weight:600}dl#scope dd{margin:0}
 .legend span{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;margin:0 .3em 0 1em;border-radius:2px}`
 
 func esc(s string) string { return html.EscapeString(s) }
@@ -270,14 +379,25 @@ func (r *Report) html(w io.Writer) error {
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Failure report</title>\n<style>\n")
 	b.WriteString(css)
 	b.WriteString("\n</style>\n</head>\n<body>\n<h1>Failure report</h1>\n")
+	sc := r.scope()
+	b.WriteString("<dl id=\"scope\">\n")
+	fmt.Fprintf(&b, "<dt>index</dt><dd id=\"scope-index\"><code class=\"p\">%s</code></dd>\n", esc(sc.index))
+	fmt.Fprintf(&b, "<dt>outcomes</dt><dd id=\"scope-range\">%s</dd>\n", esc(sc.outcomes))
+	fmt.Fprintf(&b, "<dt>generated</dt><dd id=\"scope-generated\"><time datetime=\"%s\">%s</time></dd>\n", r.GeneratedAt.UTC().Format(time.RFC3339), esc(sc.generated))
+	fmt.Fprintf(&b, "<dt>versions</dt><dd id=\"scope-versions\">%s</dd>\n", esc(sc.versions))
+	if sc.filter != "" {
+		fmt.Fprintf(&b, "<dt>filter</dt><dd id=\"scope-filter\">%s</dd>\n", esc(sc.filter))
+	}
+	fmt.Fprintf(&b, "<dt>totals</dt><dd id=\"scope-totals\">%s</dd>\n</dl>\n", esc(sc.totals))
 	fmt.Fprintf(&b, "<p class=\"muted\">Fingerprint v%d (schema + version + path + keyword). %s</p>\n", r.FingerprintVersion, esc(r.rule()))
 
 	b.WriteString("<h2 id=\"clusters\">Top clusters</h2>\n")
 	if len(r.Clusters) == 0 {
 		b.WriteString("<p>No failures.</p>\n")
 	} else {
+		fmt.Fprintf(&b, "<p id=\"clusters-shown\">%s</p>\n", esc(r.shown()))
 		clusterChart(&b, r.Clusters)
-		b.WriteString("<div class=\"wide\"><table id=\"cluster-table\">\n<tr><th>id</th><th>schema</th><th>version</th><th>path</th><th>keyword</th><th class=\"n\">dead letters</th><th class=\"n\">jobs</th><th class=\"n\">heal rate</th><th class=\"n\">fix rate</th><th>verdict</th><th>top received</th><th>examples</th></tr>\n")
+		b.WriteString("<div class=\"wide\"><table id=\"cluster-table\">\n<tr><th>id</th><th>schema</th><th>version</th><th>path</th><th>keyword</th><th class=\"n\">dead letters</th><th class=\"n\">jobs</th><th class=\"n\">replayed, healed</th><th class=\"n\">heal rate</th><th class=\"n\">fix rate</th><th>verdict</th><th>top received</th><th>examples</th></tr>\n")
 		for _, c := range r.Clusters {
 			flag := ""
 			switch {
@@ -286,8 +406,8 @@ func (r *Report) html(w io.Writer) error {
 			case c.Masked:
 				flag = `<span class="mask" title="` + esc(c.Reason) + `">masked</span>`
 			}
-			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code class=\"p\">%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
-				esc(c.ID), esc(c.Schema), esc(short(c.Version)), breakable(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, esc(pct(c.HealRate)), esc(pct(c.FixRate)), flag,
+			fmt.Fprintf(&b, "<tr><td><code>%s</code></td><td>%s</td><td><code>%s</code></td><td><code class=\"p\">%s</code></td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"ex\">%s</td><td class=\"ex\">%s</td></tr>\n",
+				esc(c.ID), esc(c.Schema), esc(short(c.Version)), breakable(path(c.Path)), esc(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, esc(rate(c, c.HealRate)), esc(rate(c, c.FixRate)), flag,
 				esc(received(c, 3)), esc(strings.Join(c.Examples, ", ")))
 		}
 		b.WriteString("</table></div>\n")
@@ -295,16 +415,16 @@ func (r *Report) html(w io.Writer) error {
 	if imp := r.Impossible(); len(imp) > 0 {
 		b.WriteString("<h2 id=\"impossible\">Impossible fields</h2>\n")
 		for _, c := range imp {
-			fmt.Fprintf(&b, "<div class=\"imp\"><p><b>%s <code>%s</code></b> (%s, cluster <code>%s</code>): %s.</p><p class=\"muted\">Seen %s to %s; jobs %s; received %s.</p><p><b>Try:</b> %s</p></div>\n",
-				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(c.ID), esc(c.Reason), esc(day(c.FirstSeen)), esc(day(c.LastSeen)),
+			fmt.Fprintf(&b, "<div class=\"imp\"><p><b>%s <code>%s</code></b> (%s, version <code class=\"version\">%s</code>, cluster <code>%s</code>): %s.</p><p class=\"muted\">Seen %s to %s; jobs %s; received %s.</p><p><b>Try:</b> %s</p></div>\n",
+				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(short(c.Version)), esc(c.ID), esc(c.Reason), esc(day(c.FirstSeen)), esc(day(c.LastSeen)),
 				esc(strings.Join(c.Examples, ", ")), esc(orNone(received(c, Received))), esc(c.Suggestion))
 		}
 	}
 	if m := r.Masked(); len(m) > 0 {
 		b.WriteString("<h2 id=\"masked\">Masked fields</h2>\n<p class=\"muted\">The heal rate blames them, but the model fixed them: their jobs died of other fields.</p>\n")
 		for _, c := range m {
-			fmt.Fprintf(&b, "<div class=\"msk\"><p><b>%s <code>%s</code></b> (%s, cluster <code>%s</code>): %s.</p><p><b>Try:</b> %s</p></div>\n",
-				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(c.ID), esc(c.Reason), esc(c.Suggestion))
+			fmt.Fprintf(&b, "<div class=\"msk\"><p><b>%s <code>%s</code></b> (%s, version <code class=\"version\">%s</code>, cluster <code>%s</code>): %s.</p><p><b>Try:</b> %s</p></div>\n",
+				esc(c.Schema), esc(path(c.Path)), esc(c.Keyword), esc(short(c.Version)), esc(c.ID), esc(c.Reason), esc(c.Suggestion))
 		}
 	}
 	b.WriteString("<h2 id=\"funnel\">Heal funnel</h2>\n")
@@ -312,11 +432,11 @@ func (r *Report) html(w io.Writer) error {
 		b.WriteString("<p>No jobs.</p>\n")
 	} else {
 		funnelChart(&b, r)
-		b.WriteString("<div class=\"wide\"><table id=\"funnel-table\">\n<tr><th>schema</th><th>version</th><th class=\"n\">jobs</th><th class=\"n\">first pass</th><th>succeeded at</th><th class=\"n\">dead-lettered</th><th>dead by class</th><th class=\"n\">tokens per success</th><th class=\"n\">tokens on healing</th></tr>\n")
+		b.WriteString("<div class=\"wide\"><table id=\"funnel-table\">\n<tr><th>schema</th><th>version</th><th class=\"n\">jobs</th><th class=\"n\">first pass</th><th>succeeded at</th><th class=\"n\">dead-lettered</th><th>dead by class</th><th class=\"n\">replayed, healed</th><th class=\"n\">tokens per success</th><th class=\"n\">tokens on healing</th></tr>\n")
 		for _, s := range r.Schemas() {
 			f := r.Funnel[s]
-			fmt.Fprintf(&b, "<tr><td>%s</td><td><code>%s</code></td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%.0f</td><td class=\"n\">%s</td></tr>\n",
-				esc(f.Schema), esc(short(f.Version)), f.Jobs, esc(pct(f.FirstPass)), esc(steps(f)), esc(pct(ratio(f.DeadLettered, f.Jobs))), esc(classes(f)), f.TokensPerSucceeded, esc(pct(f.HealTokenShare)))
+			fmt.Fprintf(&b, "<tr><td>%s</td><td><code>%s</code></td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
+				esc(f.Schema), esc(short(f.Version)), f.Jobs, esc(pct(f.FirstPass)), esc(steps(f)), esc(pct(ratio(f.DeadLettered, f.Jobs))), esc(classes(f)), f.ReplayedHealed, esc(perSuccess(f)), esc(pct(f.HealTokenShare)))
 		}
 		b.WriteString("</table></div>\n")
 	}

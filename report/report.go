@@ -22,10 +22,22 @@ const (
 	Received = 5
 )
 
-// Options select and tune a report. The zero value reports everything with
-// the default thresholds.
+// Version selections of Options.Version besides a version hash.
+const (
+	// VersionLatest covers each schema's latest version: the version of
+	// its most recent outcome in the selection (the default).
+	VersionLatest = "latest"
+	// VersionAll covers every version, each cluster and funnel row
+	// labelled with its own.
+	VersionAll = "all"
+)
+
+// Options select and tune a report. The zero value reports each schema's
+// latest version with the default thresholds.
 type Options struct {
-	Schema  string
+	Schema string
+	// Version is VersionLatest (also ""), VersionAll, or a version hash or
+	// its prefix (the tables show 8 characters): the versions it starts.
 	Version string
 	Since   time.Time
 	// MinJobs is the number of distinct job runs a fingerprint must fail in
@@ -37,8 +49,13 @@ type Options struct {
 	MaxHealRate float64
 	// Lint holds the static schema findings, filled by the CLI.
 	Lint []LintFinding
-	// Top keeps the first Top clusters (0 keeps all).
+	// Top keeps the first Top clusters (0 keeps all); ClustersTotal says
+	// how many there were.
 	Top int
+	// Source names the index in the header (default: the store's file).
+	Source string
+	// Now is the clock that stamps GeneratedAt (default time.Now).
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -49,6 +66,12 @@ func (o Options) withDefaults() Options {
 		o.MaxHealRate = DefaultMaxHealRate
 	} else if o.MaxHealRate < 0 {
 		o.MaxHealRate = 0
+	}
+	if o.Version == "" {
+		o.Version = VersionLatest
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return o
 }
@@ -68,18 +91,50 @@ type LintFinding struct {
 // heal funnel per schema and the lint findings. Its JSON form is documented
 // in the package doc and stable.
 type Report struct {
-	FingerprintVersion int                `json:"fingerprint_version"`
-	Filter             Filter             `json:"filter"`
-	Thresholds         Thresholds         `json:"thresholds"`
-	Clusters           []Cluster          `json:"clusters"`
-	Funnel             map[string]*Funnel `json:"funnel"`
-	Lint               []LintFinding      `json:"lint"`
+	// GeneratedAt is when Build ran (Options.Now).
+	GeneratedAt time.Time `json:"generated_at"`
+	// Source is the index file the report read (Options.Source).
+	Source string `json:"source"`
+	// Range spans the finish times of the outcomes covered; nil when none.
+	Range *Range `json:"range"`
+	// Totals count the outcomes covered.
+	Totals Totals `json:"totals"`
+	Filter Filter `json:"filter"`
+	// Versions lists, per schema, the versions covered.
+	Versions           map[string][]string `json:"versions"`
+	FingerprintVersion int                 `json:"fingerprint_version"`
+	Thresholds         Thresholds          `json:"thresholds"`
+	// ClustersTotal counts the clusters of the selection; Clusters holds
+	// the first Options.Top of them.
+	ClustersTotal int                `json:"clusters_total"`
+	Clusters      []Cluster          `json:"clusters"`
+	Funnel        map[string]*Funnel `json:"funnel"`
+	Lint          []LintFinding      `json:"lint"`
+}
+
+// Range is a time span, both ends included.
+type Range struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// Totals count the job runs a report covers.
+type Totals struct {
+	Jobs         int `json:"jobs"`
+	Succeeded    int `json:"succeeded"`
+	DeadLettered int `json:"dead_lettered"`
+	// ReplayedHealed counts the dead letters among DeadLettered whose job
+	// succeeded on a later run (a replay).
+	ReplayedHealed int `json:"replayed_healed"`
+	// Tokens is every prompt and completion token of these runs.
+	Tokens int `json:"tokens"`
 }
 
 // Filter echoes the selection the report was built with.
 type Filter struct {
-	Schema  string     `json:"schema,omitempty"`
-	Version string     `json:"version,omitempty"`
+	Schema string `json:"schema,omitempty"`
+	// Version is "latest", "all" or a version hash.
+	Version string     `json:"version"`
 	Since   *time.Time `json:"since,omitempty"`
 }
 
@@ -101,13 +156,19 @@ type Cluster struct {
 	DeadLetters int `json:"dead_letters"`
 	// Jobs counts the distinct job runs where the fingerprint failed at any attempt.
 	Jobs int `json:"jobs"`
-	// HealRate is the share of Jobs that still succeeded.
+	// ReplayedHealed counts the dead letters among DeadLetters whose job
+	// succeeded on a later run (a replay): they count toward no flag and
+	// no rate.
+	ReplayedHealed int `json:"replayed_healed"`
+	// HealRate is the share of the counted runs (Jobs - ReplayedHealed)
+	// that still succeeded.
 	HealRate float64 `json:"heal_rate"`
 	// Fixed counts the Jobs in which a later attempt no longer failed on
 	// the fingerprint (dlq.ClusterCount.Fixed): every healed job, and dead
 	// letters that died of other fields.
 	Fixed int `json:"fixed"`
-	// FixRate is Fixed / Jobs; FixRate >= HealRate.
+	// FixRate is the share of the counted runs in which the fingerprint
+	// was fixed (replayed, healed ones left out); FixRate >= HealRate.
 	FixRate    float64 `json:"fix_rate"`
 	Impossible bool    `json:"impossible"`
 	// Masked is set when the heal rate alone would flag the cluster but the
@@ -128,6 +189,9 @@ type Funnel struct {
 	Jobs         int    `json:"jobs"`
 	Succeeded    int    `json:"succeeded"`
 	DeadLettered int    `json:"dead_lettered"`
+	// ReplayedHealed counts the dead letters among DeadLettered whose job
+	// succeeded on a later run.
+	ReplayedHealed int `json:"replayed_healed"`
 	// FirstPass is the share of jobs valid at the first model call.
 	FirstPass float64 `json:"first_pass"`
 	// SucceededAt has one step per attempt count k: the jobs that succeeded
@@ -137,8 +201,9 @@ type Funnel struct {
 	DeadByClass []ClassShare `json:"dead_by_class"`
 	// Tokens is every prompt and completion token of these jobs.
 	Tokens int `json:"tokens"`
-	// TokensPerSucceeded is the tokens of succeeded jobs per succeeded job.
-	TokensPerSucceeded float64 `json:"tokens_per_succeeded"`
+	// TokensPerSucceeded is the tokens of succeeded jobs per succeeded job;
+	// nil (JSON null) when none succeeded.
+	TokensPerSucceeded *float64 `json:"tokens_per_succeeded"`
 	// HealTokenShare is the share of Tokens spent on attempts after the first.
 	HealTokenShare float64 `json:"heal_token_share"`
 }
@@ -160,14 +225,22 @@ type ClassShare struct {
 // Build computes the report from the store's aggregates; it only reads.
 func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	o = o.withDefaults()
-	f := dlq.Filter{Schema: o.Schema, Version: o.Version, Since: o.Since}
+	// The versions are chosen from the funnel rows below; the reads by
+	// cluster are by id, which holds the version.
+	f := dlq.Filter{Schema: o.Schema, Since: o.Since}
 	r := &Report{
-		FingerprintVersion: dlq.FingerprintVersion,
+		GeneratedAt:        o.Now().UTC(),
+		Source:             o.Source,
 		Filter:             Filter{Schema: o.Schema, Version: o.Version},
+		Versions:           map[string][]string{},
+		FingerprintVersion: dlq.FingerprintVersion,
 		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
 		Clusters:           []Cluster{},
 		Funnel:             map[string]*Funnel{},
 		Lint:               []LintFinding{},
+	}
+	if r.Source == "" {
+		r.Source = s.Path()
 	}
 	if !o.Since.IsZero() {
 		since := o.Since.UTC()
@@ -179,14 +252,50 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 		}
 	}
 
-	counts, err := s.ClusterCounts(ctx, f)
+	// The funnel rows first: they say which versions the report covers.
+	rows, err := s.Funnel(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
-	// The fingerprints that kill jobs first: dead letters where the field
-	// was still failing at the end, then all dead letters, then jobs.
+	switch o.Version {
+	case VersionLatest:
+		rows = latestOnly(rows)
+	case VersionAll:
+	default:
+		kept := rows[:0]
+		for _, row := range rows {
+			if strings.HasPrefix(row.Version, o.Version) {
+				kept = append(kept, row)
+			}
+		}
+		rows = kept
+	}
+	covered := map[[2]string]bool{}
+	for _, row := range rows {
+		covered[[2]string{row.Schema, row.Version}] = true
+	}
+	healed, err := s.ReplayHealed(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	r.Funnel = funnel(rows, healed)
+	r.cover(rows)
+
+	all, err := s.ClusterCounts(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	counts := all[:0]
+	for _, c := range all {
+		if covered[[2]string{c.Schema, c.Version}] {
+			counts = append(counts, c)
+		}
+	}
+	// The fingerprints that kill jobs first: counted dead letters where
+	// the field was still failing at the end, then counted dead letters,
+	// then jobs.
 	sort.Slice(counts, func(i, j int) bool {
-		a, b := counts[i], counts[j]
+		a, b := counted(counts[i]), counted(counts[j])
 		if sa, sb := a.DeadLetters-a.DeadFixed, b.DeadLetters-b.DeadFixed; sa != sb {
 			return sa > sb
 		}
@@ -199,11 +308,15 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 		if a.Schema != b.Schema {
 			return a.Schema < b.Schema
 		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
 		if a.Path != b.Path {
 			return a.Path < b.Path
 		}
 		return a.Keyword < b.Keyword
 	})
+	r.ClustersTotal = len(counts)
 	if o.Top > 0 && len(counts) > o.Top {
 		counts = counts[:o.Top]
 	}
@@ -214,22 +327,85 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 		}
 		r.Clusters = append(r.Clusters, cl)
 	}
-
-	rows, err := s.Funnel(ctx, f)
-	if err != nil {
-		return nil, fmt.Errorf("building the report: %w", err)
-	}
-	r.Funnel = funnel(rows)
 	return r, nil
+}
+
+// latestOnly keeps the funnel rows of each schema's latest version: the
+// version of its most recent outcome (ties to the greater version, so the
+// choice is stable).
+func latestOnly(rows []dlq.FunnelRow) []dlq.FunnelRow {
+	type when struct {
+		version string
+		last    time.Time
+	}
+	latest := map[string]when{}
+	for _, row := range rows {
+		w, ok := latest[row.Schema]
+		if !ok || row.Last.After(w.last) || row.Last.Equal(w.last) && row.Version > w.version {
+			latest[row.Schema] = when{row.Version, row.Last}
+		}
+	}
+	out := rows[:0]
+	for _, row := range rows {
+		if latest[row.Schema].version == row.Version {
+			out = append(out, row)
+		}
+	}
+	return out
+}
+
+// cover fills the header: the versions covered, the time range and the
+// totals of the funnel rows.
+func (r *Report) cover(rows []dlq.FunnelRow) {
+	seen := map[[2]string]bool{}
+	for _, row := range rows {
+		if k := [2]string{row.Schema, row.Version}; !seen[k] {
+			seen[k] = true
+			r.Versions[row.Schema] = append(r.Versions[row.Schema], row.Version)
+		}
+		if r.Range == nil {
+			r.Range = &Range{From: row.First, To: row.Last}
+		}
+		if row.First.Before(r.Range.From) {
+			r.Range.From = row.First
+		}
+		if row.Last.After(r.Range.To) {
+			r.Range.To = row.Last
+		}
+	}
+	for _, vs := range r.Versions {
+		sort.Strings(vs)
+	}
+	for _, fu := range r.Funnel {
+		r.Totals.Jobs += fu.Jobs
+		r.Totals.Succeeded += fu.Succeeded
+		r.Totals.DeadLettered += fu.DeadLettered
+		r.Totals.ReplayedHealed += fu.ReplayedHealed
+		r.Totals.Tokens += fu.Tokens
+	}
+}
+
+// counted is a cluster's counts without its replayed, healed dead letters:
+// the runs that count toward its flag and rates.
+func counted(c dlq.ClusterCount) dlq.ClusterCount {
+	c.Jobs -= c.Replayed
+	c.DeadLetters -= c.Replayed
+	c.Fixed -= c.ReplayedFixed
+	c.DeadFixed -= c.ReplayedFixed
+	c.Replayed, c.ReplayedFixed = 0, 0
+	return c
 }
 
 func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.ClusterCount) (Cluster, error) {
 	cl := Cluster{
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
-		DeadLetters: c.DeadLetters, Jobs: c.Jobs, FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
+		DeadLetters: c.DeadLetters, Jobs: c.Jobs, ReplayedHealed: c.Replayed, Fixed: c.Fixed,
+		FirstSeen: c.FirstSeen, LastSeen: c.LastSeen,
 	}
+	// Replayed, healed dead letters count toward no rate and no flag.
+	c = counted(c)
 	cl.HealRate = ratio(c.Jobs-c.DeadLetters, c.Jobs)
-	cl.Fixed, cl.FixRate = c.Fixed, ratio(c.Fixed, c.Jobs)
+	cl.FixRate = ratio(c.Fixed, c.Jobs)
 	var err error
 	if cl.Examples, err = s.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
 		return Cluster{}, err
@@ -277,7 +453,7 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 			b := blockers[0]
 			name := path(b.Path) + " (" + b.Keyword + ")"
 			if b.Schema != c.Schema || b.Version != c.Version {
-				name = b.Schema + " " + name
+				name = b.Schema + "@" + short(b.Version) + " " + name
 			}
 			cl.Reason += fmt.Sprintf(", most often %s in %d", name, b.Runs)
 			cl.Suggestion = fmt.Sprintf("not this field: %s kills these jobs, fix it first", name)
@@ -285,6 +461,9 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 	}
 	if cl.Impossible {
 		cl.Suggestion = suggest(cl)
+	}
+	if cl.ReplayedHealed > 0 && (cl.Impossible || cl.Masked) {
+		cl.Reason += fmt.Sprintf("; %s replayed, healed, not counted", plural(cl.ReplayedHealed, "more dead letter"))
 	}
 	return cl, nil
 }
@@ -334,7 +513,7 @@ func suggest(c Cluster) string {
 // funnel keys each schema version's funnel by the schema id, or by
 // "schema@version" (the version's first 8 characters) for a schema with
 // several versions in the selection: versions are never mixed.
-func funnel(rows []dlq.FunnelRow) map[string]*Funnel {
+func funnel(rows []dlq.FunnelRow, healed []dlq.VersionCount) map[string]*Funnel {
 	versions := map[string]map[string]bool{}
 	for _, r := range rows {
 		if versions[r.Schema] == nil {
@@ -388,8 +567,16 @@ func funnel(rows []dlq.FunnelRow) map[string]*Funnel {
 		for i := range fu.DeadByClass {
 			fu.DeadByClass[i].Share = ratio(fu.DeadByClass[i].Jobs, fu.Jobs)
 		}
-		fu.TokensPerSucceeded = ratio(okTokens[k], fu.Succeeded)
+		if fu.Succeeded > 0 {
+			t := ratio(okTokens[k], fu.Succeeded)
+			fu.TokensPerSucceeded = &t
+		}
 		fu.HealTokenShare = ratio(heal[k], fu.Tokens)
+	}
+	for _, h := range healed {
+		if fu := out[key(dlq.FunnelRow{Schema: h.Schema, Version: h.Version})]; fu != nil && fu.Version == h.Version {
+			fu.ReplayedHealed += h.N
+		}
 	}
 	return out
 }
@@ -415,6 +602,14 @@ func addClass(s []ClassShare, class string, n int) []ClassShare {
 		}
 	}
 	return append(s, ClassShare{Class: class, Jobs: n})
+}
+
+// plural is n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func ratio(a, b int) float64 {

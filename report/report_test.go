@@ -372,7 +372,15 @@ func TestBuildFunnel(t *testing.T) {
 			}
 		}
 		near("first pass", f.FirstPass, float64(first)/float64(jobs))
-		near("tokens per succeeded", f.TokensPerSucceeded, float64(okTokens)/float64(ok))
+		if ok == 0 {
+			if f.TokensPerSucceeded != nil {
+				t.Errorf("%s: tokens per succeeded %v with no success, want none (null)", schema, *f.TokensPerSucceeded)
+			}
+		} else if f.TokensPerSucceeded == nil {
+			t.Errorf("%s: no tokens per succeeded", schema)
+		} else {
+			near("tokens per succeeded", *f.TokensPerSucceeded, float64(okTokens)/float64(ok))
+		}
 		near("heal token share", f.HealTokenShare, float64(healTokens)/float64(tokens))
 		for _, s := range f.SucceededAt {
 			near(fmt.Sprintf("succeeded at %d", s.Attempt), s.Share, float64(byAttempt[s.Attempt])/float64(jobs))
@@ -388,10 +396,73 @@ func lint() []LintFinding {
 		Message: "minimum 10 > maximum 5", Suggestion: "swap or fix the bounds"}}
 }
 
+// generated is the clock of the golden reports.
+var generated = time.Date(2025, 3, 2, 9, 30, 0, 0, time.UTC)
+
+func clock() time.Time { return generated }
+
+// goldenStore is the dataset plus the operator's loop on a schema "part":
+// its version 1 dead-letters every job on /code (pattern); after a schema
+// fix (version 2) two of them are replayed and succeed, and one new job
+// dies on /name. One /total dead letter of invoice is replayed under the
+// same version and succeeds. Then ten more /code dead letters make the
+// cluster count of the default view exceed --top.
+func goldenStore(t *testing.T) *dlq.Store {
+	t.Helper()
+	st, specs := load(t)
+	i := len(specs)
+	var outs []dlq.Outcome
+	next := func(s spec, version string, run int) {
+		o := s.outcome(i)
+		o.SchemaVersion, o.Run = version, run
+		outs = append(outs, o)
+		i++
+	}
+	code := [][]dlq.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
+	for k := 0; k < 3; k++ {
+		next(spec{id: fmt.Sprintf("part-%d", k), schema: "part", dead: true, class: "exhausted", attempts: code}, "part-v1", 0)
+	}
+	for k := 0; k < 2; k++ {
+		next(spec{id: fmt.Sprintf("part-%d", k), schema: "part", attempts: [][]dlq.Diagnostic{nil}}, "part-v2", 1)
+	}
+	next(spec{id: "part-3", schema: "part", dead: true, class: "exhausted", attempts: [][]dlq.Diagnostic{{d("/name", "required", "")}, {d("/name", "required", "")}}}, "part-v2", 0)
+	next(spec{id: specs[0].id, schema: "invoice", attempts: [][]dlq.Diagnostic{nil}}, "ver-invoice", 1)
+	if err := st.Write(t.Context(), outs); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < 2; k++ {
+		if err := st.MarkReplayed(t.Context(), fmt.Sprintf("part-%d", k), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func goldenOptions() Options {
+	return Options{Lint: lint(), Top: 6, Now: clock, Source: "/var/lib/pipeline/pipeline.db"}
+}
+
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("output differs from %s (go test ./report -run TestRenderGolden -update to accept):\n%s", golden, got)
+	}
+}
+
 func TestRenderGolden(t *testing.T) {
 	t.Parallel()
-	st, _ := load(t)
-	r, err := Build(t.Context(), st, Options{Lint: lint()})
+	st := goldenStore(t)
+	r, err := Build(t.Context(), st, goldenOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,21 +472,22 @@ func TestRenderGolden(t *testing.T) {
 			if err := r.Render(&buf, format); err != nil {
 				t.Fatal(err)
 			}
-			golden := filepath.Join("testdata", "report."+ext)
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("%s output differs from %s (go test -run TestRenderGolden -update to accept):\n%s", format, golden, buf.String())
-			}
+			checkGolden(t, "report."+ext, buf.Bytes())
 		})
 	}
+	t.Run("all versions", func(t *testing.T) {
+		o := goldenOptions()
+		o.Version, o.Top = VersionAll, 0
+		r, err := Build(t.Context(), st, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := r.Render(&buf, "table"); err != nil {
+			t.Fatal(err)
+		}
+		checkGolden(t, "report-all.txt", buf.Bytes())
+	})
 	if err := r.Render(&bytes.Buffer{}, "pdf"); err == nil {
 		t.Errorf("Render(pdf) succeeded")
 	}
@@ -534,8 +606,10 @@ func TestVersionsNeverMix(t *testing.T) {
 		keys     []string
 		clusters map[string]int // version -> dead letters of /total
 	}{
-		{"all", Options{}, []string{"invoice@aaaaaaaa", "invoice@bbbbbbbb"}, map[string]int{v1: 0, v2: 2}},
+		{"all", Options{Version: VersionAll}, []string{"invoice@aaaaaaaa", "invoice@bbbbbbbb"}, map[string]int{v1: 0, v2: 2}},
 		{"version", Options{Version: v2}, []string{"invoice"}, map[string]int{v2: 2}},
+		// the latest outcome (i = 5) is of v1
+		{"latest", Options{}, []string{"invoice"}, map[string]int{v1: 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -133,20 +133,26 @@ func (e *env) reportCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "report",
 		Usage: "cluster failures by schema field and keyword, show the heal funnel and flag impossible schemas",
-		Description: `Formats: table (terminal), json (stable: {"clusters":[...],"funnel":{...},"lint":[...]}, see the
-README), markdown, html (one self-contained file with charts). A cluster is flagged impossible when it
-failed in at least --min-jobs distinct jobs with a heal rate at or below --max-heal-rate, or on three
-consecutive dead letters with no success in between; the static lint of the schemas is included.`,
+		Description: `Formats: table (terminal), json (stable: {"generated_at","source","range","totals","clusters_total",
+"clusters":[...],"funnel":{...},"lint":[...]}, see the README), markdown, html (one self-contained file with
+charts). Every format opens with what it covers: the index file, the time range of the outcomes, when it
+was generated, the totals, and how many clusters it lists of how many.
+
+By default the report covers each schema's latest version (the version of its most recent outcome in the
+index); --version all covers every version, --version HASH the one it names (a prefix will do). A
+cluster is flagged impossible when it failed in at least --min-jobs distinct jobs with a heal rate at
+or below --max-heal-rate, or on three consecutive dead letters with no success in between. A dead letter whose replay succeeded (pipeline dlq
+replay) is counted as "replayed, healed" and toward no flag. The static lint of the schemas is included.`,
 		ArgsUsage: " ",
 		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 			&cli.StringFlag{Name: "schema", Usage: "only this schema"},
-			&cli.StringFlag{Name: "version", Usage: "only this schema version (hash)"},
+			&cli.StringFlag{Name: "version", Value: report.VersionLatest, Usage: "schema versions covered: 'latest' (each schema's latest in the index), 'all' (every version, each row labelled), or a version hash (or its first characters, as the tables show it)"},
 			&cli.StringFlag{Name: "since", Usage: "only failures since this time (RFC 3339, a date, or a duration ago like 24h)"},
 			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
 			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "a cluster is flagged impossible when both its heal rate (jobs that still succeeded) and its fix rate (jobs where a later attempt fixed the field) are at or below this"},
-			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters shown"},
+			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters listed, the ones that kill the most jobs first (0 for all); the report says how many there are in all"},
 		}),
 		Action: func(c *cli.Context) error {
 			format := c.String("format")
@@ -184,6 +190,7 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 		MinJobs:     c.Int("min-jobs"),
 		MaxHealRate: c.Float64("max-heal-rate"),
 		Top:         c.Int("top"),
+		Source:      st.Path(),
 	}
 	for _, f := range reg.Lint() {
 		if opts.Schema != "" && f.Schema != opts.Schema {
