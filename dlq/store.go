@@ -42,9 +42,6 @@ type Store struct {
 	w    *sql.DB // one connection, BEGIN IMMEDIATE
 	r    *sql.DB // read-only pool
 
-	mu    sync.Mutex
-	known map[string]struct{} // cluster ids already in the clusters table
-
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -66,7 +63,7 @@ func Open(path string) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{path: path, w: w, known: make(map[string]struct{})}
+	s := &Store{path: path, w: w}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*BusyTimeout)
 	defer cancel()
 	if err := w.PingContext(ctx); err != nil {

@@ -175,7 +175,7 @@ func TestEncodeOpenAIRequest(t *testing.T) {
 		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: 0.5},
 		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: 0.7, MaxTokens: 2048, Format: &openAIFormat{Type: "json_object"}},
 		{Model: "m", Messages: req.Messages, Temperature: 1e-7, MaxTokens: -1, Format: &openAIFormat{Type: "json_schema", JSONSchema: schema}},
-		{Model: "m", Temperature: -0.0, Format: &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: "x", Schema: json.RawMessage(" {\"a\" : [ 1 , \"<b>&\u2028\" ] }\n")}}},
+		{Model: "m", Temperature: math.Copysign(0, -1), Format: &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: "x", Schema: json.RawMessage(" {\"a\" : [ 1 , \"<b>&\u2028\" ] }\n")}}},
 		{Model: "m", Messages: []heal.Message{}, Temperature: 1e21, Format: &openAIFormat{JSONSchema: &openAIJSONSchema{}}},
 		{Model: "<\xff>", Messages: []heal.Message{{Role: "\u2029", Content: "\x00\x1f\"\\"}}, Temperature: 123456789.125},
 	}
