@@ -50,6 +50,7 @@ func TestFaults(t *testing.T) {
 		{"kill -9 of the server's owner, joined run goes on", scenarioKillOwner},
 		{"server's owner frozen (SIGSTOP), joined run exits 3", scenarioOwnerFrozen},
 		{"disk full (64 MiB tmpfs), space freed", scenarioDiskFull},
+		{"200 MB answers at -c 64", scenarioHugeAnswers},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
 	var mu sync.Mutex
