@@ -186,7 +186,14 @@ func (l *Limiter) Rates() (requests, tokens float64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.refresh(time.Now())
-	return float64(l.req.Limit()), float64(l.tok.Limit())
+	return perSecond(l.req.Limit()), perSecond(l.tok.Limit())
+}
+
+func perSecond(r rate.Limit) float64 {
+	if r == rate.Inf {
+		return math.Inf(1)
+	}
+	return float64(r)
 }
 
 // refresh re-reads the fleet's size and re-applies the rates; l.mu held.
@@ -228,7 +235,10 @@ func (l *Limiter) apply(now time.Time) {
 	}
 	tokRate := math.Inf(1)
 	if l.cfg.TPM > 0 {
-		tokRate = float64(l.cfg.TPM) / n / win
+		// The token bucket's burst is one request's estimate; the same
+		// bound holds, as long as one request is under half the share.
+		share := float64(l.cfg.TPM) / n
+		tokRate = max(share-float64(l.tokBurst-1), share/2) / win
 	}
 	if p, ok := l.tokPace.at(now); ok {
 		tokRate = min(tokRate, p/n)
@@ -286,7 +296,7 @@ func (l *Limiter) Wait(ctx context.Context, tokens int) (time.Duration, error) {
 			b = min(b, max(1, l.cfg.TPM/l.members))
 		}
 		l.tokBurst = b
-		l.tok.SetBurstAt(time.Now(), b)
+		l.apply(time.Now())
 		take = min(take, b)
 	}
 	l.mu.Unlock()
