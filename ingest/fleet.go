@@ -50,7 +50,8 @@ type Fleet struct {
 
 // JoinFleet registers this process under limitKey (a KV token: letters,
 // digits, - and _) and keeps it registered until Leave or until ctx ends.
-// It returns once the first count of the members is in.
+// It returns once the first count of the members is in; when others are
+// there, one heartbeat later, once they have counted this one too.
 func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 	if limitKey == "" || strings.ContainsAny(limitKey, ".*> ") {
 		return nil, fmt.Errorf("joining the rate-limit fleet: limit key %q: want letters, digits, - or _", limitKey)
@@ -69,6 +70,22 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 	f := &Fleet{kv: kv, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{})}
 	if err := f.beat(ctx); err != nil {
 		return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
+	}
+	if f.Size() > 1 {
+		// The others count this member at their next beat: until then
+		// they still take the shares of a smaller fleet, and this one
+		// starting at once would put the fleet over its limit.
+		t := time.NewTimer(FleetHeartbeat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			_ = f.kv.Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
+			return nil, fmt.Errorf("joining the rate-limit fleet: %w", ctx.Err())
+		case <-t.C:
+		}
+		if err := f.beat(ctx); err != nil {
+			return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
+		}
 	}
 	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	f.stop = stop

@@ -65,6 +65,10 @@ type Config struct {
 	// OnWait, when set, is called with the time each call waited for the
 	// limiter, when it waited at all (for a metric).
 	OnWait func(d time.Duration)
+	// OnMembers, when set, is called with the fleet's size whenever the
+	// Limiter sees it change (for a gauge). It runs with the Limiter's
+	// lock held: it must not call the Limiter.
+	OnMembers func(n int)
 }
 
 func (c Config) withDefaults() Config {
@@ -160,13 +164,24 @@ func New(cfg Config) (*Limiter, error) {
 }
 
 // ShareWith makes the limit the fleet's: from now on this process takes
-// 1/f.Size() of it.
+// 1/f.Size() of it. Joining others, it starts without a burst.
 func (l *Limiter) ShareWith(f Fleet) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
 	l.fleet = f
 	l.members = max(1, f.Size())
-	l.apply(time.Now())
+	if l.cfg.OnMembers != nil {
+		l.cfg.OnMembers(l.members)
+	}
+	l.apply(now)
+	if l.members > 1 {
+		// Joining a fleet that is already sending: the others spent the
+		// current window at their shares, so this member starts with
+		// empty buckets instead of a burst.
+		l.req.ReserveN(now, l.req.Burst())
+		l.tok.ReserveN(now, l.tok.Burst())
+	}
 }
 
 // Key is the fleet's name for one limit: a hash of provider, base URL,
@@ -201,6 +216,9 @@ func (l *Limiter) refresh(now time.Time) {
 	if l.fleet != nil {
 		if n := max(1, l.fleet.Size()); n != l.members {
 			l.members = n
+			if l.cfg.OnMembers != nil {
+				l.cfg.OnMembers(n)
+			}
 		}
 	}
 	l.apply(now)
