@@ -93,6 +93,11 @@ type Config struct {
 	// Logger receives retry and failure lines (never the key, never
 	// payloads). Nil discards.
 	Logger *slog.Logger
+	// OnResponse, when set, is called with the status and headers of
+	// every HTTP response the provider gets, retries and errors included,
+	// before its body is read: a rate limiter reads the provider's
+	// rate-limit headers there. It must not keep h or block.
+	OnResponse func(status int, h http.Header)
 }
 
 func (c Config) withDefaults(provider string) Config {

@@ -158,6 +158,9 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	// rather than draining it: the rest of an oversized answer is never
 	// read.
 	defer resp.Body.Close()
+	if c.cfg.OnResponse != nil {
+		c.cfg.OnResponse(resp.StatusCode, resp.Header)
+	}
 	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
 	limit := int64(maxErrorBody)
 	if ok {

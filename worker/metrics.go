@@ -2,6 +2,7 @@ package worker
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -34,6 +35,11 @@ type Metrics struct {
 	// StoreFailing is 1 while a store cannot write at all.
 	StoreErrors  *prometheus.CounterVec
 	StoreFailing *prometheus.GaugeVec
+	// RateLimitWait is the time model calls spent waiting for the rate
+	// limiter, per provider; RateLimitMembers the processes sharing the
+	// limit, as this one counts them.
+	RateLimitWait    *prometheus.CounterVec
+	RateLimitMembers *prometheus.GaugeVec
 
 	// perSchema caches, per known schema id, the children a first-pass
 	// job updates (*schemaMetrics): WithLabelValues hashes and looks up
@@ -113,9 +119,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StoreFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pipeline_store_failing", Help: "1 while a store cannot write at all (disk full, I/O error; workers stop fetching while the nats store does), 0 otherwise.",
 		}, []string{"store"}),
+		RateLimitWait: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_ratelimit_wait_seconds_total", Help: "Time model calls spent waiting for the rate limiter (--rpm, --tpm, the provider's rate-limit headers) before they were sent.",
+		}, []string{"provider"}),
+		RateLimitMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pipeline_ratelimit_members", Help: "Processes sharing the model's rate limit, this one included, as this process counts them.",
+		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
-		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone, m.StoreErrors, m.StoreFailing)
+		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone, m.StoreErrors, m.StoreFailing,
+		m.RateLimitWait, m.RateLimitMembers)
 	return m
 }
 
@@ -211,4 +224,23 @@ func (m *Metrics) storeState(store string, failing bool) {
 		v = 1
 	}
 	m.StoreFailing.WithLabelValues(store).Set(v)
+}
+
+// RateLimitWaited adds a wait for the rate limiter; safe on a nil Metrics.
+func (m *Metrics) RateLimitWaited(provider string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.RateLimitWait.WithLabelValues(provider).Add(d.Seconds())
+}
+
+// SetRateLimitMembers records the fleet's size; safe on a nil Metrics.
+// The wait counter's child is created too, so it reads 0 before the
+// first wait.
+func (m *Metrics) SetRateLimitMembers(provider string, n int) {
+	if m == nil {
+		return
+	}
+	m.RateLimitWait.WithLabelValues(provider)
+	m.RateLimitMembers.WithLabelValues(provider).Set(float64(n))
 }

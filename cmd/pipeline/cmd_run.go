@@ -23,6 +23,7 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/ratelimit"
 	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -37,6 +38,12 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-tokens", Value: 0, Usage: "completion token limit per call (0: 4096)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 60 * time.Second, Usage: "timeout of one model call"},
 		&cli.IntFlag{Name: "transport-retries", Value: 3, Usage: "retries of a model call after a transport failure (429, 5xx, timeouts); never counted as heal attempts"},
+		&cli.IntFlag{Name: "rpm", EnvVars: []string{"PIPELINE_RPM"},
+			Usage: "most requests per minute (per --rate-window) sent to the model, by every run process on this model and key together (shared through NATS), spread evenly; the provider's rate-limit headers can only lower it (0: the headers alone decide)"},
+		&cli.IntFlag{Name: "tpm", EnvVars: []string{"PIPELINE_TPM"},
+			Usage: "most tokens per minute, counted as providers do before a call (prompt at 4 bytes a token, plus max tokens) and corrected by each answer's usage; shared like --rpm (0: the headers alone decide)"},
+		&cli.DurationFlag{Name: "rate-window", Value: time.Minute,
+			Usage: "the window --rpm and --tpm count over: --rpm 100 --rate-window 10s is 100 requests in any 10 seconds"},
 		&cli.IntFlag{Name: "breaker-threshold", Value: 5, Usage: "consecutive transport failures that open the circuit breaker (stop fetching jobs)"},
 		&cli.DurationFlag{Name: "breaker-cooldown", Value: 10 * time.Second, Usage: "how long the breaker stays open before letting one call through"},
 		&cli.IntFlag{Name: "max-attempts", Value: 2, Usage: "model calls per job, at most (transport retries aside)"},
@@ -116,10 +123,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopMetrics()
 	}
-	model, name, breaker, err := e.buildModel(c, log, metrics)
+	bm, err := e.buildModel(c, log, metrics)
 	if err != nil {
 		return err
 	}
+	model, name, breaker := bm.model, bm.name, bm.breaker
 	loop, err := heal.New(model, heal.Config{
 		MaxAttempts:      c.Int("max-attempts"),
 		Temperature:      c.Float64("temperature"),
@@ -159,6 +167,13 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	if bm.limiter != nil && c.Int("concurrency") > 0 {
+		leave, err := shareLimit(ctx, conn, bm, log)
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
 
 	cfg := worker.ServeConfig{
 		Workers: ingest.WorkerConfig{
@@ -208,13 +223,53 @@ func ackWait(c *cli.Context) time.Duration {
 	return max(30*time.Second, c.Duration("request-timeout")/2)
 }
 
+// builtModel is the model buildModel made: what the heal loop calls (the
+// breaker around the rate limiter around the provider), its name, the
+// breaker (the workers' fetch gate), and the limiter with the key its
+// fleet shares (nil for the simulator without --rpm or --tpm).
+type builtModel struct {
+	model    heal.Model
+	name     string
+	breaker  *llm.Breaker
+	limiter  *ratelimit.Limiter
+	limitKey string
+	provider string
+}
+
+// shareLimit makes the limiter's budget the fleet's: this process joins
+// the members of its limit key on NATS and takes its share. leave returns
+// the share at once on the way out.
+func shareLimit(ctx context.Context, conn *ingest.Conn, bm builtModel, log *slog.Logger) (leave func(), err error) {
+	fleet, err := conn.JoinFleet(ctx, bm.limitKey)
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("sharing the model's rate limit: %w", err))
+	}
+	bm.limiter.ShareWith(fleet)
+	req, tok := bm.limiter.Rates()
+	log.Info("rate limit shared", "provider", bm.provider, "members", fleet.Size(), "requests_per_second", req, "tokens_per_second", tok)
+	return func() {
+		lctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := fleet.Leave(lctx); err != nil {
+			log.Warn("leaving the rate-limit fleet (the key expires on its own)", "err", err)
+		}
+	}, nil
+}
+
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics) (heal.Model, string, *llm.Breaker, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics) (builtModel, error) {
 	spec := c.String("model")
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
-		return nil, "", nil, fail(exitUsage, "--model %q: %w", spec, err)
+		return builtModel{}, fail(exitUsage, "--model %q: %w", spec, err)
+	}
+	rpm, tpm := c.Int("rpm"), c.Int("tpm")
+	if rpm < 0 || tpm < 0 {
+		return builtModel{}, fail(exitUsage, "--rpm and --tpm must be at least 0, got %d and %d", rpm, tpm)
+	}
+	if c.Duration("rate-window") <= 0 {
+		return builtModel{}, fail(exitUsage, "--rate-window must be positive, got %s", c.Duration("rate-window"))
 	}
 	cfg := llm.Config{
 		Model:            name,
@@ -227,6 +282,25 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	if cfg.TransportRetries == 0 {
 		cfg.TransportRetries = -1 // the flag's 0 means none; the config's 0 means the default
 	}
+	// The limiter: always for the HTTP providers (their headers drive it
+	// when no flag does), for the simulator only with a flag.
+	var lim *ratelimit.Limiter
+	if provider != llm.ProviderSim || rpm > 0 || tpm > 0 {
+		lim, err = ratelimit.New(ratelimit.Config{
+			Provider:  provider,
+			RPM:       rpm,
+			TPM:       tpm,
+			Window:    c.Duration("rate-window"),
+			MaxTokens: c.Int("max-tokens"),
+			Logger:    log,
+			OnWait:    func(d time.Duration) { metrics.RateLimitWaited(provider, d) },
+			OnMembers: func(n int) { metrics.SetRateLimitMembers(provider, n) },
+		})
+		if err != nil {
+			return builtModel{}, fail(exitUsage, "--rpm/--tpm: %w", err)
+		}
+		cfg.OnResponse = lim.Observe
+	}
 	var m heal.Model
 	switch provider {
 	case "sim":
@@ -238,7 +312,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		}
 		scale := c.Float64("sim-fault-scale")
 		if scale < 0 {
-			return nil, "", nil, fail(exitUsage, "--sim-fault-scale must be >= 0, got %g", scale)
+			return builtModel{}, fail(exitUsage, "--sim-fault-scale must be >= 0, got %g", scale)
 		}
 		for _, r := range []*float64{&sc.FenceRate, &sc.ProseRate, &sc.TrailingCommaRate, &sc.WrongTypeRate, &sc.MissingRequiredRate, &sc.EnumNearMissRate} {
 			*r = min(1, *r*scale)
@@ -249,7 +323,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		}
 		s, err := sim.New(sc)
 		if err != nil {
-			return nil, "", nil, fail(exitUsage, "sim: %w", err)
+			return builtModel{}, fail(exitUsage, "sim: %w", err)
 		}
 		m = s
 		spec = "sim"
@@ -259,7 +333,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("OPENAI_BASE_URL"))
 		o, err := llm.NewOpenAI(cfg)
 		if err != nil {
-			return nil, "", nil, fail(exitUsage, "--model %s: %w", spec, err)
+			return builtModel{}, fail(exitUsage, "--model %s: %w", spec, err)
 		}
 		m = o
 	case "anthropic":
@@ -268,11 +342,16 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("ANTHROPIC_BASE_URL"))
 		a, err := llm.NewAnthropic(cfg)
 		if err != nil {
-			return nil, "", nil, fail(exitUsage, "--model %s: %w", spec, err)
+			return builtModel{}, fail(exitUsage, "--model %s: %w", spec, err)
 		}
 		m = a
 	default:
-		return nil, "", nil, fail(exitUsage, "--model %q: unknown provider %q (use openai:<model>, anthropic:<model> or sim)", spec, provider)
+		return builtModel{}, fail(exitUsage, "--model %q: unknown provider %q (use openai:<model>, anthropic:<model> or sim)", spec, provider)
+	}
+	bm := builtModel{name: spec, limiter: lim, provider: provider}
+	if lim != nil {
+		bm.limitKey = ratelimit.Key(provider, cfg.BaseURL, name, cfg.APIKey)
+		m = lim.Wrap(m)
 	}
 	b := llm.NewBreaker(m, llm.BreakerConfig{
 		Threshold: c.Int("breaker-threshold"),
@@ -289,7 +368,8 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		},
 	})
 	metrics.SetBreaker(provider, llm.StateClosed)
-	return b, spec, b, nil
+	bm.model, bm.breaker = b, b
+	return bm, nil
 }
 
 func firstNonEmpty(s ...string) string {

@@ -143,9 +143,11 @@ type options struct {
 	Root        string
 	Benchtime   string
 	ReportBench string
+	// LimitDuration is the length of one ratelimit case.
+	LimitDuration time.Duration
 }
 
-var sections = []string{"latency", "http", "cpu", "micro"}
+var sections = []string{"latency", "http", "cpu", "micro", "ratelimit"}
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -156,7 +158,10 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 Measures the pipeline on this machine and writes bench/RESULTS.md.
 Sections: latency (simulated model at --latency), http (OpenAI client against
 a local server at --http-latency), cpu (zero-latency model vs raw JetStream,
-sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
+sink lag), micro (go test -bench of sanitize, schemas, dlq, report),
+ratelimit (pipeline run processes against a local server enforcing RPM and
+TPM with 429s and headers: reactive, header-driven and --rpm/--tpm, 1 and 3
+processes; run it with --only ratelimit).
 
 `)
 		fs.PrintDefaults()
@@ -178,6 +183,7 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 	fs.StringVar(&o.Out, "out", "", "results file (default bench/RESULTS.md; none with --quick); \"-\" for none")
 	fs.StringVar(&o.Root, "root", ".", "module root (where go test runs)")
 	fs.StringVar(&o.Benchtime, "benchtime", "", "go test -benchtime of the micro section (default 1s, quick 100ms)")
+	fs.DurationVar(&o.LimitDuration, "limit-duration", 0, "length of one ratelimit case (default 30s, quick 12s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -222,6 +228,12 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 			o.Duration = 2 * time.Second
 		}
 	}
+	if o.LimitDuration <= 0 {
+		o.LimitDuration = 30 * time.Second
+		if o.Quick {
+			o.LimitDuration = 12 * time.Second
+		}
+	}
 	if o.Benchtime == "" {
 		o.Benchtime = "1s"
 		if o.Quick {
@@ -241,7 +253,14 @@ sink lag), micro (go test -bench of sanitize, schemas, dlq, report).
 	return o, nil
 }
 
-func (o options) enabled(section string) bool { return o.Only == nil || o.Only[section] }
+// enabled reports whether a section runs. The ratelimit section runs
+// only when --only names it, so a plain run measures what it always did.
+func (o options) enabled(section string) bool {
+	if section == "ratelimit" {
+		return o.Only[section]
+	}
+	return o.Only == nil || o.Only[section]
+}
 
 // jobsFor is the job count of a latency case: K jobs per round of L for
 // about Duration, and at least MinJobs (rounded up to whole rounds) for

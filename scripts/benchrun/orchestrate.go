@@ -33,6 +33,7 @@ type benchRun struct {
 	CPUSim                     []caseResult // pipeline runs with the zero-latency simulator
 	CPUNoIndex                 []caseResult // canned model, no sink: the index's share
 	Raw                        []caseResult // raw JetStream runs
+	Limits                     []limitCase
 	Micro                      []benchLine
 	MicroErr                   []string
 	Profiles                   []string
@@ -156,9 +157,22 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 			r.Micro = append(r.Micro, lines...)
 		}
 	}
+	if o.enabled("ratelimit") {
+		fmt.Fprintf(stdout, "\n== ratelimit: pipeline run against a local server enforcing %d RPM, %d TPM (%s per case)\n", limitRPM, limitTPM, o.LimitDuration)
+		cs, err := runLimitSection(ctx, o, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		r.Limits = cs
+	}
 	r.Finished, r.LoadEnd, r.PressureEnd = time.Now(), loadAvg(), cpuPressure()
 
 	md := renderMarkdown(r)
+	if o.Out != "" && len(o.Only) == 1 && o.Only["ratelimit"] {
+		// The ratelimit section alone replaces its own section of the
+		// results file and leaves the other sections' figures as they are.
+		md = spliceSection(o.Out, renderLimits(r.Limits, o.LimitDuration))
+	}
 	fmt.Fprintf(stdout, "\n%s", md)
 	if o.Out != "" {
 		if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {

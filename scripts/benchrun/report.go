@@ -244,6 +244,7 @@ func renderMarkdown(r *benchRun) string {
 	if len(r.Profiles) > 0 {
 		p("Profiles written: %s.\n", strings.Join(r.Profiles, ", "))
 	}
+	p("%s", renderLimits(r.Limits, r.Opts.LimitDuration))
 	return b.String()
 }
 

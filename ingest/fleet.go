@@ -1,0 +1,163 @@
+package ingest
+
+// The fleet: pipeline processes that share one model's rate limit find
+// each other in a KV bucket. Each member writes its own key,
+// "<limit key>.<member id>", again every FleetHeartbeat; the bucket's
+// MaxAge (FleetTTL) removes the key of a member that stopped doing so, and
+// a member that leaves deletes its key. Every member lists the keys of its
+// limit key as often as it writes its own and takes the count as the
+// fleet's size: a process that dies returns its share within FleetTTL
+// plus a heartbeat.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// BucketLimits is the KV bucket of the rate-limit fleets.
+const BucketLimits = "PIPELINE_LIMITS"
+
+// FleetTTL is how long a member's key lives without a heartbeat (the
+// bucket's MaxAge); FleetHeartbeat is how often a member rewrites it and
+// counts the others.
+const (
+	FleetTTL       = 3 * time.Second
+	FleetHeartbeat = time.Second
+)
+
+// Fleet is this process's membership in the group sharing one limit key.
+// Size is safe for concurrent use; Leave ends the membership.
+type Fleet struct {
+	kv   jetstream.KeyValue
+	key  string // the limit key
+	id   string // this member's id
+	log  *slog.Logger
+	size atomic.Int64
+
+	stop      context.CancelFunc
+	done      chan struct{}
+	leaveOnce sync.Once
+}
+
+// JoinFleet registers this process under limitKey (a KV token: letters,
+// digits, - and _) and keeps it registered until Leave or until ctx ends.
+// It returns once the first count of the members is in; when others are
+// there, one heartbeat later, once they have counted this one too.
+func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
+	if limitKey == "" || strings.ContainsAny(limitKey, ".*> ") {
+		return nil, fmt.Errorf("joining the rate-limit fleet: limit key %q: want letters, digits, - or _", limitKey)
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketLimits,
+		Description: "pipeline: processes sharing a model's rate limit, one key per live process",
+		History:     1,
+		TTL:         FleetTTL,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    c.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketLimits, c.cfg.Replicas, err)
+	}
+	f := &Fleet{kv: kv, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{})}
+	if err := f.beat(ctx); err != nil {
+		return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
+	}
+	if f.Size() > 1 {
+		// The others count this member at their next beat: until then
+		// they still take the shares of a smaller fleet, and this one
+		// starting at once would put the fleet over its limit.
+		t := time.NewTimer(FleetHeartbeat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			_ = f.kv.Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
+			return nil, fmt.Errorf("joining the rate-limit fleet: %w", ctx.Err())
+		case <-t.C:
+		}
+		if err := f.beat(ctx); err != nil {
+			return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
+		}
+	}
+	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	f.stop = stop
+	go f.run(lctx, ctx.Done())
+	return f, nil
+}
+
+// Size is how many live members share the limit, this one included (at
+// least 1).
+func (f *Fleet) Size() int { return int(max(1, f.size.Load())) }
+
+// ID is this member's id in the bucket.
+func (f *Fleet) ID() string { return f.id }
+
+// Leave stops the heartbeat and deletes this member's key, so the others
+// take its share at their next count. Safe to call twice; bounded by ctx.
+func (f *Fleet) Leave(ctx context.Context) error {
+	var err error
+	f.leaveOnce.Do(func() {
+		f.stop()
+		<-f.done
+		if derr := f.kv.Delete(ctx, f.memberKey()); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
+			err = fmt.Errorf("leaving the rate-limit fleet: %w", derr)
+		}
+	})
+	return err
+}
+
+func (f *Fleet) memberKey() string { return f.key + "." + f.id }
+
+// run beats until ctx is cancelled (Leave) or parent is done.
+func (f *Fleet) run(ctx context.Context, parent <-chan struct{}) {
+	defer close(f.done)
+	t := time.NewTicker(FleetHeartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-parent:
+			return
+		case <-t.C:
+		}
+		bctx, cancel := context.WithTimeout(ctx, FleetHeartbeat)
+		err := f.beat(bctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			// The last count stands until the bucket answers again.
+			f.log.Warn("rate-limit fleet heartbeat failed", slog.String("error", err.Error()))
+		}
+	}
+}
+
+// beat rewrites this member's key and counts the live members.
+func (f *Fleet) beat(ctx context.Context) error {
+	if _, err := f.kv.Put(ctx, f.memberKey(), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+		return fmt.Errorf("writing member key: %w", err)
+	}
+	keys, err := f.kv.ListKeysFiltered(ctx, f.key+".*")
+	if err != nil {
+		return fmt.Errorf("listing members: %w", err)
+	}
+	n := int64(0)
+	for range keys.Keys() {
+		n++
+	}
+	// The lister stops its watcher itself after the last key; Stop only
+	// makes sure, and says "bad subscription" when it already had.
+	_ = keys.Stop()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("listing members: %w", err) // a partial count would overstate the share
+	}
+	f.size.Store(max(1, n))
+	return nil
+}

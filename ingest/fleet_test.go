@@ -1,0 +1,77 @@
+package ingest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// Members of one limit key count each other; one that leaves is gone at
+// the others' next count, one that dies (stops its heartbeat without
+// deleting its key) is gone once its key's TTL runs out; another limit
+// key is another fleet.
+func TestFleetMembersComeAndGo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := newConn(t, func(c *Config) { c.DataDir = dir })
+	b := newConn(t, func(c *Config) { c.DataDir = dir })
+	ctx := t.Context()
+
+	fa, err := a.JoinFleet(ctx, "limitA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Leave(context.Background())
+	if n := fa.Size(); n != 1 {
+		t.Fatalf("alone: size %d, want 1", n)
+	}
+	fb, err := b.JoinFleet(ctx, "limitA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fb.Size(); n != 2 {
+		t.Fatalf("second member's first count: %d, want 2", n)
+	}
+	other, err := b.JoinFleet(ctx, "limitB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Leave(context.Background())
+	if n := other.Size(); n != 1 {
+		t.Fatalf("another limit key: size %d, want 1", n)
+	}
+	eventually(t, 10*time.Second, "the first member to count two", func() bool { return fa.Size() == 2 })
+
+	// Leaving deletes the key: the other member counts one at its next beat.
+	if err := fb.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := fb.Leave(ctx); err != nil {
+		t.Fatalf("second Leave: %v", err)
+	}
+	eventually(t, 10*time.Second, "the left member's share to return", func() bool { return fa.Size() == 1 })
+
+	// A member whose process dies: its heartbeat stops, its key stays
+	// until the bucket's TTL removes it.
+	dctx, die := context.WithCancel(ctx)
+	fc, err := b.JoinFleet(dctx, "limitA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the new member to be counted", func() bool { return fa.Size() == 2 })
+	die()
+	<-fc.done
+	start := time.Now()
+	eventually(t, 10*time.Second, "the dead member's share to return", func() bool { return fa.Size() == 1 })
+	t.Logf("dead member's share returned after %s (TTL %s)", time.Since(start).Round(100*time.Millisecond), FleetTTL)
+}
+
+func TestFleetRejectsBadKey(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	for _, k := range []string{"", "a.b", "a*", "a>", "a b"} {
+		if _, err := c.JoinFleet(t.Context(), k); err == nil {
+			t.Errorf("JoinFleet(%q): no error", k)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+// Package ratelimit keeps a model's calls within its provider's rate
+// limits: requests and tokens per window, shared by every process of a
+// fleet. A Limiter is two token buckets (golang.org/x/time/rate), one of
+// requests and one of tokens; Wrap makes a heal.Model whose calls wait for
+// both before they are sent.
+//
+// # Where the limit comes from
+//
+// Config.RPM and Config.TPM (the --rpm and --tpm flags) are a ceiling for
+// the whole fleet. Without them the provider's headers decide; with them,
+// headers can only lower the rate. Observe, set as llm.Config.OnResponse,
+// reads OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+// (resets as durations: "6m0s", "1.5s", "20ms") and Anthropic's
+// anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}
+// (resets as RFC 3339 times). The limiter goes by remaining and reset,
+// whatever the window's length: it paces at remaining/reset (the rate that
+// spends what is left exactly at the reset), and when a family's
+// remaining reaches zero, or tokens remaining fall below what a request
+// needs, it holds every call until the reset instead of sending into a
+// 429. Anthropic's input- and output-token families only hold; the pace
+// of tokens comes from the combined tokens family.
+//
+// # Spreading
+//
+// Requests go out evenly: a burst of a few requests (a second's worth,
+// between 1 and 4), never a window's quota at once. A bucket of rate r and
+// burst b sends at most b-1 + r*W in any window W, so the rate is
+// (share - (b-1)) / W, and the window is taken 50 ms longer than it is so
+// that network jitter cannot squeeze two window-apart requests into one:
+// no window, sliding or fixed, holds more than the limit. --rpm 120 on one
+// process is a burst of 2 and 1.98 requests a second.
+//
+// # Tokens
+//
+// A request counts, before it is sent, its messages' bytes over four
+// (the usual size of a token of English text; other scripts run higher,
+// and the correction below settles it) plus its max tokens (Config.MaxTokens
+// when the request sets none), the way providers count a request against
+// the token limit. The answer's reported usage corrects the bucket: tokens
+// reserved beyond it go back (the next requests reserve fewer), tokens
+// used beyond the estimate are taken (the bucket goes into debt).
+//
+// # The fleet
+//
+// ShareWith hands the Limiter a Fleet (ingest.Fleet: members registered in
+// a NATS KV bucket under Key, a hash of provider, base URL, model and API
+// key); each process takes 1/Size of the ceiling and of the headers' pace.
+// A process that dies returns its share when its key expires, within
+// seconds.
+//
+// # What it does not do
+//
+// A 429 that still happens is the provider client's transport retry, as
+// without a limiter; Observe charges the request bucket one request for
+// it. The wait happens before the call, so it never counts against the
+// request timeout, and it ends with ctx's error (or, when the wait would
+// outlast ctx's deadline, at once with a transport error).
+//
+//	lim, err := ratelimit.New(ratelimit.Config{Provider: "openai", RPM: 500, TPM: 200000})
+//	client, err := llm.NewOpenAI(llm.Config{Model: "gpt-4o-mini", APIKey: key, OnResponse: lim.Observe})
+//	fleet, err := conn.JoinFleet(ctx, ratelimit.Key("openai", url, "gpt-4o-mini", key))
+//	lim.ShareWith(fleet)
+//	model := lim.Wrap(client)
+package ratelimit

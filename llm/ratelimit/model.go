@@ -1,0 +1,48 @@
+package ratelimit
+
+import (
+	"context"
+
+	"github.com/llmpipeline/pipeline/heal"
+)
+
+// Model is a heal.Model whose calls wait for a Limiter first. The wait
+// comes before the call, so it never counts against the call's request
+// timeout; it ends early with ctx's error.
+type Model struct {
+	m        heal.Model
+	l        *Limiter
+	provider string
+}
+
+var _ heal.Model = (*Model)(nil)
+
+// Wrap returns m limited by l.
+func (l *Limiter) Wrap(m heal.Model) *Model {
+	w := &Model{m: m, l: l, provider: l.cfg.Provider}
+	if p, ok := m.(interface{ Provider() string }); ok {
+		w.provider = p.Provider()
+	}
+	return w
+}
+
+// Provider is the wrapped model's provider name.
+func (w *Model) Provider() string { return w.provider }
+
+// Complete waits for the limiter, calls the model, and corrects the token
+// bucket with the usage the answer reports.
+func (w *Model) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+	est := w.l.estimate(req)
+	waited, err := w.l.Wait(ctx, est)
+	if waited > 0 && w.l.cfg.OnWait != nil {
+		w.l.cfg.OnWait(waited)
+	}
+	if err != nil {
+		return heal.Response{}, err
+	}
+	resp, err := w.m.Complete(ctx, req)
+	if err == nil {
+		w.l.Settle(est, resp.Usage.Total())
+	}
+	return resp, err
+}
