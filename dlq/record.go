@@ -26,8 +26,8 @@ type Outcome struct {
 	Run    int    `json:"run,omitzero"`
 	Status string `json:"status"`
 	// Class is the failure class of a dead letter (grammar, schema,
-	// truncated, no_progress, transport, request_error, invalid_job,
-	// unknown_schema, exhausted); empty on success.
+	// truncated, refused, no_progress, transport, request_error,
+	// invalid_job, unknown_schema, exhausted); empty on success.
 	Class  string `json:"class,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Hint   string `json:"hint,omitempty"`
@@ -55,13 +55,17 @@ type Attempt struct {
 	FinishReason string       `json:"finish_reason,omitempty"`
 	Diagnostics  []Diagnostic `json:"diagnostics,omitempty"`
 	// DiagnosticsOmitted counts diagnostics past the cap.
-	DiagnosticsOmitted int   `json:"diagnostics_omitted,omitzero"`
-	PromptTokens       int   `json:"prompt_tokens,omitzero"`
-	CompletionTokens   int   `json:"completion_tokens,omitzero"`
-	CachedTokens       int   `json:"cached_tokens,omitzero"`
-	ReasoningTokens    int   `json:"reasoning_tokens,omitzero"`
-	LatencyMS          int64 `json:"latency_ms"`
-	TransportRetries   int   `json:"transport_retries,omitzero"`
+	DiagnosticsOmitted int `json:"diagnostics_omitted,omitzero"`
+	PromptTokens       int `json:"prompt_tokens,omitzero"`
+	CompletionTokens   int `json:"completion_tokens,omitzero"`
+	CachedTokens       int `json:"cached_tokens,omitzero"`
+	// CacheWriteTokens are the prompt tokens written to the provider's
+	// prompt cache (Anthropic cache_creation_input_tokens), part of
+	// PromptTokens like CachedTokens (the cache reads).
+	CacheWriteTokens int   `json:"cache_write_tokens,omitzero"`
+	ReasoningTokens  int   `json:"reasoning_tokens,omitzero"`
+	LatencyMS        int64 `json:"latency_ms"`
+	TransportRetries int   `json:"transport_retries,omitzero"`
 }
 
 // Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;
