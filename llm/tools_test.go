@@ -111,6 +111,9 @@ func TestOpenAIToolModeHealTurn(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
+	if n := strings.Count(string(reqs[1].raw), `"messages"`); n != 1 {
+		t.Fatalf("the heal request holds %d messages members, want 1: %s", n, reqs[1].raw)
+	}
 	msgs := reqs[1].body["messages"].([]any)
 	if len(msgs) != 4 {
 		t.Fatalf("heal request has %d messages, want 4: %v", len(msgs), msgs)
