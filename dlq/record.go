@@ -55,17 +55,18 @@ type Attempt struct {
 	FinishReason string       `json:"finish_reason,omitempty"`
 	Diagnostics  []Diagnostic `json:"diagnostics,omitempty"`
 	// DiagnosticsOmitted counts diagnostics past the cap.
-	DiagnosticsOmitted int `json:"diagnostics_omitted,omitzero"`
-	PromptTokens       int `json:"prompt_tokens,omitzero"`
-	CompletionTokens   int `json:"completion_tokens,omitzero"`
-	CachedTokens       int `json:"cached_tokens,omitzero"`
+	DiagnosticsOmitted int   `json:"diagnostics_omitted,omitzero"`
+	PromptTokens       int   `json:"prompt_tokens,omitzero"`
+	CompletionTokens   int   `json:"completion_tokens,omitzero"`
+	CachedTokens       int   `json:"cached_tokens,omitzero"`
+	ReasoningTokens    int   `json:"reasoning_tokens,omitzero"`
+	LatencyMS          int64 `json:"latency_ms"`
+	TransportRetries   int   `json:"transport_retries,omitzero"`
+
 	// CacheWriteTokens are the prompt tokens written to the provider's
 	// prompt cache (Anthropic cache_creation_input_tokens), part of
-	// PromptTokens like CachedTokens (the cache reads).
-	CacheWriteTokens int   `json:"cache_write_tokens,omitzero"`
-	ReasoningTokens  int   `json:"reasoning_tokens,omitzero"`
-	LatencyMS        int64 `json:"latency_ms"`
-	TransportRetries int   `json:"transport_retries,omitzero"`
+	// PromptTokens as CachedTokens (the cache reads) are.
+	CacheWriteTokens int `json:"cache_write_tokens,omitzero"`
 }
 
 // Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;

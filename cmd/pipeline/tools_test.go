@@ -158,3 +158,60 @@ func TestRunRefusalIsDeadLettered(t *testing.T) {
 		t.Fatalf("dead letters %v, want one refused with the refusal as reason", dead)
 	}
 }
+
+// TestRunAnthropicToolRecordsCacheTokens runs `--model anthropic:x
+// --response-format tool` against a Messages API server: the tool_use
+// input is the result, and the trace keeps the cache write and read counts.
+func TestRunAnthropicToolRecordsCacheTokens(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+	var mu sync.Mutex
+	var reqs []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var req map[string]any
+		_ = json.Unmarshal(raw, &req)
+		mu.Lock()
+		reqs = append(reqs, req)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("request-id", "req_011CTest")
+		if r.URL.Path != "/v1/messages" || r.Header.Get("x-api-key") != "sk-ant-test" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "msg_01", "type": "message", "role": "assistant", "model": "x",
+			"content": []any{map[string]any{"type": "tool_use", "id": "toolu_01", "name": "ticket",
+				"input": map[string]any{"subject": "Cannot log in", "priority": "high", "category": "account",
+					"customer": map[string]any{"name": "Ana Lima", "email": "ana@example.com"}}}},
+			"stop_reason": "tool_use", "stop_sequence": nil,
+			"usage": map[string]any{"input_tokens": 50, "output_tokens": 60, "cache_creation_input_tokens": 1200, "cache_read_input_tokens": 0},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	mustCLI(t, `{"id":"t-1","schema":"ticket","input":"From: Ana Lima <ana@example.com>\nI cannot log in."}`+"\n", "submit", "--data-dir", dir, "-")
+	mustCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "anthropic:x", "--llm-url", srv.URL, "--response-format", "tool")
+	mu.Lock()
+	n := len(reqs)
+	mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d model calls, want 1", n)
+	}
+	if choice, _ := json.Marshal(reqs[0]["tool_choice"]); string(choice) != `{"name":"ticket","type":"tool"}` {
+		t.Errorf("tool_choice %s", choice)
+	}
+	var o struct {
+		Status string `json:"status"`
+		Trace  []struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CacheWriteTokens int `json:"cache_write_tokens"`
+		} `json:"trace"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--data-dir", dir, "--json", "t-1")), &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != "succeeded" || len(o.Trace) != 1 || o.Trace[0].CacheWriteTokens != 1200 || o.Trace[0].PromptTokens != 1250 {
+		t.Fatalf("outcome %+v, want success with 1200 cache-write tokens of 1250 prompt tokens", o)
+	}
+}
