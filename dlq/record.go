@@ -26,8 +26,8 @@ type Outcome struct {
 	Run    int    `json:"run,omitzero"`
 	Status string `json:"status"`
 	// Class is the failure class of a dead letter (grammar, schema,
-	// truncated, no_progress, transport, request_error, invalid_job,
-	// unknown_schema, exhausted); empty on success.
+	// truncated, refused, no_progress, transport, request_error,
+	// invalid_job, unknown_schema, exhausted); empty on success.
 	Class  string `json:"class,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Hint   string `json:"hint,omitempty"`
@@ -62,6 +62,11 @@ type Attempt struct {
 	ReasoningTokens    int   `json:"reasoning_tokens,omitzero"`
 	LatencyMS          int64 `json:"latency_ms"`
 	TransportRetries   int   `json:"transport_retries,omitzero"`
+
+	// CacheWriteTokens are the prompt tokens written to the provider's
+	// prompt cache (Anthropic cache_creation_input_tokens), part of
+	// PromptTokens as CachedTokens (the cache reads) are.
+	CacheWriteTokens int `json:"cache_write_tokens,omitzero"`
 }
 
 // Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;

@@ -14,14 +14,18 @@
 // previous output as an assistant turn + a user turn with the diagnostic
 // lines and the instruction to fix only those fields and return the whole
 // object. History "latest" (the default) carries only the latest failed
-// attempt; "all" carries every one.
+// attempt; "all" carries every one. When the answer came as a tool call
+// (Response.ToolCallID), both heal turns carry its id (Message.ToolCallID)
+// and the provider sends them as that call and its result.
 //
 // An answer that starts with { or [ is validated first: when it parses, it
 // is judged as it is (sanitize.Clean would return the same bytes with no
 // stage); only an answer that does not parse goes through the sanitizer.
 // Result.Data is a slice of the attempt's own copy of the answer.
 //
-// Failure classes are decided by code: truncated (finish reason length, any
+// Failure classes are decided by code: refused (the model declined the
+// task, Response.Refusal) stops at once and is never healed or retried;
+// truncated (finish reason length, any
 // provider's spelling, or a sanitizer ErrTruncated) stops at once and is
 // never retried; no_progress stops when an attempt repeats the previous
 // output or its diagnostics (even at the last attempt: it is the more

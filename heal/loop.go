@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -100,6 +101,12 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			res.Class = ClassNone
 			res.Data = data
 			return res
+		case ClassRefused:
+			res.Class = ClassRefused
+			res.Reason = fmt.Sprintf("attempt %d: the model refused: %s", n, clip(resp.Refusal, maxRefusalReason))
+			res.Hint = "the model declined this input; a refusal is never healed or retried (the same input is refused again): " +
+				"read the input and instructions (pipeline dlq show), then replay the job with another --model or fix the input"
+			return res
 		case ClassTruncated:
 			res.Class = ClassTruncated
 			res.Reason = fmt.Sprintf("attempt %d: output truncated (%s)", n, truncCause(resp))
@@ -120,7 +127,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 				return res
 			}
 		}
-		turns = append(turns, failedTurn{raw: a.Raw, feedback: feedback})
+		turns = append(turns, failedTurn{raw: a.Raw, feedback: feedback, toolCallID: resp.ToolCallID})
 	}
 	last := res.Attempts[len(res.Attempts)-1]
 	res.Class = ClassExhausted
@@ -133,6 +140,15 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 // It returns the validated JSON on success, the heal feedback for a
 // healable failure.
 func (l *Loop) judge(s *schemas.Schema, resp Response, a *Attempt) (data []byte, feedback string) {
+	if resp.Refusal != "" {
+		// A refusal is no answer to sanitize or validate. The trace keeps
+		// its text as the raw output when the model gave nothing else.
+		a.Class = ClassRefused
+		if a.Raw == "" {
+			a.Raw = resp.Refusal
+		}
+		return nil, ""
+	}
 	if isTruncation(resp) {
 		a.Class = ClassTruncated
 		return nil, ""
@@ -177,6 +193,22 @@ func (l *Loop) validated(doc []byte, diags []schemas.Diagnostic, omitted int, a 
 	a.Diagnostics = diags
 	a.DiagnosticsOmitted = omitted
 	return nil, schemaFeedback(schemas.Lines(diags, omitted))
+}
+
+// maxRefusalReason bounds the refusal text quoted in a Result's Reason (the
+// trace keeps it whole).
+const maxRefusalReason = 1000
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // trimSpace trims JSON whitespace, as sanitize.Clean does before it

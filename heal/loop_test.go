@@ -36,6 +36,8 @@ type reply struct {
 	usage   Usage
 	retries int
 	err     error
+	// refusal and toolCallID fill Response.Refusal and Response.ToolCallID.
+	refusal, toolCallID string
 }
 
 // scripted is a Model that answers from a script and records every request
@@ -75,7 +77,7 @@ func (m *scripted) Complete(ctx context.Context, req Request) (Response, error) 
 		rawF = f
 	}
 	return Response{Content: r.content, FinishReason: f, RawFinishReason: rawF, Usage: r.usage,
-		Latency: 5 * time.Millisecond, TransportRetries: r.retries}, nil
+		Latency: 5 * time.Millisecond, TransportRetries: r.retries, Refusal: r.refusal, ToolCallID: r.toolCallID}, nil
 }
 
 func (m *scripted) requests() []Request {

@@ -20,6 +20,15 @@ type Model interface {
 type Message struct {
 	Role    string `json:"role"` // "system", "user" or "assistant"
 	Content string `json:"content"`
+	// ToolCallID ties a heal turn to a tool call, for providers asked to
+	// answer through a forced tool call (--response-format tool). On an
+	// assistant turn it is the id of the tool call whose arguments Content
+	// holds; on the user turn after it, the id of the call that turn
+	// answers (its Content is the call's result: the diagnostics). Empty
+	// for plain text turns. Providers translate it into their own shape
+	// (OpenAI tool_calls and a tool message, Anthropic tool_use and
+	// tool_result blocks); it is never sent under this name.
+	ToolCallID string `json:"-"`
 }
 
 // Request is one model call. Messages must not be modified by the Model.
@@ -45,7 +54,18 @@ const (
 
 // Response is one model answer.
 type Response struct {
+	// Content is the answer's text: the message text, or the arguments of
+	// the forced tool call when the provider answered through one.
 	Content string
+	// ToolCallID is the id of the tool call that carried Content, when the
+	// answer came as one; the loop hands it back on the heal turn (see
+	// Message.ToolCallID).
+	ToolCallID string
+	// Refusal is the model's refusal, when it declined the task (OpenAI
+	// message.refusal, Anthropic stop_reason "refusal"): the text it gave,
+	// or a sentence saying it refused. The loop ends the job as
+	// ClassRefused; it is never healed or retried.
+	Refusal string
 	// FinishReason is normalised (FinishStop, FinishLength, FinishOther);
 	// RawFinishReason is the provider's own word.
 	FinishReason    string
@@ -58,10 +78,16 @@ type Response struct {
 }
 
 // Usage is token accounting for one attempt, as the provider reported it.
+// PromptTokens counts every input token, cached ones included; CachedTokens
+// is the part read from the provider's prompt cache (OpenAI
+// prompt_tokens_details.cached_tokens, Anthropic cache_read_input_tokens)
+// and CacheWriteTokens the part written to it (Anthropic
+// cache_creation_input_tokens; OpenAI reports none), each priced apart.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	CachedTokens     int `json:"cached_tokens,omitempty"`
+	CacheWriteTokens int `json:"cache_write_tokens,omitempty"`
 	ReasoningTokens  int `json:"reasoning_tokens,omitempty"`
 }
 

@@ -83,11 +83,15 @@ func taskMessages(t Task, system string) []Message {
 type failedTurn struct {
 	raw      string
 	feedback string
+	// toolCallID is the id of the tool call that carried raw ("" for a
+	// text answer): the feedback then goes back as that call's result.
+	toolCallID string
 }
 
 // conversation builds a request's messages: a fresh copy of the task turns,
 // then per carried failed attempt its output (assistant) and the feedback
-// (user). Nothing of base or turns is shared with the result.
+// (user), both marked with the attempt's tool call id when the answer came
+// as a tool call. Nothing of base or turns is shared with the result.
 func conversation(base []Message, turns []failedTurn, h History) []Message {
 	if h != HistoryAll && len(turns) > 1 {
 		turns = turns[len(turns)-1:]
@@ -96,8 +100,8 @@ func conversation(base []Message, turns []failedTurn, h History) []Message {
 	msgs = append(msgs, base...)
 	for _, t := range turns {
 		msgs = append(msgs,
-			Message{Role: RoleAssistant, Content: t.raw},
-			Message{Role: RoleUser, Content: t.feedback})
+			Message{Role: RoleAssistant, Content: t.raw, ToolCallID: t.toolCallID},
+			Message{Role: RoleUser, Content: t.feedback, ToolCallID: t.toolCallID})
 	}
 	return msgs
 }

@@ -19,6 +19,10 @@ const (
 	ClassAuth       Class = "auth"
 	ClassRequest    Class = "request_error"
 	ClassExhausted  Class = "exhausted"
+	// ClassRefused: the model declined the task (a refusal, not an
+	// answer). Never healed or retried: the same input would be refused
+	// again.
+	ClassRefused Class = "refused"
 	// Set by the worker, never by the loop: the model is not called.
 	ClassInvalidJob    Class = "invalid_job"
 	ClassUnknownSchema Class = "unknown_schema"
@@ -94,6 +98,7 @@ func (u Usage) add(v Usage) Usage {
 		PromptTokens:     u.PromptTokens + v.PromptTokens,
 		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
 		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
 		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 	}
 }

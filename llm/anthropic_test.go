@@ -2,6 +2,7 @@ package llm
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -106,8 +107,8 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 			if r.body["model"] != "claude-sonnet-4-5" || r.body["max_tokens"] != tt.wantMax || r.body["temperature"] != tt.wantTemp {
 				t.Errorf("model %v max_tokens %v temperature %v", r.body["model"], r.body["max_tokens"], r.body["temperature"])
 			}
-			if sys, _ := r.body["system"].(string); sys != tt.system {
-				t.Errorf("system %q, want %q", sys, tt.system)
+			if got := systemText(t, r.body); got != tt.system {
+				t.Errorf("system %q, want %q", got, tt.system)
 			}
 			var roles []string
 			for _, m := range r.body["messages"].([]any) {
@@ -141,4 +142,24 @@ func TestAnthropicTimeoutIsTransport(t *testing.T) {
 	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Provider != "anthropic" {
 		t.Fatalf("err = %v, want an anthropic transport error", err)
 	}
+}
+
+// systemText reads the system prompt of a Messages request: one text block
+// marked for prompt caching, or none.
+func systemText(t *testing.T, body map[string]any) string {
+	t.Helper()
+	sys, ok := body["system"]
+	if !ok {
+		return ""
+	}
+	blocks, _ := sys.([]any)
+	if len(blocks) != 1 {
+		t.Fatalf("system %v, want one block", sys)
+	}
+	b := blocks[0].(map[string]any)
+	if b["type"] != "text" || fmt.Sprint(b["cache_control"]) != "map[type:ephemeral]" {
+		t.Errorf("system block %v, want a text block with cache_control ephemeral", b)
+	}
+	text, _ := b["text"].(string)
+	return text
 }

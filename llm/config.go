@@ -18,11 +18,17 @@ const (
 	ProviderSim       = "sim"
 )
 
-// Response formats for the OpenAI provider.
+// Response formats. OpenAI: all four. Anthropic: FormatTool, or plain text
+// for any other value (the Messages API has no response_format).
 const (
 	FormatJSONObject = "json_object" // {"type":"json_object"}: any JSON object (the default)
 	FormatJSONSchema = "json_schema" // the job's schema, strict
 	FormatNone       = "none"        // no response_format sent
+	// FormatTool asks for the answer through a forced tool call whose
+	// parameters are the job's schema (OpenAI tools and tool_choice,
+	// Anthropic tools and tool_choice); the call's arguments are the
+	// answer. Without a schema in the request, the plain mode is used.
+	FormatTool = "tool"
 )
 
 // Defaults applied by the constructors to zero Config fields.
@@ -68,9 +74,11 @@ type Config struct {
 	// MaxTokens is used when heal.Request.MaxTokens is 0. OpenAI: 0 sends
 	// no limit. Anthropic: 0 sends 4096 (the API requires a value).
 	MaxTokens int
-	// ResponseFormat (OpenAI only): "json_object" (default), "json_schema"
-	// (sends heal.Request.Schema with strict true; falls back to json_object
-	// when the request has no schema) or "none".
+	// ResponseFormat: OpenAI "json_object" (default), "json_schema" (sends
+	// heal.Request.Schema with strict true; falls back to json_object when
+	// the request has no schema), "tool" (FormatTool) or "none". Anthropic
+	// "tool", or plain text for "", "json_object", "json_schema" and
+	// "none".
 	ResponseFormat string
 	// TransportRetries is the retry budget for transport failures (timeouts,
 	// connection errors, 408, 409, 429, 5xx) of one Complete call: default
@@ -166,9 +174,16 @@ func (c Config) validate(provider string) error {
 	}
 	if provider == ProviderOpenAI {
 		switch c.ResponseFormat {
-		case FormatJSONObject, FormatJSONSchema, FormatNone:
+		case FormatJSONObject, FormatJSONSchema, FormatTool, FormatNone:
 		default:
-			return fmt.Errorf("%w: openai response format %q: want json_object, json_schema or none", ErrConfig, c.ResponseFormat)
+			return fmt.Errorf("%w: openai response format %q: want json_object, json_schema, tool or none", ErrConfig, c.ResponseFormat)
+		}
+	}
+	if provider == ProviderAnthropic {
+		switch c.ResponseFormat {
+		case "", FormatJSONObject, FormatJSONSchema, FormatTool, FormatNone:
+		default:
+			return fmt.Errorf("%w: anthropic response format %q: want tool, or json_object for plain text", ErrConfig, c.ResponseFormat)
 		}
 	}
 	if provider == ProviderAnthropic && c.APIKey == "" {

@@ -41,6 +41,26 @@
 // github.com/go-json-experiment/json (the json v2 implementation) in its
 // encoding/json mode: what encoding/json would read, in half the time.
 //
+// # Response formats
+//
+// Config.ResponseFormat picks how the answer is asked for. FormatTool, on
+// both providers, forces one tool call whose parameters are the job's
+// schema (OpenAI tools and tool_choice, the answer read from
+// tool_calls[0].function.arguments; Anthropic tools and tool_choice, the
+// answer the tool_use block's input); Response.ToolCallID carries the
+// call's id, and a heal turn marked with it (heal.Message.ToolCallID) is
+// sent as the call and its result (OpenAI a "tool" message, Anthropic a
+// tool_result block with is_error). OpenAI also has json_object (the
+// default), json_schema (strict) and none; Anthropic sends plain text
+// otherwise. A refusal (OpenAI message.refusal, Anthropic stop_reason
+// "refusal") is returned in Response.Refusal, not as the answer; heal
+// classes it refused.
+//
+// Anthropic's system prompt is one text block marked for prompt caching
+// (cache_control ephemeral). Usage counts every input token in
+// PromptTokens, cache reads in CachedTokens, cache writes in
+// CacheWriteTokens.
+//
 // # What is read
 //
 // A 2xx body may hold max_tokens x 32 bytes (a long token written with JSON

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"regexp"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
@@ -66,11 +65,21 @@ func (o *OpenAI) Close() error {
 }
 
 type openAIRequest struct {
-	Model       string         `json:"model"`
-	Messages    []heal.Message `json:"messages"`
-	Temperature float64        `json:"temperature"`
-	MaxTokens   int            `json:"max_tokens,omitempty"`
-	Format      *openAIFormat  `json:"response_format,omitempty"`
+	Model       string            `json:"model"`
+	Messages    []heal.Message    `json:"messages"`
+	Temperature float64           `json:"temperature"`
+	MaxTokens   int               `json:"max_tokens,omitempty"`
+	Format      *openAIFormat     `json:"response_format,omitempty"`
+	Tools       []openAITool      `json:"tools,omitempty"`
+	ToolChoice  *openAIToolChoice `json:"tool_choice,omitempty"`
+}
+
+// openAIToolTurns is a request whose conversation holds tool calls: the
+// messages take the tool-call shape (openAIMessage), every other member is
+// the embedded request's (encoding/json lets the shallower messages win).
+type openAIToolTurns struct {
+	*openAIRequest
+	Messages []openAIMessage `json:"messages"`
 }
 
 type openAIFormat struct {
@@ -82,6 +91,45 @@ type openAIJSONSchema struct {
 	Name   string          `json:"name"`
 	Schema json.RawMessage `json:"schema"`
 	Strict bool            `json:"strict"`
+}
+
+// openAITool is one entry of tools: a function whose parameters are the
+// job's schema.
+type openAITool struct {
+	Type     string         `json:"type"` // "function"
+	Function openAIFunction `json:"function"`
+}
+
+type openAIFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// openAIToolChoice forces the call: {"type":"function","function":{"name":...}}.
+type openAIToolChoice struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name string `json:"name"`
+	} `json:"function"`
+}
+
+// openAIMessage is a turn in the tool-call shape: an assistant turn with
+// tool_calls and a null content, or a "tool" turn answering one.
+type openAIMessage struct {
+	Role       string           `json:"role"`
+	Content    *string          `json:"content"`
+	ToolCalls  []openAIToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+}
+
+type openAIToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"` // "function"
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"` // JSON text
+	} `json:"function"`
 }
 
 type openAIResponse struct {
@@ -101,8 +149,9 @@ type openAIResponse struct {
 
 type openAIChoice struct {
 	Message struct {
-		Content *string `json:"content"`
-		Refusal *string `json:"refusal"`
+		Content   *string          `json:"content"`
+		Refusal   *string          `json:"refusal"`
+		ToolCalls []openAIToolCall `json:"tool_calls"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
 }
@@ -111,13 +160,18 @@ type openAIErrorBody struct {
 	Message string `json:"message"`
 }
 
-var schemaNameRe = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
-
 // Complete sends one chat completion. It sends max_tokens rather than
 // max_completion_tokens: every OpenAI-compatible server (vLLM, Ollama,
 // llama.cpp) and OpenAI's non-reasoning models accept it, while the newer
 // field is OpenAI-only. (OpenAI's o-series reject max_tokens with a 400,
 // which surfaces as a request_error naming the field.)
+//
+// In tool mode (FormatTool, with a schema in the request) it sends one
+// function whose parameters are the schema, forced by tool_choice, and no
+// response_format; the function is not strict, so any schema is accepted
+// (the heal loop validates the arguments). A heal turn after an answer that
+// came as a tool call is sent as the assistant's tool call followed by a
+// "tool" message with the diagnostics, as the API requires.
 func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
 	body := openAIRequest{
 		Model:       o.cfg.Model,
@@ -128,6 +182,7 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 	if body.MaxTokens == 0 {
 		body.MaxTokens = o.cfg.MaxTokens
 	}
+	tool := false
 	switch o.cfg.ResponseFormat {
 	case FormatJSONObject:
 		body.Format = &openAIFormat{Type: "json_object"}
@@ -136,20 +191,51 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 			body.Format = &openAIFormat{Type: "json_object"}
 			break
 		}
-		name := schemaNameRe.ReplaceAllString(req.SchemaID, "_")
-		if name == "" {
-			name = "extraction"
+		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: toolName(req.SchemaID), Schema: req.Schema, Strict: true}}
+	case FormatTool:
+		if len(req.Schema) == 0 {
+			body.Format = &openAIFormat{Type: "json_object"}
+			break
 		}
-		if len(name) > 64 {
-			name = name[:64]
-		}
-		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: name, Schema: req.Schema, Strict: true}}
+		tool = true
+		name := toolName(req.SchemaID)
+		body.Tools = []openAITool{{Type: "function", Function: openAIFunction{Name: name, Description: toolDescription, Parameters: req.Schema}}}
+		body.ToolChoice = &openAIToolChoice{Type: "function"}
+		body.ToolChoice.Function.Name = name
 	}
-	data, err := encodeOpenAIRequest(&body)
+	var data []byte
+	var err error
+	if tool && hasToolTurns(req.Messages) {
+		data, err = json.Marshal(openAIToolTurns{openAIRequest: &body, Messages: openAIToolMessages(req.Messages, body.ToolChoice.Function.Name)})
+	} else {
+		data, err = encodeOpenAIRequest(&body)
+	}
 	if err != nil {
 		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
 	return o.c.post(ctx, o.url, data, body.MaxTokens, parseOpenAIResponse)
+}
+
+// openAIToolMessages writes a conversation in the tool-call shape: an
+// assistant turn with a ToolCallID becomes a call of the tool named name
+// with its content as the arguments, the user turn answering it a "tool"
+// message for that call; other turns stay as they are.
+func openAIToolMessages(msgs []heal.Message, name string) []openAIMessage {
+	out := make([]openAIMessage, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.ToolCallID != "" && m.Role == heal.RoleAssistant:
+			call := openAIToolCall{ID: m.ToolCallID, Type: "function"}
+			call.Function.Name, call.Function.Arguments = name, m.Content
+			out[i] = openAIMessage{Role: m.Role, ToolCalls: []openAIToolCall{call}}
+		case m.ToolCallID != "" && m.Role == heal.RoleUser:
+			out[i] = openAIMessage{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID}
+		default:
+			out[i] = openAIMessage{Role: m.Role, Content: &m.Content}
+		}
+	}
+	return out
 }
 
 // encodeOpenAIRequest writes the request body.
@@ -157,9 +243,11 @@ func encodeOpenAIRequest(body *openAIRequest) ([]byte, error) {
 	return json.Marshal(body)
 }
 
-// parseOpenAIResponse reads a 2xx chat-completions body. Members it does
-// not know (tool_calls, logprobs, system_fingerprint, ...) are skipped; a
-// null content falls back to the refusal.
+// parseOpenAIResponse reads a 2xx chat-completions body. The answer is the
+// first tool call's arguments when the message holds tool calls (tool
+// mode), else its content; a non-empty refusal (structured outputs) is
+// reported in Response.Refusal. Members it does not know (logprobs,
+// system_fingerprint, ...) are skipped.
 func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
 	var r openAIResponse
 	if err := jsonv2.Unmarshal(b, &r, jsonv1.DefaultOptionsV1()); err != nil {
@@ -176,13 +264,18 @@ func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
 	var out heal.Response
 	if ch.Message.Content != nil {
 		out.Content = *ch.Message.Content
-	} else if ch.Message.Refusal != nil {
-		out.Content = *ch.Message.Refusal
+	}
+	if calls := ch.Message.ToolCalls; len(calls) > 0 {
+		out.Content = calls[0].Function.Arguments
+		out.ToolCallID = calls[0].ID
+	}
+	if ch.Message.Refusal != nil {
+		out.Refusal = *ch.Message.Refusal
 	}
 	if ch.FinishReason != nil {
 		out.RawFinishReason = *ch.FinishReason
 	}
-	out.FinishReason = normaliseFinish(out.RawFinishReason)
+	out.FinishReason = finishOf(out.RawFinishReason)
 	out.Usage = heal.Usage{
 		PromptTokens:     r.Usage.PromptTokens,
 		CompletionTokens: r.Usage.CompletionTokens,

@@ -20,8 +20,14 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content *string `json:"content"`
-				Refusal *string `json:"refusal"`
+				Content   *string `json:"content"`
+				Refusal   *string `json:"refusal"`
+				ToolCalls []struct {
+					ID       string `json:"id"`
+					Function struct {
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
 			} `json:"message"`
 			FinishReason *string `json:"finish_reason"`
 		} `json:"choices"`
@@ -53,13 +59,17 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 	var out heal.Response
 	if ch.Message.Content != nil {
 		out.Content = *ch.Message.Content
-	} else if ch.Message.Refusal != nil {
-		out.Content = *ch.Message.Refusal
+	}
+	if len(ch.Message.ToolCalls) > 0 {
+		out.Content, out.ToolCallID = ch.Message.ToolCalls[0].Function.Arguments, ch.Message.ToolCalls[0].ID
+	}
+	if ch.Message.Refusal != nil {
+		out.Refusal = *ch.Message.Refusal
 	}
 	if ch.FinishReason != nil {
 		out.RawFinishReason = *ch.FinishReason
 	}
-	out.FinishReason = normaliseFinish(out.RawFinishReason)
+	out.FinishReason = finishOf(out.RawFinishReason)
 	out.Usage = heal.Usage{
 		PromptTokens:     r.Usage.PromptTokens,
 		CompletionTokens: r.Usage.CompletionTokens,
@@ -140,9 +150,9 @@ func TestParseOpenAIResponse(t *testing.T) {
 		{"pretty", "{\n  \"choices\": [\n    {\n      \"message\": {\"role\": \"assistant\", \"content\": \"{}\"},\n      \"finish_reason\": \"stop\"\n    }\n  ]\n}\n",
 			heal.Response{Content: "{}", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
 		{"refusal", `{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
-			heal.Response{Content: "I can't help with that.", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+			heal.Response{Refusal: "I can't help with that.", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
 		{"tool calls", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
-			heal.Response{FinishReason: heal.FinishOther, RawFinishReason: "tool_calls"}},
+			heal.Response{Content: "{}", ToolCallID: "call_1", FinishReason: heal.FinishStop, RawFinishReason: "tool_calls"}},
 		{"usage", openAIOK("x", "length").body,
 			heal.Response{Content: "x", FinishReason: heal.FinishLength, RawFinishReason: "length",
 				Usage: heal.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}}},

@@ -244,6 +244,7 @@ func trace(as []heal.Attempt) []dlq.Attempt {
 			PromptTokens:       a.Usage.PromptTokens,
 			CompletionTokens:   a.Usage.CompletionTokens,
 			CachedTokens:       a.Usage.CachedTokens,
+			CacheWriteTokens:   a.Usage.CacheWriteTokens,
 			ReasoningTokens:    a.Usage.ReasoningTokens,
 			LatencyMS:          a.Latency.Milliseconds(),
 			TransportRetries:   a.TransportRetries,

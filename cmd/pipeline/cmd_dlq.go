@@ -18,7 +18,7 @@ import (
 func filterFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "schema", Usage: "only this schema"},
-		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
+		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, refused, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
 		&cli.StringFlag{Name: "path", Usage: "only dead letters that failed on this field path (array indices as *, e.g. /items/*/price)"},
 		&cli.StringFlag{Name: "cluster", Usage: "only dead letters in this report cluster (its id)"},
 		&cli.StringFlag{Name: "model", Usage: "only this model (as given to --model)"},

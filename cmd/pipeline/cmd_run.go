@@ -34,7 +34,7 @@ func modelFlags() []cli.Flag {
 			Usage: "openai:<model> (any OpenAI-compatible server), anthropic:<model>, or sim (the built-in simulator)"},
 		&cli.StringFlag{Name: "llm-url", EnvVars: []string{"PIPELINE_LLM_URL"},
 			Usage: "provider base URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1 for openai; $ANTHROPIC_BASE_URL or https://api.anthropic.com for anthropic)"},
-		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "openai: json_object, json_schema (sends the job's schema) or none"},
+		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "json_object, json_schema (openai: the job's schema as a strict response format), tool (openai and anthropic: a forced tool call whose parameters are the job's schema) or none; anthropic sends plain text unless tool"},
 		&cli.IntFlag{Name: "max-tokens", Value: 0, Usage: "completion token limit per call (0: 4096)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 60 * time.Second, Usage: "timeout of one model call"},
 		&cli.IntFlag{Name: "transport-retries", Value: 3, Usage: "retries of a model call after a transport failure (429, 5xx, timeouts); never counted as heal attempts"},
