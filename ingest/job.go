@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strings"
 )
 
 // Job is one extraction request: extract Schema from Input. ID is the
@@ -51,7 +53,7 @@ func ParseJob(data []byte) (Job, error) {
 	j, ok := parseJobFast(data)
 	if !ok {
 		if err := json.Unmarshal(data, &j); err != nil {
-			return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
+			return Job{}, fmt.Errorf("%w: %s", ErrInvalidJob, decodeProblem(err))
 		}
 	}
 	switch {
@@ -70,4 +72,42 @@ func ParseJob(data []byte) (Job, error) {
 		return j, fmt.Errorf("%w: field \"metadata\" must be an object", ErrInvalidJob)
 	}
 	return j, nil
+}
+
+// decodeProblem says in a job author's terms what encoding/json found
+// wrong: which field has which JSON type, or where the JSON breaks; never a
+// Go type name.
+func decodeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field == "":
+		return "a job must be a JSON object, got " + withArticle(te.Value)
+	case errors.As(err, &te):
+		return fmt.Sprintf("field %q must be a string, got %s", te.Field, withArticle(te.Value))
+	case errors.As(err, &se):
+		return fmt.Sprintf("not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "unexpected end of JSON input"):
+		return "not valid JSON: it ends before the object is closed"
+	default:
+		return "not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")
+	}
+}
+
+// withArticle names a JSON type as encoding/json's UnmarshalTypeError
+// reports it ("array", "number", "string", "bool", "object").
+func withArticle(jsonType string) string {
+	switch jsonType {
+	case "array", "object":
+		return "an " + jsonType
+	case "bool":
+		return "true or false"
+	case "":
+		return "another type"
+	default:
+		if strings.HasPrefix(jsonType, "number") {
+			return "a number"
+		}
+		return "a " + jsonType
+	}
 }

@@ -28,6 +28,9 @@ job_id, schema, attempts and data are printed; --json prints the whole outcome w
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
+			if err := requireStore(c); err != nil {
+				return err
+			}
 			conn, _, err := e.dial(c)
 			if err != nil {
 				return err

@@ -47,7 +47,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown to the model per attempt (the rest are counted)"},
 		&cli.DurationFlag{Name: "sim-latency", Value: 100 * time.Millisecond, Usage: "sim: latency of each call"},
 		&cli.Int64Flag{Name: "sim-seed", Value: 1, Usage: "sim: random seed"},
-		&cli.Float64Flag{Name: "sim-fix-rate", Value: -1, Usage: "sim: probability that each field named in the feedback gets fixed (default: the simulator's)"},
+		&cli.Float64Flag{Name: "sim-fix-rate", Value: sim.DefaultConfig().FixRate, Usage: "sim: probability that each field named in the feedback gets fixed"},
 		&cli.Float64Flag{Name: "sim-fault-scale", Value: 1, Usage: "sim: multiplies every fault rate (0: always valid on first pass)"},
 		&cli.StringFlag{Name: "sim-force", Usage: "sim: force a failure class: truncated, grammar, transport, auth, request_error or no_progress"},
 	}
@@ -58,7 +58,7 @@ func workerFlags() []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, EnvVars: []string{"PIPELINE_CONCURRENCY"}, Value: 16, Usage: "jobs in flight (0: no workers, run the sink alone)"},
 		&cli.BoolFlag{Name: "until-idle", Usage: "exit once no job is pending or in flight and every outcome is stored"},
 		&cli.DurationFlag{Name: "shutdown-grace", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight jobs may finish before they are handed back to the stream"},
-		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: request-timeout plus a margin; heartbeats keep long calls alive)"},
+		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: max(30s, request-timeout/2); heartbeats every third of it keep long calls alive)"},
 		&cli.IntFlag{Name: "max-deliver", Value: 5, Usage: "deliveries of one job before it is dead-lettered"},
 		maxJobBytesFlag(),
 		&cli.BoolFlag{Name: "sink", Value: true, Usage: "run the sink that writes the SQLite index (run it in exactly one process per index)"},
@@ -202,10 +202,16 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 // ackWait is the server's redelivery timer: a model call may take the whole
 // request timeout, and heartbeats (a third of it) keep longer work alive.
 func ackWait(c *cli.Context) time.Duration {
-	if d := c.Duration("ack-wait"); d > 0 {
-		return d
+	return ackWaitFor(c.Duration("ack-wait"), c.Duration("request-timeout"))
+}
+
+// ackWaitFor is --ack-wait when set, else max(30s, request-timeout/2), as
+// its help says.
+func ackWaitFor(set, requestTimeout time.Duration) time.Duration {
+	if set > 0 {
+		return set
 	}
-	return max(30*time.Second, c.Duration("request-timeout")/2)
+	return max(30*time.Second, requestTimeout/2)
 }
 
 // buildModel makes the model from --model and its flags. Keys come from the
@@ -233,9 +239,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		sc := sim.DefaultConfig()
 		sc.Latency = c.Duration("sim-latency")
 		sc.Seed = c.Int64("sim-seed")
-		if f := c.Float64("sim-fix-rate"); f >= 0 {
-			sc.FixRate = f
-		}
+		sc.FixRate = c.Float64("sim-fix-rate")
 		scale := c.Float64("sim-fault-scale")
 		if scale < 0 {
 			return nil, "", nil, fail(exitUsage, "--sim-fault-scale must be >= 0, got %g", scale)
