@@ -64,6 +64,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // would (tests stop `run` this way).
 func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
+	if len(args) == 2 && (args[1] == "--version" || args[1] == "-version") {
+		// The version command under its flag's name. No global --version
+		// flag: commands read their own --version (report's schema
+		// version), and a global one would answer for them where they
+		// have none (demo, which builds a report).
+		args = []string{args[0], "version"}
+	}
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
@@ -94,6 +101,9 @@ func isUsageError(err error) bool {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// terminal reports whether one of the streams is a terminal: progress
+	// is drawn only on one, and a submit reading a terminal says so.
+	terminal func(stream any) bool
 
 	// mu guards conns and cancel: the NATS connections the running command
 	// opened, and the cancel of its context. A connection that loses the
@@ -105,7 +115,13 @@ type env struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	return newAppEnv(&env{stdin: stdin, stdout: stdout, stderr: stderr, terminal: isTTY})
+}
+
+// newAppEnv builds the CLI on e (tests set e.terminal to see what a
+// terminal would).
+func newAppEnv(e *env) *cli.App {
+	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	app := &cli.App{
 		Name:  "pipeline",
 		Usage: "turn unreliable LLM output into validated, structured data, and find the schema fields models cannot satisfy",
@@ -114,11 +130,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 feeding the model the exact field diagnostics, and stores results and dead letters; 'pipeline report'
 clusters failures by field path. Without --nats-url every command uses (or joins) an embedded NATS
 server with its store under --data-dir. 'pipeline demo' shows it all on the built-in simulator.
+'pipeline --version' (or 'pipeline version') prints the module version and VCS revision.
 
 Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
 (NATS, SQLite, a schema that does not compile); 4 the model provider rejected the credentials.`,
-		Version:              buildVersion().String(),
+		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		Reader:               stdin,
@@ -582,8 +599,8 @@ func (e *env) readInput(c *cli.Context) (io.ReadCloser, string, error) {
 	return f, name, nil
 }
 
-// isTTY reports whether w is a terminal (progress is shown only there).
-func isTTY(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTTY reports whether stream (a reader or a writer) is a terminal.
+func isTTY(stream any) bool {
+	f, ok := stream.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }

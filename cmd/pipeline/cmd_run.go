@@ -330,7 +330,7 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 // run: outcomes stored in the streams, jobs waiting and in flight. It
 // returns the function that stops it; nothing is drawn off a terminal.
 func (e *env) runProgress(ctx context.Context, conn *ingest.Conn) func() {
-	if !isTTY(e.stderr) {
+	if !e.terminal(e.stderr) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
