@@ -117,4 +117,3 @@ func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
 	}
 	fmt.Fprintf(e.stdout, "published %d%s, duplicates %d, already done %d, rejected %d\n", s.Published, reruns, s.Duplicates, s.AlreadyDone, rejected)
 }
-
