@@ -206,6 +206,12 @@ type WorkerConfig struct {
 	Stored func(SinkMsg)
 	Logger *slog.Logger
 
+	// HandedBack, if set, is called with the number of jobs handed back to
+	// the stream undone (naked, to be redelivered) because the workers were
+	// stopping: fetched ahead and not started, or still in flight when the
+	// shutdown grace ran out. It must return soon.
+	HandedBack func(n int)
+
 	// StoreFailed, if set, is called with the error of every result or
 	// dead letter that could not be stored (the job is handed back); it
 	// must return soon.

@@ -116,7 +116,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopMetrics()
 	}
-	model, name, breaker, err := e.buildModel(c, log, metrics)
+	status := newRunStatus(time.Now())
+	model, name, breaker, err := e.buildModel(c, log, metrics, status)
 	if err != nil {
 		return err
 	}
@@ -169,6 +170,10 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			UntilIdle:     c.Bool("until-idle"),
 			MaxJobBytes:   jobLimit,
 			Logger:        log,
+			// The status counts from the workers' own outcomes.
+			Stored:      status.stored,
+			AlreadyDone: func(string) { status.alreadyDone.Add(1) },
+			HandedBack:  func(n int) { status.handedBack.Add(int64(n)) },
 		},
 		NoWorkers:     c.Int("concurrency") == 0,
 		RetainMaxAge:  c.Duration("dlq-max-age"),
@@ -187,9 +192,17 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		defer st.Close()
 		cfg.Store = st
 	}
-	stopProgress := e.runProgress(ctx, conn)
-	err = worker.Serve(ctx, conn, h, cfg)
+	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
+	err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	stopProgress()
+	if !cfg.NoWorkers {
+		// The end of the run, on stderr: what was handed back when it was
+		// stopped, and the summary line.
+		if ctx.Err() != nil {
+			fmt.Fprintf(e.stderr, "stopped: %d jobs handed back\n", status.handedBack.Load())
+		}
+		fmt.Fprintln(e.stderr, summaryLine(status.snapshot(time.Now())))
+	}
 	if err == nil {
 		return nil
 	}
@@ -216,7 +229,7 @@ func ackWaitFor(set, requestTimeout time.Duration) time.Duration {
 
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics) (heal.Model, string, *llm.Breaker, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (heal.Model, string, *llm.Breaker, error) {
 	spec := c.String("model")
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
@@ -290,6 +303,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 				log.Warn("model circuit breaker "+state+": not taking jobs", "provider", provider, "cooldown", c.Duration("breaker-cooldown"))
 			}
 			metrics.SetBreaker(provider, state)
+			status.breaker.Store(state)
 		},
 	})
 	metrics.SetBreaker(provider, llm.StateClosed)
@@ -324,38 +338,6 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 		defer cancel()
 		_ = srv.Shutdown(ctx) // best effort on the way out
 	}, nil
-}
-
-// runProgress draws a status line on a terminal (stderr) while the workers
-// run: outcomes stored in the streams, jobs waiting and in flight. It
-// returns the function that stops it; nothing is drawn off a terminal.
-func (e *env) runProgress(ctx context.Context, conn *ingest.Conn) func() {
-	if !e.terminal(e.stderr) {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				fmt.Fprintln(e.stderr)
-				return
-			case <-t.C:
-			}
-			p, err := conn.Pending(ctx)
-			if err != nil {
-				continue
-			}
-			fmt.Fprintf(e.stderr, "\r%s  results %d  dead letters %d  waiting %d  in flight %d   ",
-				time.Since(start).Round(time.Second), p.Results, p.DeadLetters, p.Pending, p.AckPending)
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // setMemoryLimit applies --memory-limit unless the environment already set
