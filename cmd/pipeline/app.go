@@ -428,6 +428,11 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 		DuplicateWindow: c.Duration("duplicate-window"),
 		Logger:          log,
 	}
+	limits, err := streamLimits(c)
+	if err != nil {
+		return nil, err
+	}
+	cfg.StreamLimits = limits
 	if cfg.URL == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fail(exitRuntime, "creating --data-dir: %w", err)

@@ -76,7 +76,7 @@ func (e *env) runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run workers (and the sink) on the jobs stream",
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
 			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
 				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
 		}, schemaLimitFlags(), logFlags()),
@@ -160,6 +160,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	if !c.Bool("sink") {
+		if err := warnStreamLoss(ctx, c, conn, log); err != nil {
+			return err
+		}
+	}
 
 	cfg := worker.ServeConfig{
 		Workers: ingest.WorkerConfig{

@@ -42,7 +42,7 @@ bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster,
 window) is counted as already done and not published; --rerun publishes it again as a new run
 (message id <job id>~r<n>). A job id already in the stream within the duplicate window is counted
 as a duplicate, not published again. Exit 1 when lines were rejected without --skip-invalid.`,
-		Flags: flags(natsFlags(), []cli.Flag{schemasFlag(), jsonFlag(), maxJobBytesFlag(),
+		Flags: flags(natsFlags(), streamLimitFlags(), []cli.Flag{schemasFlag(), jsonFlag(), maxJobBytesFlag(),
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "publish the valid lines and report the bad ones"},
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
@@ -92,6 +92,9 @@ as a duplicate, not published again. Exit 1 when lines were rejected without --s
 					return err
 				}
 				defer conn.Close()
+				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
+					return err
+				}
 				// Second pass: read the input again and publish it.
 				stats, err = submitChecked(c.Context, conn, jc, open, c.Bool("rerun"), e.progress("submitted", jc.valid))
 				if err != nil {
