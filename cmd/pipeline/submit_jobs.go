@@ -18,9 +18,13 @@ import (
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
-// submitBatch is how many jobs go to one Conn.Submit call in the publish
-// pass: the jobs in memory at a time.
-const submitBatch = 1000
+// submitBatch and submitBatchBytes bound one Conn.Submit call of the
+// publish pass, so the jobs in memory at a time: large enough for the
+// publishes to stay pipelined, small enough to stay flat.
+const (
+	submitBatch      = 10_000
+	submitBatchBytes = 16 << 20
+)
 
 // opener opens the job input again for each pass.
 type opener func() (io.ReadCloser, error)
@@ -170,7 +174,7 @@ func (jc *jobCheck) itemsFrom(open opener, rerun bool, each func(ingest.SubmitIt
 func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open opener, rerun bool, progress func(int)) (ingest.SubmitStats, error) {
 	var total ingest.SubmitStats
 	var batch []ingest.SubmitItem
-	done := 0
+	done, size := 0, 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -186,12 +190,14 @@ func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open op
 		total.AlreadyDone += s.AlreadyDone
 		total.Reruns += s.Reruns
 		done += len(batch)
-		batch = batch[:0]
+		clear(batch) // let the published jobs go
+		batch, size = batch[:0], 0
 		return err
 	}
 	err := jc.itemsFrom(open, rerun, func(it ingest.SubmitItem) error {
 		batch = append(batch, it)
-		if len(batch) < submitBatch {
+		size += len(it.Data)
+		if len(batch) < submitBatch && size < submitBatchBytes {
 			return nil
 		}
 		return flush()
