@@ -57,7 +57,20 @@ type Config struct {
 	// SyncInterval of the embedded server's store (default 2 minutes, the
 	// server's own default) when SyncAlways is false.
 	SyncInterval time.Duration
+	// StreamLimits bound the RESULTS and DLQ streams by age and size; the
+	// zero value leaves them as they are (unlimited when created).
+	StreamLimits StreamLimits
 	Logger       *slog.Logger
+}
+
+// StreamLimits bound the RESULTS and DLQ streams (the JOBS work queue
+// empties itself). The server discards the oldest messages past a limit.
+// A nil field leaves the stream's current setting as it is (none, on a
+// stream being created); a zero value means no limit. They are applied when
+// a stream is created and updated on an existing one at every Connect.
+type StreamLimits struct {
+	MaxAge   *time.Duration
+	MaxBytes *int64
 }
 
 // SubmitStats counts what Submit did.
@@ -206,6 +219,12 @@ type WorkerConfig struct {
 	// it must return soon (Offer waits at most 100ms).
 	Stored func(SinkMsg)
 	Logger *slog.Logger
+
+	// HandedBack, if set, is called with the number of jobs handed back to
+	// the stream undone (naked, to be redelivered) because the workers were
+	// stopping: fetched ahead and not started, or still in flight when the
+	// shutdown grace ran out. It must return soon.
+	HandedBack func(n int)
 
 	// StoreFailed, if set, is called with the error of every result or
 	// dead letter that could not be stored (the job is handed back); it

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -61,7 +63,7 @@ func jobOptions() jsonv2.Options {
 func ParseJob(data []byte) (Job, error) {
 	var j Job
 	if err := jsonv2.Unmarshal(data, &j, jobOptions()); err != nil {
-		return Job{}, fmt.Errorf("%w: not a JSON object: %v", ErrInvalidJob, err)
+		return Job{}, fmt.Errorf("%w: %s", ErrInvalidJob, decodeProblem(err))
 	}
 	switch {
 	case j.ID == "":
@@ -79,4 +81,48 @@ func ParseJob(data []byte) (Job, error) {
 		return j, fmt.Errorf("%w: field \"metadata\" must be an object", ErrInvalidJob)
 	}
 	return j, nil
+}
+
+// decodeProblem says in JSON's terms, never Go's, why a job did not decode:
+// "a job must be a JSON object, got an array", "field "input" must be a
+// string, got a number", "not valid JSON at byte 12: ...".
+func decodeProblem(err error) string {
+	var se *jsonv2.SemanticError
+	var sy *jsontext.SyntacticError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "not valid JSON: it ends before the object is closed"
+	case errors.As(err, &sy):
+		return fmt.Sprintf("not valid JSON at byte %d: %v", sy.ByteOffset, sy.Err)
+	case errors.As(err, &se) && se.JSONPointer == "":
+		return "a job must be a JSON object, got " + kindName(se.JSONKind)
+	case errors.As(err, &se):
+		field := strings.TrimPrefix(string(se.JSONPointer), "/")
+		want := "a string"
+		if field == "metadata" {
+			want = "an object"
+		}
+		return fmt.Sprintf("field %q must be %s, got %s", field, want, kindName(se.JSONKind))
+	default:
+		return "not a JSON object: " + err.Error()
+	}
+}
+
+// kindName names a JSON value's kind with its article.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "another type"
 }

@@ -379,9 +379,15 @@ func (l *sinkLoop) observe(ctx context.Context) (caught bool, err error) {
 			st.cursor, st.seen, st.due = 0, nil, 0
 			st.jump(info.FirstSeq - min(info.FirstSeq, 1))
 		case info.FirstSeq > st.cursor+1:
-			if st.advanced() < info.FirstSeq-1 {
-				l.log.Warn("sink: messages left the stream before they were indexed (stream limits or purge)",
-					"stream", st.name, "cursor", st.cursor, "first_seq", info.FirstSeq)
+			if adv := st.advanced(); adv < info.FirstSeq-1 {
+				lost := info.FirstSeq - 1 - adv
+				for seq := range st.held {
+					if seq > adv && seq < info.FirstSeq {
+						lost-- // handed over by a worker: the index has it
+					}
+				}
+				l.log.Warn("sink: outcomes left the stream before they were indexed (stream limits --stream-max-age / --stream-max-bytes, or a purge); they are gone",
+					"stream", st.name, "lost", lost, "cursor", st.cursor, "first_seq", info.FirstSeq)
 			}
 			st.jump(info.FirstSeq - 1)
 		}

@@ -41,11 +41,42 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 // nothing.
 func (c *Conn) ensureStreams(ctx context.Context) error {
 	for _, sc := range c.streamConfigs() {
+		if sc.Name != StreamJobs {
+			if err := c.applyLimits(ctx, &sc); err != nil {
+				return err
+			}
+		}
 		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("creating or updating stream %s (%s, replicas %d): %w", sc.Name, sc.Subjects[0], sc.Replicas, err)
 		}
 	}
 	return c.ensureBuckets(ctx)
+}
+
+// applyLimits sets the configured StreamLimits on sc, keeping the existing
+// stream's setting for a limit that is not configured.
+func (c *Conn) applyLimits(ctx context.Context, sc *jetstream.StreamConfig) error {
+	lim := c.cfg.StreamLimits
+	if lim.MaxAge == nil || lim.MaxBytes == nil {
+		s, err := c.js.Stream(ctx, sc.Name)
+		switch {
+		case err == nil:
+			have := s.CachedInfo().Config
+			sc.MaxAge, sc.MaxBytes = have.MaxAge, have.MaxBytes
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return fmt.Errorf("looking up stream %s: %w", sc.Name, err)
+		}
+	}
+	if lim.MaxAge != nil {
+		sc.MaxAge = max(*lim.MaxAge, 0)
+	}
+	if lim.MaxBytes != nil {
+		sc.MaxBytes = *lim.MaxBytes
+		if sc.MaxBytes <= 0 {
+			sc.MaxBytes = -1
+		}
+	}
+	return nil
 }
 
 // Defaults of WorkerConfig.

@@ -332,6 +332,7 @@ func (r *runner) fetch(ctx context.Context, n int) (int, error) {
 		if ctx.Err() != nil || r.stopped() {
 			// Arrived after shutdown began: hand it back.
 			r.nak(msg, shutdownNakDelay)
+			r.handedBack(1)
 			<-r.sem
 			<-r.outstanding
 			continue
@@ -445,9 +446,17 @@ func (r *runner) handBackQueued() {
 
 func (r *runner) handBack(q delivered) {
 	r.nakOnce(q.j, jitter(shutdownNakDelay))
+	r.handedBack(1)
 	r.untrack(q.j)
 	<-r.sem
 	<-r.outstanding
+}
+
+// handedBack reports n jobs handed back undone to WorkerConfig.HandedBack.
+func (r *runner) handedBack(n int) {
+	if n > 0 && r.cfg.HandedBack != nil {
+		r.cfg.HandedBack(n)
+	}
 }
 
 // handleLoop is one of Concurrency handler goroutines: it runs Handle for
@@ -510,6 +519,7 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 		}
 	}
 	r.mu.Unlock()
+	r.handedBack(left)
 	r.log.Warn("shutdown grace ran out; handed in-flight jobs back", "jobs", left, "grace", r.cfg.ShutdownGrace)
 	select {
 	case <-done:

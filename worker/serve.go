@@ -60,13 +60,26 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 		sink = conn.NewSink(&index{st: cfg.Store, log: log, health: health}, ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log})
 		// The workers hand their outcomes straight to the sink; it reads
 		// from the streams only what did not arrive that way.
-		cfg.Workers.Stored = func(m ingest.SinkMsg) { sink.Offer(m) }
+		// A caller's own Stored hook sees every outcome too.
+		stored := cfg.Workers.Stored
+		cfg.Workers.Stored = func(m ingest.SinkMsg) {
+			if stored != nil {
+				stored(m)
+			}
+			sink.Offer(m)
+		}
 		go func() { sinkDone <- sink.Run(sinkCtx) }()
 	} else {
 		sinkDone <- nil
 	}
-	if m := cfg.Metrics; m != nil && cfg.Workers.AlreadyDone == nil {
-		cfg.Workers.AlreadyDone = func(string) { m.AlreadyDone.Inc() }
+	if m := cfg.Metrics; m != nil {
+		done := cfg.Workers.AlreadyDone
+		cfg.Workers.AlreadyDone = func(id string) {
+			if done != nil {
+				done(id)
+			}
+			m.AlreadyDone.Inc()
+		}
 	}
 	// Background helpers stop with the sink, and Serve waits for them, so
 	// none of them touches the store after Serve returns.

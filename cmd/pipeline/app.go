@@ -58,8 +58,21 @@ func withCode(code int, err error) error {
 // Main runs the CLI with the given arguments and streams and returns the
 // exit code. Tests call it directly.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return mainContext(context.Background(), args, stdin, stdout, stderr)
+}
+
+// mainContext is Main under ctx: cancelling it stops a command as a signal
+// would (tests stop `run` this way).
+func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	app := newApp(stdin, stdout, stderr)
-	err := app.Run(args)
+	if len(args) == 2 && (args[1] == "--version" || args[1] == "-version") {
+		// The version command under its flag's name. No global --version
+		// flag: commands read their own --version (report's schema
+		// version), and a global one would answer for them where they
+		// have none (demo, which builds a report).
+		args = []string{args[0], "version"}
+	}
+	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
 	}
@@ -89,6 +102,9 @@ func isUsageError(err error) bool {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// terminal reports whether one of the streams is a terminal: progress
+	// is drawn only on one, and a submit reading a terminal says so.
+	terminal func(stream any) bool
 
 	// mu guards conns and cancel: the NATS connections the running command
 	// opened, and the cancel of its context. A connection that loses the
@@ -104,7 +120,16 @@ type env struct {
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, secrets: secret.New()}
+	return newAppEnv(&env{stdin: stdin, stdout: stdout, stderr: stderr, terminal: isTTY})
+}
+
+// newAppEnv builds the CLI on e (tests set e.terminal to see what a
+// terminal would).
+func newAppEnv(e *env) *cli.App {
+	if e.secrets == nil {
+		e.secrets = secret.New()
+	}
+	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	app := &cli.App{
 		Name:  "pipeline",
 		Usage: "turn unreliable LLM output into validated, structured data, and find the schema fields models cannot satisfy",
@@ -113,18 +138,33 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 feeding the model the exact field diagnostics, and stores results and dead letters; 'pipeline report'
 clusters failures by field path. Without --nats-url every command uses (or joins) an embedded NATS
 server with its store under --data-dir. 'pipeline demo' shows it all on the built-in simulator.
+'pipeline --version' (or 'pipeline version') prints the module version and VCS revision.
 
 Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
 (NATS, SQLite, a schema that does not compile); 4 the model provider rejected the credentials.`,
+		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		Reader:               stdin,
-		HideHelpCommand:      true,
+		HideHelpCommand:      true, // our own help command below: it knows unknown commands
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return &exitError{code: exitUsage, err: err}
+		},
+		// Bare `pipeline` prints the help on stderr and exits 2; a first
+		// argument that is no command is an unknown command (exit 2).
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fail(exitUsage, "unknown command %q (see 'pipeline --help')", c.Args().First())
+			}
+			c.App.Writer = e.stderr
+			defer func() { c.App.Writer = e.stdout }()
+			if err := cli.ShowAppHelp(c); err != nil {
+				return err
+			}
+			return fail(exitUsage, "no command given")
 		},
 		Commands: []*cli.Command{
 			e.demoCommand(),
@@ -137,9 +177,17 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 			e.sanitizeCommand(),
 			e.validateCommand(),
 			e.schemasCommand(),
+			e.versionCommand(),
+			e.helpCommand(),
 		},
 	}
+	for _, cmd := range app.Commands {
+		if len(cmd.Subcommands) > 0 && cmd.Action == nil {
+			cmd.Action = e.groupAction
+		}
+	}
 	setUsageErrors(app.Commands)
+	refuseLateFlags(app.Commands)
 	e.watchConns(app.Commands)
 	return app
 }
@@ -167,6 +215,75 @@ func (e *env) watchConns(cmds []*cli.Command) {
 				return withCode(exitRuntime, fmt.Errorf("connection to NATS lost: %w", lost))
 			}
 			return err
+		}
+	}
+}
+
+// helpCommand is `pipeline help [COMMAND [SUBCOMMAND]]`: the same text as
+// `pipeline COMMAND --help`; a name that is no command exits 2.
+func (e *env) helpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "help",
+		Aliases:   []string{"h"},
+		Usage:     "show the commands, or one command's help and flags",
+		ArgsUsage: "[COMMAND [SUBCOMMAND]]",
+		Action: func(c *cli.Context) error {
+			names := c.Args().Slice()
+			if len(names) == 0 {
+				return cli.ShowAppHelp(c)
+			}
+			cmds := c.App.Commands
+			for _, n := range names {
+				var found *cli.Command
+				for _, cmd := range cmds {
+					if cmd.HasName(n) && cmd.Name != "help" {
+						found = cmd
+					}
+				}
+				if found == nil {
+					return fail(exitUsage, "unknown command %q (see 'pipeline --help')", strings.Join(names, " "))
+				}
+				cmds = found.Subcommands
+			}
+			return c.App.RunContext(c.Context, append(append([]string{c.App.Name}, names...), "--help"))
+		},
+	}
+}
+
+// groupAction runs for a command of subcommands (dlq, schemas) given no
+// subcommand, or one it does not have: its help on stderr, exit 2.
+func (e *env) groupAction(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fail(exitUsage, "unknown command %q (see '%s --help')", c.Command.Name+" "+c.Args().First(), c.Command.HelpName)
+	}
+	c.App.Writer = e.stderr
+	defer func() { c.App.Writer = e.stdout }()
+	if err := cli.ShowSubcommandHelp(c); err != nil {
+		return err
+	}
+	return fail(exitUsage, "%s needs a subcommand", c.Command.HelpName)
+}
+
+// refuseLateFlags wraps every command's action: urfave/cli stops reading
+// flags at the first argument, so a flag after it (`schemas lint DIR
+// --json`) would be taken for an argument. It is refused, saying to put
+// flags first, instead of being silently ignored or misread.
+func refuseLateFlags(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		refuseLateFlags(cmd.Subcommands)
+		action := cmd.Action
+		if action == nil {
+			continue
+		}
+		cmd.Action = func(c *cli.Context) error {
+			args := c.Args().Slice()
+			for i, a := range args {
+				if i > 0 && strings.HasPrefix(a, "-") && a != "-" {
+					return fail(exitUsage, "flag %s after the argument %q: put flags before arguments (%s [flags] %s)",
+						a, args[0], c.Command.HelpName, strings.TrimSpace(c.Command.ArgsUsage))
+				}
+			}
+			return action(c)
 		}
 	}
 }
@@ -322,6 +439,11 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 		DuplicateWindow: c.Duration("duplicate-window"),
 		Logger:          log,
 	}
+	limits, err := streamLimits(c)
+	if err != nil {
+		return nil, err
+	}
+	cfg.StreamLimits = limits
 	if cfg.URL == "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 			return nil, fail(exitRuntime, "creating --data-dir: %w", err)
@@ -349,7 +471,10 @@ func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
 	p := dbPath(c)
 	if !create {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or set --data-dir / --db): %w", p, err)
+			if c.String("db") == "" {
+				return nil, noData(c.String("data-dir"))
+			}
+			return nil, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db): %w", p, err)
 		}
 	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fail(exitRuntime, "creating %s: %w", filepath.Dir(p), err)
@@ -359,6 +484,26 @@ func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
 		return nil, withCode(exitRuntime, fmt.Errorf("opening index %s: %w", p, err))
 	}
 	return st, nil
+}
+
+// noData is the error of a read-only command on a data dir without any
+// pipeline data (exit 3): most often a wrong --data-dir.
+func noData(dir string) error {
+	return fail(exitRuntime, "no pipeline data in %s (run `pipeline submit` first, or pass --data-dir)", dir)
+}
+
+// requireStore refuses, before connecting, a read-only command on the
+// embedded server of a data dir that holds no NATS store: connecting would
+// create one, and an empty answer would hide the wrong --data-dir.
+func requireStore(c *cli.Context) error {
+	if c.String("nats-url") != "" {
+		return nil
+	}
+	dir := c.String("data-dir")
+	if _, err := os.Stat(filepath.Join(dir, "nats")); err != nil {
+		return noData(dir)
+	}
+	return nil
 }
 
 // schemaLimitFlags are the limits a schema file must keep to load. Commands
@@ -471,8 +616,8 @@ func (e *env) readInput(c *cli.Context) (io.ReadCloser, string, error) {
 	return f, name, nil
 }
 
-// isTTY reports whether w is a terminal (progress is shown only there).
-func isTTY(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTTY reports whether stream (a reader or a writer) is a terminal.
+func isTTY(stream any) bool {
+	f, ok := stream.(*os.File)
 	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/signal"
@@ -55,15 +54,17 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			items, bad, err := checkJobs(bytes.NewReader(examples.Jobs()), reg, ingest.DefaultMaxJobBytes, false)
+			jc, src := newJobCheck(reg, ingest.DefaultMaxJobBytes), bytesSource(examples.Jobs())
+			var bad []string
+			err = jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
 			if err != nil || len(bad) > 0 {
-				return fail(exitRuntime, "example jobs do not match the schemas (%d bad lines): %v", len(bad), err)
+				return fail(exitRuntime, "example jobs do not match the schemas (%d bad lines: %v): %v", len(bad), bad, err)
 			}
 			conn, err := e.connect(ctx, c, log)
 			if err != nil {
 				return err
 			}
-			stats, err := submit(ctx, conn, items, e.progress("submitted", len(items)))
+			stats, err := submitChecked(ctx, conn, jc, src, false, e.progress("submitted", jc.valid))
 			conn.Close()
 			if err != nil {
 				return withCode(exitRuntime, err)

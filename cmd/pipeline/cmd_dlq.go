@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -237,13 +238,16 @@ func (e *env) replayCommand() *cli.Command {
 letter is marked replayed; its new outcome is indexed as run n. With --dry-run only the count and
 the ids are printed. Failures are printed per job; exit 1 if any job could not be replayed.`,
 		ArgsUsage: "[JOB_ID...]",
-		Flags:     flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"}}, logFlags()),
+		Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"},
+			&cli.StringSliceFlag{Name: "id", Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
+		}, logFlags()),
 		Action: func(c *cli.Context) error {
 			f, err := readFilter(c)
 			if err != nil {
 				return err
 			}
-			f.IDs = c.Args().Slice()
+			f.IDs = append(c.StringSlice("id"), c.Args().Slice()...)
 			if isEmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
@@ -256,15 +260,14 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if err != nil {
 				return withCode(exitRuntime, err)
 			}
+			if err := replayMatched(f, entries); err != nil {
+				return err
+			}
 			if c.Bool("dry-run") {
 				fmt.Fprintf(e.stdout, "would replay %d jobs\n", len(entries))
 				for _, en := range entries {
 					fmt.Fprintln(e.stdout, en.JobID)
 				}
-				return nil
-			}
-			if len(entries) == 0 {
-				fmt.Fprintln(e.stdout, "replayed 0 jobs")
 				return nil
 			}
 			conn, _, err := e.dial(c)
@@ -288,6 +291,55 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			return nil
 		},
 	}
+}
+
+// replayMatched refuses (exit 1) a replay whose filter matched no dead
+// letter, or whose job ids name jobs that have none to replay, saying which.
+func replayMatched(f dlq.Filter, entries []dlq.Entry) error {
+	if len(f.IDs) > 0 {
+		found := make(map[string]bool, len(entries))
+		for _, en := range entries {
+			found[en.JobID] = true
+		}
+		var missing []string
+		for _, id := range f.IDs {
+			if !found[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			return fail(exitNegative, "no dead letter to replay for job id(s) %s (not in the index, already replayed, or outside the other filters)", strings.Join(missing, ", "))
+		}
+	}
+	if len(entries) == 0 {
+		return fail(exitNegative, "no dead letter matches %s (already replayed ones are left out; see 'pipeline dlq list --replayed')", describeFilter(f))
+	}
+	return nil
+}
+
+// describeFilter names the filter flags set, as a user typed them.
+func describeFilter(f dlq.Filter) string {
+	var parts []string
+	add := func(flag, v string) {
+		if v != "" {
+			parts = append(parts, "--"+flag+" "+v)
+		}
+	}
+	add("schema", f.Schema)
+	add("class", f.Class)
+	add("path", f.Path)
+	add("cluster", f.Cluster)
+	add("model", f.Model)
+	if !f.Since.IsZero() {
+		add("since", f.Since.Format(time.RFC3339))
+	}
+	if !f.Until.IsZero() {
+		add("until", f.Until.Format(time.RFC3339))
+	}
+	if len(parts) == 0 {
+		return "the filter"
+	}
+	return strings.Join(parts, " ")
 }
 
 func replayOne(ctx context.Context, conn *ingest.Conn, st *dlq.Store, en dlq.Entry) error {

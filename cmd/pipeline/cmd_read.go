@@ -30,6 +30,9 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
+			if err := requireStore(c); err != nil {
+				return err
+			}
 			conn, _, err := e.dial(c)
 			if err != nil {
 				return err

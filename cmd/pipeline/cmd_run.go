@@ -54,7 +54,7 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown to the model per attempt (the rest are counted)"},
 		&cli.DurationFlag{Name: "sim-latency", Value: 100 * time.Millisecond, Usage: "sim: latency of each call"},
 		&cli.Int64Flag{Name: "sim-seed", Value: 1, Usage: "sim: random seed"},
-		&cli.Float64Flag{Name: "sim-fix-rate", Value: -1, Usage: "sim: probability that each field named in the feedback gets fixed (default: the simulator's)"},
+		&cli.Float64Flag{Name: "sim-fix-rate", Value: sim.DefaultConfig().FixRate, Usage: "sim: probability that each field named in the feedback gets fixed"},
 		&cli.Float64Flag{Name: "sim-fault-scale", Value: 1, Usage: "sim: multiplies every fault rate (0: always valid on first pass)"},
 		&cli.StringFlag{Name: "sim-force", Usage: "sim: force a failure class: truncated, grammar, transport, auth, request_error or no_progress"},
 	}
@@ -65,7 +65,7 @@ func workerFlags() []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, EnvVars: []string{"PIPELINE_CONCURRENCY"}, Value: 16, Usage: "jobs in flight (0: no workers, run the sink alone)"},
 		&cli.BoolFlag{Name: "until-idle", Usage: "exit once no job is pending or in flight and every outcome is stored"},
 		&cli.DurationFlag{Name: "shutdown-grace", Value: 30 * time.Second, Usage: "on SIGINT/SIGTERM, how long in-flight jobs may finish before they are handed back to the stream"},
-		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: request-timeout plus a margin; heartbeats keep long calls alive)"},
+		&cli.DurationFlag{Name: "ack-wait", Value: 0, Usage: "how long the server waits for a worker before redelivering (0: max(30s, request-timeout/2); heartbeats every third of it keep long calls alive)"},
 		&cli.IntFlag{Name: "max-deliver", Value: 5, Usage: "deliveries of one job before it is dead-lettered"},
 		maxJobBytesFlag(),
 		&cli.BoolFlag{Name: "sink", Value: true, Usage: "run the sink that writes the SQLite index (run it in exactly one process per index)"},
@@ -83,7 +83,7 @@ func (e *env) runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run workers (and the sink) on the jobs stream",
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
 			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
 				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
 		}, schemaLimitFlags(), logFlags()),
@@ -123,7 +123,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopMetrics()
 	}
-	bm, err := e.buildModel(c, log, metrics)
+	status := newRunStatus(time.Now())
+	bm, err := e.buildModel(c, log, metrics, status)
 	if err != nil {
 		return err
 	}
@@ -174,6 +175,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer leave()
 	}
+	if !c.Bool("sink") {
+		if err := warnStreamLoss(ctx, c, conn, log); err != nil {
+			return err
+		}
+	}
 
 	cfg := worker.ServeConfig{
 		Workers: ingest.WorkerConfig{
@@ -184,6 +190,10 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			UntilIdle:     c.Bool("until-idle"),
 			MaxJobBytes:   jobLimit,
 			Logger:        log,
+			// The status counts from the workers' own outcomes.
+			Stored:      status.stored,
+			AlreadyDone: func(string) { status.alreadyDone.Add(1) },
+			HandedBack:  func(n int) { status.handedBack.Add(int64(n)) },
 		},
 		NoWorkers:     c.Int("concurrency") == 0,
 		RetainMaxAge:  c.Duration("dlq-max-age"),
@@ -202,9 +212,17 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		defer st.Close()
 		cfg.Store = st
 	}
-	stopProgress := e.runProgress(ctx, conn)
-	err = worker.Serve(ctx, conn, h, cfg)
+	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
+	err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	stopProgress()
+	if !cfg.NoWorkers {
+		// The end of the run, on stderr: what was handed back when it was
+		// stopped, and the summary line.
+		if ctx.Err() != nil {
+			fmt.Fprintf(e.stderr, "stopped: %d jobs handed back\n", status.handedBack.Load())
+		}
+		fmt.Fprintln(e.stderr, summaryLine(status.snapshot(time.Now())))
+	}
 	if err == nil {
 		return nil
 	}
@@ -217,10 +235,16 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 // ackWait is the server's redelivery timer: a model call may take the whole
 // request timeout, and heartbeats (a third of it) keep longer work alive.
 func ackWait(c *cli.Context) time.Duration {
-	if d := c.Duration("ack-wait"); d > 0 {
-		return d
+	return ackWaitFor(c.Duration("ack-wait"), c.Duration("request-timeout"))
+}
+
+// ackWaitFor is --ack-wait when set, else max(30s, request-timeout/2), as
+// its help says.
+func ackWaitFor(set, requestTimeout time.Duration) time.Duration {
+	if set > 0 {
+		return set
 	}
-	return max(30*time.Second, c.Duration("request-timeout")/2)
+	return max(30*time.Second, requestTimeout/2)
 }
 
 // builtModel is the model buildModel made: what the heal loop calls (the
@@ -258,7 +282,7 @@ func shareLimit(ctx context.Context, conn *ingest.Conn, bm builtModel, log *slog
 
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics) (builtModel, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (builtModel, error) {
 	spec := c.String("model")
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
@@ -307,9 +331,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		sc := sim.DefaultConfig()
 		sc.Latency = c.Duration("sim-latency")
 		sc.Seed = c.Int64("sim-seed")
-		if f := c.Float64("sim-fix-rate"); f >= 0 {
-			sc.FixRate = f
-		}
+		sc.FixRate = c.Float64("sim-fix-rate")
 		scale := c.Float64("sim-fault-scale")
 		if scale < 0 {
 			return builtModel{}, fail(exitUsage, "--sim-fault-scale must be >= 0, got %g", scale)
@@ -365,6 +387,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 				log.Warn("model circuit breaker "+state+": not taking jobs", "provider", provider, "cooldown", c.Duration("breaker-cooldown"))
 			}
 			metrics.SetBreaker(provider, state)
+			status.breaker.Store(state)
 		},
 	})
 	metrics.SetBreaker(provider, llm.StateClosed)
@@ -400,38 +423,6 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 		defer cancel()
 		_ = srv.Shutdown(ctx) // best effort on the way out
 	}, nil
-}
-
-// runProgress draws a status line on a terminal (stderr) while the workers
-// run: outcomes stored in the streams, jobs waiting and in flight. It
-// returns the function that stops it; nothing is drawn off a terminal.
-func (e *env) runProgress(ctx context.Context, conn *ingest.Conn) func() {
-	if !isTTY(e.stderr) {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				fmt.Fprintln(e.stderr)
-				return
-			case <-t.C:
-			}
-			p, err := conn.Pending(ctx)
-			if err != nil {
-				continue
-			}
-			fmt.Fprintf(e.stderr, "\r%s  results %d  dead letters %d  waiting %d  in flight %d   ",
-				time.Since(start).Round(time.Second), p.Results, p.DeadLetters, p.Pending, p.AckPending)
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // setMemoryLimit applies --memory-limit unless the environment already set

@@ -7,12 +7,22 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
+
+// shortVersion is a schema version as the report prints it: the first 8
+// characters of the hash.
+func shortVersion(v string) string {
+	if len(v) > 8 {
+		return v[:8]
+	}
+	return v
+}
 
 // maxRawInput bounds what sanitize and validate read.
 const maxRawInput = 64 << 20
@@ -156,7 +166,8 @@ func (e *env) schemasCommand() *cli.Command {
 			{
 				Name:  "list",
 				Usage: "list schema ids with their version hash and file; files that do not load are listed as broken, with why",
-				Description: `One line per schema file: id, version (or "broken"), file, and for a broken file its error; with
+				Description: `A header, then one line per schema file: id, version (its first 8 characters, as the report
+shows it, or "broken"), file, and for a broken file its error; with
 --json one object per line: {"id","version","file","uses"?} or {"id","file","broken":true,"error"}.
 "uses" lists the other files of the directory a schema references (its version covers them).
 Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
@@ -184,20 +195,29 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: oneLine(ce.Err.Error())})
 					}
 					sort.SliceStable(rows, func(i, j int) bool { return rows[i].File < rows[j].File })
-					for _, r := range rows {
-						if c.Bool("json") {
+					if c.Bool("json") {
+						for _, r := range rows {
 							b, err := json.Marshal(r)
 							if err != nil {
 								return err
 							}
 							fmt.Fprintf(e.stdout, "%s\n", b)
-							continue
 						}
+						return nil
+					}
+					// The version as the report shows it (its first 8
+					// characters); --json has it whole.
+					tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tVERSION\tFILE\tERROR")
+					for _, r := range rows {
+						version := shortVersion(r.Version)
 						if r.Broken {
-							fmt.Fprintf(e.stdout, "%s\tbroken\t%s\t%s\n", r.ID, r.File, r.Error)
-						} else {
-							fmt.Fprintf(e.stdout, "%s\t%s\t%s\n", r.ID, r.Version, r.File)
+							version = "broken"
 						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, version, r.File, r.Error)
+					}
+					if err := tw.Flush(); err != nil {
+						return err
 					}
 					return nil
 				},

@@ -92,7 +92,7 @@ func TestExitCodes(t *testing.T) {
 		stderr string // substring expected on stderr
 	}{
 		{"unknown flag", "", []string{"run", "--no-such-flag"}, exitUsage, "", "no-such-flag"},
-		{"bad log level", "", []string{"stats", "--data-dir", t.TempDir()}, exitRuntime, "", "no index"},
+		{"stats on an empty data dir", "", []string{"stats", "--data-dir", t.TempDir()}, exitRuntime, "", "no pipeline data"},
 		{"sanitize fenced", "```json\n{\"a\": 1,}\n```", []string{"sanitize", "--explain"}, exitOK, `"a"`, "stages:"},
 		{"sanitize truncated", `{"a": [1, 2`, []string{"sanitize"}, exitNegative, "", "truncated"},
 		{"sanitize prose only", "I'm sorry, I cannot help with that.", []string{"sanitize"}, exitNegative, "", "no JSON"},

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -161,4 +162,23 @@ not json at all
 	if _, err := os.Stat(filepath.Join(dir, "nats")); err == nil {
 		t.Errorf("a rejected file should not even start NATS")
 	}
+}
+
+// syncBuffer is a stderr (or stdout) the test reads while a command, its
+// progress goroutine and its logger write it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

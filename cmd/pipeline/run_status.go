@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+)
+
+// runStatus counts what this process's workers did, from their own
+// outcomes: the progress bar on a terminal and the summary line at the end
+// of `run` read it. Every method is safe for concurrent use.
+type runStatus struct {
+	start time.Time
+
+	inHandle    atomic.Int64 // jobs in the handler now: what --concurrency bounds
+	succeeded   atomic.Int64
+	alreadyDone atomic.Int64 // acked without a model call: the ledger says they ended
+	calls       atomic.Int64 // model calls (attempts)
+	tokens      atomic.Int64 // prompt + completion tokens
+	handedBack  atomic.Int64 // jobs handed back undone on shutdown
+	breaker     atomic.Value // string: the model breaker's state
+
+	mu   sync.Mutex
+	dead map[string]int // dead letters by class
+}
+
+func newRunStatus(now time.Time) *runStatus {
+	s := &runStatus{start: now, dead: map[string]int{}}
+	s.breaker.Store(llm.StateClosed)
+	return s
+}
+
+// handler wraps h to count the jobs in it.
+func (s *runStatus) handler(h ingest.Handler) ingest.Handler {
+	return ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+		s.inHandle.Add(1)
+		defer s.inHandle.Add(-1)
+		return h.Handle(ctx, d)
+	})
+}
+
+// stored counts one result or dead letter the stream acknowledged
+// (ingest.WorkerConfig.Stored).
+func (s *runStatus) stored(m ingest.SinkMsg) {
+	var o dlq.Outcome
+	switch r := m.Record.(type) {
+	case *dlq.Outcome:
+		o = *r
+	case dlq.Outcome:
+		o = r
+	default:
+		var err error
+		if o, err = dlq.DecodeOutcome(m.Data); err != nil {
+			return // not an outcome: nothing to count
+		}
+	}
+	s.calls.Add(int64(o.Attempts))
+	var tokens int64
+	for _, a := range o.Trace {
+		tokens += int64(a.PromptTokens + a.CompletionTokens)
+	}
+	s.tokens.Add(tokens)
+	if o.Status == dlq.StatusSucceeded {
+		s.succeeded.Add(1)
+		return
+	}
+	s.mu.Lock()
+	s.dead[o.Class]++
+	s.mu.Unlock()
+}
+
+// runSnapshot is the status at one moment.
+type runSnapshot struct {
+	Elapsed     time.Duration
+	Done        int64 // outcomes stored plus jobs found already done
+	Total       int64 // Done plus the jobs still waiting or unacked
+	Succeeded   int64
+	AlreadyDone int64
+	Dead        map[string]int
+	InFlight    int64
+	Calls       int64
+	Tokens      int64
+	HandedBack  int64
+	Breaker     string
+}
+
+func (s *runStatus) snapshot(now time.Time) runSnapshot {
+	snap := runSnapshot{
+		Elapsed: now.Sub(s.start), Succeeded: s.succeeded.Load(), AlreadyDone: s.alreadyDone.Load(),
+		InFlight: s.inHandle.Load(), Calls: s.calls.Load(), Tokens: s.tokens.Load(), HandedBack: s.handedBack.Load(),
+		Breaker: s.breaker.Load().(string), Dead: map[string]int{},
+	}
+	s.mu.Lock()
+	for k, v := range s.dead {
+		snap.Dead[k] = v
+		snap.Done += int64(v)
+	}
+	s.mu.Unlock()
+	snap.Done += snap.Succeeded + snap.AlreadyDone
+	snap.Total = snap.Done
+	return snap
+}
+
+func (s runSnapshot) deadLettered() int64 {
+	var n int64
+	for _, v := range s.Dead {
+		n += int64(v)
+	}
+	return n
+}
+
+// byClass is "schema 3, truncated 2": the classes by count, then name.
+func byClass(m map[string]int) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if m[ks[i]] != m[ks[j]] {
+			return m[ks[i]] > m[ks[j]]
+		}
+		return ks[i] < ks[j]
+	})
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// statusLine is what the progress bar shows beside the bar: done of total,
+// rate, ETA, results, dead letters by class, jobs in flight (in the
+// handler, as --concurrency counts them) and the breaker when not closed.
+func statusLine(s runSnapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d/%d jobs", s.Done, s.Total)
+	rate := 0.0
+	if secs := s.Elapsed.Seconds(); secs > 0 {
+		rate = float64(s.Done) / secs
+	}
+	fmt.Fprintf(&b, "  %.1f/s", rate)
+	switch left := s.Total - s.Done; {
+	case left <= 0:
+		b.WriteString("  ETA 0s")
+	case rate > 0:
+		fmt.Fprintf(&b, "  ETA %s", (time.Duration(float64(left)/rate) * time.Second).Round(time.Second))
+	default:
+		b.WriteString("  ETA ?")
+	}
+	fmt.Fprintf(&b, "  results %d  dead letters %d", s.Succeeded, s.deadLettered())
+	if len(s.Dead) > 0 {
+		fmt.Fprintf(&b, " (%s)", byClass(s.Dead))
+	}
+	fmt.Fprintf(&b, "  in flight %d", s.InFlight)
+	if s.Breaker != "" && s.Breaker != llm.StateClosed {
+		fmt.Fprintf(&b, "  breaker %s", s.Breaker)
+	}
+	return b.String()
+}
+
+// summaryLine is the one line `run` ends with, on stderr.
+func summaryLine(s runSnapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "run: %d jobs in %s: %d succeeded, %d dead-lettered", s.Done, s.Elapsed.Round(time.Millisecond), s.Succeeded, s.deadLettered())
+	if len(s.Dead) > 0 {
+		fmt.Fprintf(&b, " (%s)", byClass(s.Dead))
+	}
+	if s.AlreadyDone > 0 {
+		fmt.Fprintf(&b, ", %d already done", s.AlreadyDone)
+	}
+	fmt.Fprintf(&b, ", %d model calls, %d tokens", s.Calls, s.Tokens)
+	return b.String()
+}
+
+// pendingFunc reads the jobs still waiting or unacked on the consumer.
+type pendingFunc func(ctx context.Context) (ingest.PendingInfo, error)
+
+// showProgress draws the status on a progress bar on w while the workers
+// run, if w is a terminal; it returns the function that stops it. Total is
+// what is done plus what the consumer still holds (pending and unacked),
+// so it grows as jobs arrive.
+func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pending pendingFunc) func() {
+	if !e.terminal(w) {
+		return func() {}
+	}
+	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(20),
+		progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetRenderBlankState(true),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetElapsedTime(false),
+		progressbar.OptionSetPredictTime(false))
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	update := func() {
+		snap := st.snapshot(time.Now())
+		if p, err := pending(ctx); err == nil {
+			snap.Total = snap.Done + int64(p.Pending) + int64(p.AckPending)
+		}
+		bar.ChangeMax64(max(snap.Total, 1))
+		bar.Describe(statusLine(snap))
+		_ = bar.Set64(snap.Done) // a terminal write; nothing to do if it fails
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			update()
+			select {
+			case <-ctx.Done():
+				_ = bar.Exit()
+				fmt.Fprintln(w)
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}

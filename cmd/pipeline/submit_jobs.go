@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// submitBatch and submitBatchBytes bound one Conn.Submit call of the
+// publish pass, so the jobs in memory at a time: large enough for the
+// publishes to stay pipelined, small enough to stay flat.
+const (
+	submitBatch      = 10_000
+	submitBatchBytes = 16 << 20
+)
+
+// opener opens the job input again for each pass.
+type opener func() (io.ReadCloser, error)
+
+// jobSource returns how to open the command's FILE argument (or stdin, for
+// "-" or none) for each of the two passes, its name for messages, and the
+// cleanup to defer. Stdin is copied to a temporary file first, since it
+// can be read once only; on a terminal, a notice says it is being read.
+func (e *env) jobSource(c *cli.Context) (opener, string, func(), error) {
+	nothing := func() {}
+	if c.NArg() > 1 {
+		return nil, "", nothing, fail(exitUsage, "expected at most one FILE argument, got %d: %q", c.NArg(), c.Args().Slice())
+	}
+	name := c.Args().First()
+	if name != "" && name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, "", nothing, fail(exitUsage, "opening input: %w", err)
+		}
+		f.Close()
+		return func() (io.ReadCloser, error) { return os.Open(name) }, name, nothing, nil
+	}
+	if e.terminal(e.stdin) {
+		fmt.Fprintln(e.stderr, "pipeline: reading jobs (JSONL) from stdin; end with Ctrl-D, or pass a FILE")
+	}
+	tmp, err := os.CreateTemp("", "pipeline-submit-*.jsonl")
+	if err != nil {
+		return nil, "", nothing, fail(exitRuntime, "spooling stdin to a temporary file: %w", err)
+	}
+	cleanup := func() { os.Remove(tmp.Name()) }
+	_, err = io.Copy(tmp, e.stdin)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		cleanup()
+		return nil, "", nothing, fail(exitUsage, "reading <stdin> into %s: %w", tmp.Name(), err)
+	}
+	path := tmp.Name()
+	return func() (io.ReadCloser, error) { return os.Open(path) }, "<stdin>", cleanup, nil
+}
+
+// bytesSource is an opener over bytes in memory (the demo's examples).
+func bytesSource(b []byte) opener {
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+}
+
+// jobCheck checks job lines. The first pass (scan) remembers, per job id, a
+// 64-bit hash of it and the line it first appears on, nothing else: its
+// memory grows by some bytes per job, never with the jobs' size. The
+// second pass (publish) checks every line again and takes the first line
+// of each id. Two different ids with the same hash (odds about n²/2^65)
+// would be reported as a repeat.
+type jobCheck struct {
+	reg   *schemas.Registry
+	limit int64
+	seed  maphash.Seed
+	first map[uint64]int
+	valid int // lines that passed the first pass
+}
+
+func newJobCheck(reg *schemas.Registry, limit int64) *jobCheck {
+	return &jobCheck{reg: reg, limit: limit, seed: maphash.MakeSeed(), first: map[uint64]int{}}
+}
+
+// parse checks one line on its own: size, JSON, fields, schema. It returns
+// the job and its bytes, nil bytes for a blank line, or why it is refused.
+func (jc *jobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
+	if size > jc.limit {
+		return ingest.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
+	}
+	line := bytes.TrimSpace(raw)
+	if len(line) == 0 {
+		return ingest.Job{}, nil, ""
+	}
+	j, err := ingest.ParseJob(line)
+	if err != nil {
+		return j, nil, err.Error()
+	}
+	if _, ok := jc.reg.Get(j.Schema); !ok {
+		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
+	}
+	return j, line, ""
+}
+
+// scanFrom is the first pass over open's input: bad is called with every
+// refused line's number and reason.
+func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
+		j, line, reason := jc.parse(raw, size)
+		switch {
+		case reason != "":
+			bad(n, reason)
+		case line == nil: // blank
+		default:
+			h := maphash.String(jc.seed, j.ID)
+			if first, dup := jc.first[h]; dup {
+				bad(n, fmt.Sprintf("job id %q repeats line %d", j.ID, first))
+				return nil
+			}
+			jc.first[h] = n
+			jc.valid++
+		}
+		return nil
+	})
+}
+
+// itemsFrom is the second pass: each is called with every line the first
+// pass accepted, in order. A line that is not what the first pass saw
+// (the file changed in between) is an error.
+func (jc *jobCheck) itemsFrom(open opener, rerun bool, each func(ingest.SubmitItem) error) error {
+	r, err := open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	seen := 0
+	err = readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
+		j, line, reason := jc.parse(raw, size)
+		if reason != "" || line == nil {
+			return nil // refused (and reported) by the first pass
+		}
+		first, known := jc.first[maphash.String(jc.seed, j.ID)]
+		switch {
+		case !known:
+			return fmt.Errorf("line %d changed since it was checked (job id %q is new)", n, j.ID)
+		case first != n:
+			return nil // a repeat, refused by the first pass
+		}
+		seen++
+		return each(ingest.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Rerun: rerun})
+	})
+	if err == nil && seen != jc.valid {
+		err = fmt.Errorf("the input changed since it was checked: %d jobs now, %d then", seen, jc.valid)
+	}
+	return err
+}
+
+// submitChecked publishes what the first pass accepted, reading the input
+// again, submitBatch jobs at a time. progress, if not nil, gets the count
+// published so far, and -1 at the end.
+func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open opener, rerun bool, progress func(int)) (ingest.SubmitStats, error) {
+	var total ingest.SubmitStats
+	var batch []ingest.SubmitItem
+	done, size := 0, 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		var prog func(int)
+		if progress != nil {
+			base := done
+			prog = func(n int) { progress(base + n) }
+		}
+		s, err := conn.Submit(ctx, batch, prog)
+		total.Published += s.Published
+		total.Duplicates += s.Duplicates
+		total.AlreadyDone += s.AlreadyDone
+		total.Reruns += s.Reruns
+		done += len(batch)
+		clear(batch) // let the published jobs go
+		batch, size = batch[:0], 0
+		return err
+	}
+	err := jc.itemsFrom(open, rerun, func(it ingest.SubmitItem) error {
+		batch = append(batch, it)
+		size += len(it.Data)
+		if len(batch) < submitBatch && size < submitBatchBytes {
+			return nil
+		}
+		return flush()
+	})
+	if err == nil {
+		err = flush()
+	}
+	if progress != nil {
+		progress(-1)
+	}
+	if err != nil {
+		return total, fmt.Errorf("publishing jobs (%d stored before the error): %w", total.Published, err)
+	}
+	return total, nil
+}
+
+// progress returns a callback that draws a progress bar on a terminal
+// (stderr), or nil when stderr is not a terminal. -1 ends the bar.
+func (e *env) progress(what string, total int) func(int) {
+	if !e.terminal(e.stderr) {
+		return nil
+	}
+	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("jobs"),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true))
+	return func(done int) {
+		if done < 0 {
+			_ = bar.Finish() // a terminal write; nothing to do if it fails
+			fmt.Fprintln(e.stderr)
+			return
+		}
+		_ = bar.Set(done)
+	}
+}
+
+// readLines calls fn with every line of r (its number from 1, its bytes
+// without the line break, and its size) until fn returns an error. A line
+// longer than limit is not held in memory: fn gets its size and only a
+// prefix of it.
+func readLines(r io.Reader, limit int64, fn func(n int, line []byte, size int64) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for n := 1; ; n++ {
+		buf = buf[:0]
+		var size int64
+		var last []byte // the line's last chunk: it holds the line break
+		eof := false
+		for {
+			chunk, err := br.ReadSlice('\n')
+			size += int64(len(chunk))
+			if int64(len(buf)) <= limit {
+				buf = append(buf, chunk...)
+			}
+			last = chunk
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				eof = true
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("line %d: %w", n, err)
+			}
+			break
+		}
+		if eof && size == 0 {
+			return nil
+		}
+		// The line break is not the job's.
+		brk := len(last) - len(bytes.TrimRight(last, "\r\n"))
+		size -= int64(brk)
+		line := buf
+		if int64(len(buf)) == size+int64(brk) {
+			line = buf[:size]
+		}
+		if err := fn(n, line, size); err != nil {
+			return err
+		}
+		if eof {
+			return nil
+		}
+	}
+}

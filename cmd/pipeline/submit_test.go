@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/schemas"
+)
+
+// TestSubmitReadsTheInputTwice: a first pass checks, a second publishes
+// what it accepted (the first line of a repeated id, not the repeat).
+func TestSubmitReadsTheInputTwice(t *testing.T) {
+	reg, err := schemas.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := range 2500 {
+		fmt.Fprintf(&b, `{"id":"j-%d","schema":"invoice","input":"text %d"}`+"\n", i, i)
+	}
+	b.WriteString(`{"id":"j-7","schema":"invoice","input":"the repeat"}` + "\n\nnot json\n")
+	opens := 0
+	src := func() (io.ReadCloser, error) {
+		opens++
+		return io.NopCloser(strings.NewReader(b.String())), nil
+	}
+	jc := newJobCheck(reg, 1<<20)
+	var bad []string
+	if err := jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+		t.Fatal(err)
+	}
+	if jc.valid != 2500 || len(bad) != 2 || !strings.HasPrefix(bad[0], `2501: job id "j-7" repeats line 8`) || !strings.HasPrefix(bad[1], "2503: ") {
+		t.Fatalf("first pass: %d valid, bad %q", jc.valid, bad)
+	}
+
+	dir := t.TempDir()
+	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var last int
+	stats, err := submitChecked(t.Context(), conn, jc, src, false, func(n int) {
+		if n >= 0 {
+			last = n
+		}
+	})
+	if err != nil || stats.Published != 2500 || opens != 2 || last != 2500 {
+		t.Fatalf("publish pass: %+v, %v; opened %d times (want 2), progress ended at %d", stats, err, opens, last)
+	}
+	// The stream holds 2500 jobs; j-7's is the first line's, not the repeat.
+	jobs, err := conn.JetStream().Stream(t.Context(), ingest.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs.CachedInfo().State.Msgs; n != 2500 {
+		t.Errorf("%d jobs on the stream, want 2500", n)
+	}
+	m, err := jobs.GetLastMsgForSubject(t.Context(), ingest.SubjectJobs+".invoice")
+	if err != nil || !strings.Contains(string(m.Data), `"text 2499"`) {
+		t.Errorf("last job on the stream: %v; want j-2499's line", err)
+	}
+	for seq := uint64(1); seq <= 10; seq++ {
+		m, err := jobs.GetMsg(t.Context(), seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Header.Get("Nats-Msg-Id") == "j-7" && !strings.Contains(string(m.Data), `"text 7"`) {
+			t.Errorf("job j-7 on the stream is %q; want the first line, not the repeat", m.Data)
+		}
+	}
+
+	// The input changed between the passes: an error, not a silent skip.
+	changed := func() (io.ReadCloser, error) {
+		return io.NopCloser(strings.NewReader(`{"id":"other","schema":"invoice","input":"x"}` + "\n")), nil
+	}
+	if _, err := submitChecked(t.Context(), conn, jc, changed, false, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
+		t.Errorf("changed input: %v", err)
+	}
+}
+
+// TestSubmitCheckPassMemoryIsFlat: the first pass keeps a few bytes per job
+// id, not the jobs: the heap after it grows far less than the file.
+func TestSubmitCheckPassMemoryIsFlat(t *testing.T) {
+	reg, err := schemas.Load("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "big.jsonl")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := strings.Repeat("an invoice of some length ", 16)
+	const n = 100_000
+	for i := range n {
+		fmt.Fprintf(f, `{"id":"job-%07d","schema":"invoice","input":"%s %d"}`+"\n", i, input, i)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(p)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	jc := newJobCheck(reg, 1<<20)
+	if err := jc.scanFrom(func() (io.ReadCloser, error) { return os.Open(p) }, func(int, string) {}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	if jc.valid != n {
+		t.Fatalf("%d valid, want %d", jc.valid, n)
+	}
+	if grew > fi.Size()/8 {
+		t.Errorf("heap grew %d bytes over the check of a %d-byte file (%d jobs): want well under an eighth of it", grew, fi.Size(), n)
+	}
+	t.Logf("file %d bytes, %d jobs: heap grew %d bytes (%.1f per job)", fi.Size(), n, grew, float64(grew)/n)
+	runtime.KeepAlive(jc)
+}
+
+// TestSubmitFromStdin: stdin is spooled to a temporary file, read twice,
+// published, and the file removed; on a terminal, a notice says stdin is
+// being read.
+func TestSubmitFromStdin(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	file, ids := jobsFile(t, 40)
+	jobs := mustRead(t, file)
+	out := mustCLI(t, string(jobs), "submit", "--data-dir", t.TempDir(), "--json")
+	var s map[string]int
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s["published"] != len(ids) {
+		t.Fatalf("submit from stdin: %q (%v), want %d published", out, err, len(ids))
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the spooled stdin was left behind: %s", left[0].Name())
+	}
+
+	for _, tty := range []bool{false, true} {
+		var o, e bytes.Buffer
+		app := newAppEnv(&env{stdin: bytes.NewReader(jobs), stdout: &o, stderr: &e,
+			terminal: func(s any) bool { return tty && s != any(&o) }})
+		if err := app.RunContext(context.Background(), []string{"pipeline", "submit", "--data-dir", t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+		notice := strings.Contains(e.String(), "reading jobs (JSONL) from stdin")
+		if notice != tty {
+			t.Errorf("stdin a terminal %v: notice shown %v (stderr %q)", tty, notice, e.String())
+		}
+		// The progress bar is drawn on a terminal only.
+		if bar := strings.Contains(e.String(), "submitted"); bar != tty {
+			t.Errorf("stderr a terminal %v: progress bar drawn %v (stderr %q)", tty, bar, e.String())
+		}
+	}
+}
