@@ -55,8 +55,10 @@ type Conn struct {
 	// srv is the embedded server while this Conn runs it (it started it,
 	// or took it over), nil when it dialled a URL or joined another
 	// Conn's server; lock is the data dir's lock it holds meanwhile.
-	srv  *server.Server
-	lock *os.File
+	srv *server.Server
+	// srvLogs gates the embedded server's log lines (see logGate).
+	srvLogs *logGate
+	lock    *os.File
 	// poke wakes the watch goroutine when the connection drops;
 	// stopWatch and watchDone stop it (nil unless this Conn joined).
 	poke      chan struct{}
@@ -306,13 +308,16 @@ func (c *Conn) close() error {
 		}
 	}
 	c.mu.Lock()
-	srv, lock := c.srv, c.lock
+	srv, lock, logs := c.srv, c.lock, c.srvLogs
 	c.mu.Unlock()
 	if srv != nil {
 		// The lock goes last: a joiner that gets it finds the port free
 		// and the store closed.
 		srv.Shutdown()
 		srv.WaitForShutdown()
+	}
+	if logs != nil {
+		logs.close()
 	}
 	if lock != nil {
 		unlock(lock)

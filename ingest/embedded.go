@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -233,7 +234,7 @@ func (c *Conn) startServer(host string, port int) (*server.Server, error) {
 		return nil, fmt.Errorf("configuring the embedded nats server: %w", err)
 	}
 	if c.log.Enabled(context.Background(), slog.LevelDebug) {
-		srv.SetLoggerV2(serverLogger{c.log.With("component", "nats-server")}, true, false, false)
+		srv.SetLoggerV2(serverLogger{c.serverLogs()}, true, false, false)
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
@@ -513,12 +514,45 @@ func pidAlive(pid int) bool {
 }
 
 // serverLogger routes nats-server's logs to slog (only installed when the
-// Config.Logger is enabled at debug level).
-type serverLogger struct{ l *slog.Logger }
+// Config.Logger is enabled at debug level), through the Conn's logGate.
+type serverLogger struct{ g *logGate }
 
-func (s serverLogger) Noticef(format string, v ...any) { s.l.Info(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Warnf(format string, v ...any)   { s.l.Warn(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Fatalf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Errorf(format string, v ...any)  { s.l.Error(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Debugf(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
-func (s serverLogger) Tracef(format string, v ...any)  { s.l.Debug(fmt.Sprintf(format, v...)) }
+func (s serverLogger) Noticef(format string, v ...any) { s.g.log(slog.LevelInfo, format, v) }
+func (s serverLogger) Warnf(format string, v ...any)   { s.g.log(slog.LevelWarn, format, v) }
+func (s serverLogger) Fatalf(format string, v ...any)  { s.g.log(slog.LevelError, format, v) }
+func (s serverLogger) Errorf(format string, v ...any)  { s.g.log(slog.LevelError, format, v) }
+func (s serverLogger) Debugf(format string, v ...any)  { s.g.log(slog.LevelDebug, format, v) }
+func (s serverLogger) Tracef(format string, v ...any)  { s.g.log(slog.LevelDebug, format, v) }
+
+// logGate passes the embedded server's log lines on until the Conn is
+// closed: nats-server's goroutines may still log while it shuts down, and
+// nothing may reach the caller's logger once Close returned.
+type logGate struct {
+	mu sync.Mutex
+	l  *slog.Logger // nil once closed
+}
+
+func (g *logGate) log(level slog.Level, format string, v []any) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.l != nil {
+		g.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	}
+}
+
+func (g *logGate) close() {
+	g.mu.Lock()
+	g.l = nil
+	g.mu.Unlock()
+}
+
+// serverLogs is the gate of this Conn's embedded servers' logs (one for
+// every server it starts, the ones of a takeover included).
+func (c *Conn) serverLogs() *logGate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srvLogs == nil {
+		c.srvLogs = &logGate{l: c.log.With("component", "nats-server")}
+	}
+	return c.srvLogs
+}
