@@ -81,6 +81,7 @@ func funcs() template.FuncMap {
 		"plusOne":  func(n int) int { return n + 1 },
 		"add":      func(a, b int) int { return a + b },
 		"segments": segments,
+		"entries":  entries,
 		"sub":      func(a, b int) int { return a - b },
 	}
 }

@@ -137,6 +137,7 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 			e.sanitizeCommand(),
 			e.validateCommand(),
 			e.schemasCommand(),
+			e.uiCommand(),
 		},
 	}
 	setUsageErrors(app.Commands)
