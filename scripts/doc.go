@@ -7,4 +7,7 @@
 //     `pipeline` against a cluster (`--nats-url`, `--replicas 3`).
 //   - scripts/check-report-html: renders `pipeline report --format html` in
 //     headless Chromium and checks it is self-contained.
+//   - scripts/check-ui: drives the operators' console (`pipeline ui`) in
+//     headless Chromium through the Go browser test, keeps its screenshots
+//     (`--update` rewrites docs/ui/*.png).
 package scripts

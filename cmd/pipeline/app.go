@@ -177,6 +177,7 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 			e.sanitizeCommand(),
 			e.validateCommand(),
 			e.schemasCommand(),
+			e.uiCommand(),
 			e.versionCommand(),
 			e.helpCommand(),
 		},

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/worker"
@@ -138,7 +138,7 @@ func (e *env) dlqCommand() *cli.Command {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}
-					if isEmptyFilter(f) && !c.Bool("all") {
+					if actions.EmptyFilter(f) && !c.Bool("all") {
 						return fail(exitUsage, "purge needs a filter (--before, --schema, --class, ...) or --all")
 					}
 					st, err := openStore(c, false)
@@ -146,7 +146,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					defer st.Close()
-					ids, err := st.Purge(c.Context, f, c.Bool("dry-run"))
+					ids, err := actions.Purge(c.Context, st, f, c.Bool("dry-run"), c.Bool("all"))
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
@@ -225,11 +225,6 @@ func (e *env) dlqCommand() *cli.Command {
 	}
 }
 
-func isEmptyFilter(f dlq.Filter) bool {
-	return f.Schema == "" && f.Class == "" && f.Path == "" && f.Cluster == "" && f.Model == "" &&
-		f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0
-}
-
 func (e *env) replayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "replay",
@@ -248,7 +243,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 				return err
 			}
 			f.IDs = append(c.StringSlice("id"), c.Args().Slice()...)
-			if isEmptyFilter(f) {
+			if actions.EmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
 			st, err := openStore(c, false)
@@ -256,7 +251,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 				return err
 			}
 			defer st.Close()
-			entries, err := st.List(c.Context, f)
+			entries, err := actions.Select(c.Context, st, f)
 			if err != nil {
 				return withCode(exitRuntime, err)
 			}
@@ -275,18 +270,13 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 				return err
 			}
 			defer conn.Close()
-			ok, failed := 0, 0
-			for _, en := range entries {
-				if err := replayOne(c.Context, conn, st, en); err != nil {
-					failed++
-					fmt.Fprintf(e.stderr, "%s: %v\n", en.JobID, err)
-					continue
-				}
-				ok++
+			res := actions.Replay(c.Context, conn, st, entries)
+			for _, fl := range res.Failed {
+				fmt.Fprintf(e.stderr, "%s: %v\n", fl.JobID, fl.Err)
 			}
-			fmt.Fprintf(e.stdout, "replayed %d jobs, %d failed\n", ok, failed)
-			if failed > 0 {
-				return fail(exitNegative, "%d jobs could not be replayed", failed)
+			fmt.Fprintf(e.stdout, "replayed %d jobs, %d failed\n", len(res.Replayed), len(res.Failed))
+			if len(res.Failed) > 0 {
+				return fail(exitNegative, "%d jobs could not be replayed", len(res.Failed))
 			}
 			return nil
 		},
@@ -340,25 +330,6 @@ func describeFilter(f dlq.Filter) string {
 		return "the filter"
 	}
 	return strings.Join(parts, " ")
-}
-
-func replayOne(ctx context.Context, conn *ingest.Conn, st *dlq.Store, en dlq.Entry) error {
-	o, err := st.Get(ctx, en.JobID)
-	if err != nil {
-		return fmt.Errorf("reading the dead letter: %w", err)
-	}
-	j, err := ingest.ParseJob(o.Job)
-	if err != nil {
-		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
-	}
-	item := ingest.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
-	if _, err := conn.Submit(ctx, []ingest.SubmitItem{item}, nil); err != nil {
-		return fmt.Errorf("publishing: %w", err)
-	}
-	if err := st.MarkReplayed(ctx, o.JobID, o.Run); err != nil {
-		return fmt.Errorf("published, but marking the dead letter replayed failed: %w", err)
-	}
-	return nil
 }
 
 func truncate(s string, n int) string {

@@ -86,7 +86,7 @@ func (e *env) runCommand() *cli.Command {
 		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
 			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
 				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
-		}, schemaLimitFlags(), logFlags()),
+		}, schemaLimitFlags(), uiFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "run takes no arguments, got %q", c.Args().First())
@@ -211,6 +211,13 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer st.Close()
 		cfg.Store = st
+	}
+	if addr := c.String("ui-addr"); addr != "" {
+		stopUI, err := e.runUI(c, cfg.Store, conn, breaker, log)
+		if err != nil {
+			return err
+		}
+		defer stopUI()
 	}
 	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
 	err = worker.Serve(ctx, conn, status.handler(h), cfg)

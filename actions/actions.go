@@ -1,0 +1,98 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/worker"
+)
+
+// ErrNoFilter is returned for a replay or purge whose filter selects
+// everything.
+var ErrNoFilter = errors.New("no filter: name job ids or a filter (schema, class, path, cluster, model, time)")
+
+// EmptyFilter reports whether f selects every dead letter (its Limit and
+// IncludeReplayed aside).
+func EmptyFilter(f dlq.Filter) bool {
+	return f.Schema == "" && f.Version == "" && f.Class == "" && f.Path == "" && f.Cluster == "" && f.Model == "" &&
+		f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0
+}
+
+// Select returns the dead letters a replay with f would republish, newest
+// first: what a dry run shows. It refuses an empty filter.
+func Select(ctx context.Context, st *dlq.Store, f dlq.Filter) ([]dlq.Entry, error) {
+	if EmptyFilter(f) {
+		return nil, ErrNoFilter
+	}
+	entries, err := st.List(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("selecting dead letters to replay: %w", err)
+	}
+	return entries, nil
+}
+
+// Failure is a job that could not be replayed, and why.
+type Failure struct {
+	JobID string
+	Err   error
+}
+
+// ReplayResult says what a replay did, per job, in the order given.
+type ReplayResult struct {
+	// Replayed holds the job ids republished and marked replayed.
+	Replayed []string
+	// Failed holds the jobs that could not be; the others went on.
+	Failed []Failure
+}
+
+// Replay republishes the jobs of entries and marks their dead letters
+// replayed. A job that fails is recorded in Failed and the others go on.
+func Replay(ctx context.Context, conn *ingest.Conn, st *dlq.Store, entries []dlq.Entry) ReplayResult {
+	var res ReplayResult
+	for _, en := range entries {
+		if err := ReplayOne(ctx, conn, st, en); err != nil {
+			res.Failed = append(res.Failed, Failure{JobID: en.JobID, Err: err})
+			continue
+		}
+		res.Replayed = append(res.Replayed, en.JobID)
+	}
+	return res
+}
+
+// ReplayOne republishes one dead letter's job, as it was submitted, as the
+// job's next run, then marks the dead letter replayed.
+func ReplayOne(ctx context.Context, conn *ingest.Conn, st *dlq.Store, en dlq.Entry) error {
+	o, err := st.Get(ctx, en.JobID)
+	if err != nil {
+		return fmt.Errorf("reading the dead letter: %w", err)
+	}
+	j, err := ingest.ParseJob(o.Job)
+	if err != nil {
+		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
+	}
+	item := ingest.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
+	if _, err := conn.Submit(ctx, []ingest.SubmitItem{item}, nil); err != nil {
+		return fmt.Errorf("publishing: %w", err)
+	}
+	if err := st.MarkReplayed(ctx, o.JobID, o.Run); err != nil {
+		return fmt.Errorf("published, but marking the dead letter replayed failed: %w", err)
+	}
+	return nil
+}
+
+// Purge deletes the dead letters f selects from the index and returns
+// their job ids; with dryRun it deletes nothing and returns what would go.
+// An empty filter is refused unless all is set.
+func Purge(ctx context.Context, st *dlq.Store, f dlq.Filter, dryRun, all bool) ([]string, error) {
+	if EmptyFilter(f) && !all {
+		return nil, ErrNoFilter
+	}
+	ids, err := st.Purge(ctx, f, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

@@ -1,0 +1,208 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
+)
+
+// filterKeys are the dead-letter filters a URL (and an action's form) may hold.
+var filterKeys = []string{"cluster", "schema", "version", "class", "path", "model", "since", "until"}
+
+// readFilter reads a dead-letter filter from a URL query or a form.
+func readFilter(q url.Values, now time.Time) (dlq.Filter, error) {
+	since, err := parseTime(q.Get("since"), now)
+	if err != nil {
+		return dlq.Filter{}, fmt.Errorf("since: %w", err)
+	}
+	until, err := parseTime(q.Get("until"), now)
+	if err != nil {
+		return dlq.Filter{}, fmt.Errorf("until: %w", err)
+	}
+	f := dlq.Filter{
+		Cluster: q.Get("cluster"), Schema: q.Get("schema"), Version: q.Get("version"), Class: q.Get("class"),
+		Path: q.Get("path"), Model: q.Get("model"), Since: since, Until: until,
+		IncludeReplayed: q.Get("replayed") == "1",
+	}
+	for _, id := range q["id"] {
+		if id = strings.TrimSpace(id); id != "" {
+			f.IDs = append(f.IDs, id)
+		}
+	}
+	return f, nil
+}
+
+// filterValues is the part of q that selects dead letters, for links and
+// hidden fields.
+func filterValues(q url.Values) url.Values {
+	out := url.Values{}
+	for _, k := range filterKeys {
+		if v := q.Get(k); v != "" {
+			out.Set(k, v)
+		}
+	}
+	return out
+}
+
+// parseTime reads RFC 3339, a date (2006-01-02), or a duration ago (24h, 7d).
+func parseTime(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		if d, err := strconv.Atoi(n); err == nil && d >= 0 {
+			return now.Add(-time.Duration(d) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time (RFC 3339, 2006-01-02) nor a duration ago (24h, 7d)", s)
+}
+
+// listView is the dead letters page.
+type listView struct {
+	Q       url.Values
+	Entries []dlq.Entry
+	Page    int
+	From    int
+	Prev    string
+	Next    string
+	// Filter is the selection as a query string, for the actions' forms.
+	Filter   url.Values
+	Filtered bool
+	Replayed bool
+}
+
+func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f, err := readFilter(q, s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	pageN := 0
+	if p := q.Get("page"); p != "" {
+		if pageN, err = strconv.Atoi(p); err != nil || pageN < 0 {
+			s.fail(w, r, http.StatusBadRequest, fmt.Errorf("page %q: want a number from 0", p))
+			return
+		}
+	}
+	size := s.cfg.PageSize
+	// The index lists newest first with a limit: read up to the end of this
+	// page and one more, to know whether there is a next page.
+	f.Limit = (pageN+1)*size + 1
+	entries, err := s.cfg.Store.List(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v := listView{Q: q, Page: pageN, From: pageN*size + 1, Filter: filterValues(q), Replayed: f.IncludeReplayed}
+	v.Filtered = len(v.Filter) > 0
+	if len(entries) > pageN*size {
+		v.Entries = entries[pageN*size : min(len(entries), (pageN+1)*size)]
+	}
+	link := func(p int) string {
+		u := filterValues(q)
+		if f.IncludeReplayed {
+			u.Set("replayed", "1")
+		}
+		if p > 0 {
+			u.Set("page", strconv.Itoa(p))
+		}
+		return "/dead-letters?" + u.Encode()
+	}
+	if pageN > 0 {
+		v.Prev = link(pageN - 1)
+	}
+	if len(entries) > (pageN+1)*size {
+		v.Next = link(pageN + 1)
+	}
+	s.render(w, r, http.StatusOK, "deadletters", page{Title: "Dead letters", Nav: "dead-letters", Data: v})
+}
+
+// transcriptView is one job's page.
+type transcriptView struct {
+	O        dlq.Outcome
+	Job      string
+	Took     time.Duration
+	Tokens   int
+	Dead     bool
+	Attempts []attemptView
+}
+
+type attemptView struct {
+	dlq.Attempt
+	Verdict string
+}
+
+func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("job")
+	o, err := s.cfg.Store.Get(r.Context(), id)
+	if errors.Is(err, dlq.ErrNotFound) {
+		s.fail(w, r, http.StatusNotFound, fmt.Errorf("job %q is not in the index", id))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	o, err = s.redact(o)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	v := transcriptView{O: o, Dead: o.Status == dlq.StatusDeadLettered, Job: pretty(o.Job)}
+	if !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() {
+		v.Took = o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond)
+	}
+	for _, a := range o.Trace {
+		v.Tokens += a.PromptTokens + a.CompletionTokens
+		verdict := "valid"
+		if a.Class != "" {
+			verdict = a.Class
+		}
+		v.Attempts = append(v.Attempts, attemptView{Attempt: a, Verdict: verdict})
+	}
+	s.render(w, r, http.StatusOK, "deadletter", page{Title: "Job " + id, Nav: "dead-letters", Data: v})
+}
+
+// redact runs the whole outcome (job, raw outputs, reasons, diagnostics)
+// through the redactor, by its JSON form, so no field is forgotten.
+func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
+	if s.cfg.Secrets.Empty() {
+		return o, nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
+	}
+	var out dlq.Outcome
+	if err := json.Unmarshal(s.cfg.Secrets.Bytes(b), &out); err != nil {
+		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
+	}
+	return out, nil
+}
+
+func pretty(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -1,0 +1,38 @@
+// Package ui is the operators' console: a web view of the pipeline over the
+// SQLite index and the NATS streams, from "what is failing" to "this field
+// of this schema version, these values, these transcripts" to "replay these
+// after the fix".
+//
+// It serves server-rendered pages (html/template, assets embedded, nothing
+// fetched from elsewhere, usable without JavaScript; a small script sorts
+// tables and refreshes the overview):
+//
+//	/                      overview: jobs, succeeded, dead-lettered, pending,
+//	                       in flight, rate, the breaker, the heal funnel
+//	/clusters              the report's clusters (?schema, version, class,
+//	                       model, keyword, top)
+//	/clusters/{id}         one cluster: evidence, values, its dead letters
+//	/dead-letters          dead letters (?cluster, schema, class, path, model,
+//	                       since, until, replayed, page)
+//	/dead-letters/{job}    one job's whole transcript
+//	/schemas               versions, lint findings, the fields failing most
+//	/api/overview          the overview's figures as JSON
+//
+// It reads what `pipeline report` and `pipeline dlq` read (report.Build,
+// dlq.Store's queries, ingest.Conn.Pending) and acts only through package
+// actions, as `pipeline dlq replay` and `dlq purge` do; it writes no SQL of
+// its own. Every action is a POST carrying the console's CSRF token; the
+// first POST shows what would be done (the dry run), a second one with
+// confirm=yes and the ids shown does it, and the result is shown and
+// logged.
+//
+// Safety: CheckAddr refuses an address other than loopback unless a token
+// is set; with a token every request needs it (a bearer header, or the
+// cookie the login form sets), compared in constant time. Every page goes
+// through the Redactor, so secrets the process knows are never shown.
+// ReadOnly hides and refuses the actions.
+//
+//	srv, err := ui.New(ui.Config{Store: st, Conn: conn, Secrets: redactor, Logger: log})
+//	...
+//	http.ListenAndServe("127.0.0.1:8080", srv)
+package ui
