@@ -164,8 +164,14 @@ func scenarioDiskFull(t *testing.T) row {
 		t.Errorf(`pipeline_store_errors_total{store="nats"} = %v while the nats store fails, want >= 1`, n)
 	}
 
-	// Workers do not fetch while the store fails: no delivery is made
-	// (and so none burnt) over the time the disk stays full.
+	// Workers do not fetch while the store fails: once the pull requests
+	// issued before the gate closed have expired (at most one fetch wait),
+	// no delivery is made (and so none burnt) over the time the disk stays
+	// full.
+	eventually(t, 10*time.Second, "no pull request left waiting on the consumer", func() bool {
+		_, waiting := deliveries(t, js)
+		return waiting == 0
+	})
 	before, _ := deliveries(t, js)
 	<-time.After(diskFullHold) // the fault's length, not a wait for a result
 	after, waiting := deliveries(t, js)
