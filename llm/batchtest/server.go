@@ -37,7 +37,8 @@ type Config struct {
 
 // Server is the fake provider. Its URL serves both wire formats: OpenAI
 // under /v1/files and /v1/batches (base URL URL+"/v1"), Anthropic under
-// /v1/messages/batches (base URL URL).
+// /v1/messages/batches (base URL URL); and the synchronous endpoints
+// (/v1/chat/completions, /v1/messages) through Config.Answer.
 type Server struct {
 	*httptest.Server
 	cfg Config
@@ -154,6 +155,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case p == "/v1/chat/completions" || p == "/v1/messages":
+		// The synchronous endpoints, for calls outside a batch.
+		s.cfg.Answer.ServeHTTP(w, r)
 	case anthropic:
 		s.serveAnthropic(w, r, strings.TrimPrefix(p, "/v1/messages/batches"))
 	case p == "/v1/files" && r.Method == http.MethodPost:
