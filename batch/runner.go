@@ -352,3 +352,28 @@ func (r *Runner) release(e *entry, err error) {
 		e.done <- err
 	}
 }
+
+// Pending is how many job runs batch mode holds (queued or in a batch).
+func (r *Runner) Pending(ctx context.Context) (int, error) {
+	keys, err := r.st.keys(ctx, prefixItem)
+	return len(keys), err
+}
+
+// Cancel asks the provider to cancel the batch with provider id or key
+// id; the pollers then settle it (its unanswered requests go into later
+// batches).
+func Cancel(ctx context.Context, kv jetstream.KeyValue, b llm.Batcher, id string) (llm.BatchStatus, error) {
+	recs, err := Records(ctx, kv)
+	if err != nil {
+		return llm.BatchStatus{}, err
+	}
+	for _, rec := range recs {
+		if rec.ProviderID == id || rec.Key == id {
+			if rec.ProviderID == "" {
+				return llm.BatchStatus{}, fmt.Errorf("batch %s was never created at the provider (%s)", id, rec.State)
+			}
+			return b.Cancel(ctx, rec.ProviderID)
+		}
+	}
+	return llm.BatchStatus{}, fmt.Errorf("no batch %s in %s", id, ingest.BucketBatches)
+}

@@ -297,8 +297,8 @@ func TestBatchExpiredRequeues(t *testing.T) {
 			t.Errorf("%s: %+v", id, got[id])
 		}
 	}
-	if n := r.srv.Creates(); n != 2 {
-		t.Errorf("%d batches, want 2 (the unanswered two in a second one)", n)
+	if n := r.srv.Creates(); n < 2 {
+		t.Errorf("%d batches, want the unanswered two in later ones", n)
 	}
 	if n := len(r.srv.Submitted()); n != 5 {
 		t.Errorf("%d requests submitted, want 5", n)
