@@ -68,6 +68,8 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		r.c.dropPayload(r.pubCtx, d.payload)
 	case actionDone:
 		r.ackDone(j, d, "job's run already ended (job ledger); acked without calling the model")
+	case ActionHandOff:
+		r.ackDone(j, d, "")
 	case ActionRetry:
 		r.nakOnce(j, r.retryDelay(d, out.Delay))
 	case ActionStop:

@@ -170,6 +170,7 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 			e.demoCommand(),
 			e.submitCommand(),
 			e.runCommand(),
+			e.batchesCommand(),
 			e.resultsCommand(),
 			e.statsCommand(),
 			e.reportCommand(),

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
@@ -86,7 +87,7 @@ func (e *env) runCommand() *cli.Command {
 		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
 			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
 				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
-		}, schemaLimitFlags(), uiFlags(), logFlags()),
+		}, schemaLimitFlags(), uiFlags(), batchFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "run takes no arguments, got %q", c.Args().First())
@@ -129,6 +130,9 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	model, name, breaker := bm.model, bm.name, bm.breaker
+	if c.Bool("batch") {
+		model = &batch.Replay{Sync: model} // attempts go through provider batches (cmd_batches.go)
+	}
 	loop, err := heal.New(model, heal.Config{
 		MaxAttempts:      c.Int("max-attempts"),
 		Temperature:      c.Float64("temperature"),
@@ -220,7 +224,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		defer stopUI()
 	}
 	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
-	err = worker.Serve(ctx, conn, status.handler(h), cfg)
+	if c.Bool("batch") {
+		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, log)
+	} else {
+		err = worker.Serve(ctx, conn, status.handler(h), cfg)
+	}
 	stopProgress()
 	if !cfg.NoWorkers {
 		// The end of the run, on stderr: what was handed back when it was
@@ -265,6 +273,8 @@ type builtModel struct {
 	limiter  *ratelimit.Limiter
 	limitKey string
 	provider string
+	// cfg is the provider's configuration (for its batch endpoint).
+	cfg llm.Config
 }
 
 // shareLimit makes the limiter's budget the fleet's: this process joins
@@ -377,7 +387,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	default:
 		return builtModel{}, fail(exitUsage, "--model %q: unknown provider %q (use openai:<model>, anthropic:<model> or sim)", spec, provider)
 	}
-	bm := builtModel{name: spec, limiter: lim, provider: provider}
+	bm := builtModel{name: spec, limiter: lim, provider: provider, cfg: cfg}
 	if lim != nil {
 		bm.limitKey = ratelimit.Key(provider, cfg.BaseURL, name, cfg.APIKey)
 		m = lim.Wrap(m)

@@ -1,0 +1,287 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+)
+
+// pollLoop reads the batches' states every Poll (and at once on start):
+// every process of the fleet polls every batch in the bucket, so batches a
+// dead process created are read by the survivors or by its restart.
+func (r *Runner) pollLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Poll)
+	defer t.Stop()
+	for {
+		if err := r.Tick(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("polling batches", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Tick polls once: the queued requests go to the gatherer, every batch in
+// flight is read, and the done ones are settled.
+func (r *Runner) Tick(ctx context.Context) error {
+	var errs []error
+	queued, err := r.st.keys(ctx, prefixQueue)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, k := range queued {
+		it, rev, err := r.st.getItem(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && it.State != itemQueued) {
+			_ = r.st.kv.Delete(ctx, prefixQueue+k)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		go r.enqueue(ctx, it, rev)
+	}
+	keys, err := r.st.keys(ctx, prefixBatch)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, k := range keys {
+		if err := r.pollOne(ctx, k); err != nil {
+			errs = append(errs, fmt.Errorf("batch %s: %w", k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runner) pollOne(ctx context.Context, key string) error {
+	rec, rev, err := r.st.getRecord(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := r.cfg.Now().UTC()
+	switch rec.State {
+	case StateAbandoned:
+		return r.sweep(ctx, rec, rev)
+	case StateCollecting:
+		if rec.Owner != r.owner && now.Sub(rec.LeaseAt) < r.cfg.Lease {
+			return nil
+		}
+	case StateSubmitted:
+	default:
+		return nil
+	}
+	st, err := r.cfg.Batcher.Get(ctx, rec.ProviderID)
+	if err != nil {
+		return err
+	}
+	if !st.Done() {
+		if st.Status != rec.Status.Status || st.Counts != rec.Status.Counts {
+			rec.Status = st
+			if _, err := r.st.put(ctx, prefixBatch+key, rec, rev, false); err != nil && !conflict(err) {
+				return err
+			}
+			r.observe(Event{Batch: key, State: st.State})
+		}
+		return nil
+	}
+	rec.State, rec.Owner, rec.LeaseAt, rec.Status = StateCollecting, r.owner, now, st
+	rev, err = r.st.put(ctx, prefixBatch+key, rec, rev, false)
+	if conflict(err) {
+		return nil // another process took it
+	}
+	if err != nil {
+		return err
+	}
+	return r.collect(ctx, rec, rev, st)
+}
+
+// collect settles every request of a done batch.
+func (r *Runner) collect(ctx context.Context, rec Record, rev uint64, st llm.BatchStatus) error {
+	got := make(map[string]llm.BatchResult, len(rec.Requests))
+	err := r.cfg.Batcher.Results(ctx, st, func(res llm.BatchResult) error {
+		got[res.CustomID] = res
+		return nil
+	})
+	if err != nil {
+		return err // the lease is ours: the next tick reads again
+	}
+	for _, q := range rec.Requests {
+		it, irev, err := r.st.getItem(ctx, q.Item)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // settled already
+		}
+		if err != nil {
+			return err
+		}
+		if it.State != itemBatched || it.Batch != rec.Key || it.CustomID != q.CustomID {
+			continue
+		}
+		res, ok := got[q.CustomID]
+		var p *llm.BatchResult
+		if ok {
+			p = &res
+		}
+		if err := r.answer(ctx, it, irev, p); err != nil {
+			return err
+		}
+	}
+	rec.State, rec.EndedAt = StateEnded, r.cfg.Now().UTC()
+	if _, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false); err != nil && !conflict(err) {
+		return err
+	}
+	r.observe(Event{Batch: rec.Key, State: StateEnded})
+	r.log.Info("batch settled", "batch", rec.Key, "id", rec.ProviderID, "status", st.Status,
+		"succeeded", st.Counts.Succeeded, "errored", st.Counts.Errored)
+	return nil
+}
+
+// sweep queues again the requests of an abandoned record that came from
+// the queue (heal turns, retries); first attempts came from deliveries,
+// which were never acked and come back by themselves.
+func (r *Runner) sweep(ctx context.Context, rec Record, rev uint64) error {
+	if rec.Status.Message == "swept" {
+		return nil
+	}
+	for _, q := range rec.Requests {
+		it, irev, err := r.st.getItem(ctx, q.Item)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if it.State != itemBatched || it.Batch != rec.Key || (it.Attempt == 1 && len(it.CustomIDs) == 1) {
+			continue
+		}
+		if err := r.queue(ctx, it, irev); err != nil {
+			return err
+		}
+	}
+	rec.Status.Message = "swept"
+	_, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
+	if conflict(err) {
+		return nil
+	}
+	return err
+}
+
+// answer settles one request of a done batch: nil res means no answer.
+func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.BatchResult) error {
+	switch {
+	case res == nil || res.Type == llm.ResultCanceled || res.Type == llm.ResultExpired:
+		it.Requeues++
+		if it.Requeues > r.cfg.Requeues {
+			return r.finish(ctx, it, rev, &heal.Error{Kind: heal.KindTransport, Provider: "batch",
+				Message: fmt.Sprintf("unanswered by %d batches (expired or cancelled)", it.Requeues)})
+		}
+		r.observe(Event{Outcome: "requeued"})
+		return r.queue(ctx, it, rev)
+	case res.Type == llm.ResultSucceeded:
+		it.Answers = append(it.Answers, res.Response)
+		return r.judge(ctx, it, rev)
+	}
+	switch heal.KindOf(res.Err) {
+	case heal.KindRequest:
+		return r.finish(ctx, it, rev, res.Err)
+	case heal.KindAuth:
+		r.log.Error("a batch request was refused for its credentials; it is queued again", "item", it.Key, "err", res.Err)
+		return r.queue(ctx, it, rev)
+	}
+	it.Transport++
+	if it.Transport > r.cfg.TransportRetries {
+		return r.finish(ctx, it, rev, res.Err)
+	}
+	r.observe(Event{Outcome: "retry"})
+	return r.queue(ctx, it, rev)
+}
+
+// judge runs the job's loop over the recorded answers: it ends the job,
+// or asks for another attempt (queued for the next batch; with HealSync
+// the loop calls the synchronous endpoint itself and ends the job).
+func (r *Runner) judge(ctx context.Context, it Item, rev uint64) error {
+	d, err := delivery(it)
+	if err != nil {
+		return err
+	}
+	s := &script{answers: answers(it), capture: r.cfg.Heal == HealBatch}
+	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
+	if s.captured != nil {
+		it.Attempt, it.Transport, it.Requeues = s.captured.Attempt, 0, 0
+		r.observe(Event{Outcome: "heal"})
+		return r.queue(ctx, it, rev)
+	}
+	return r.store(ctx, it, out)
+}
+
+// finish ends a job whose current attempt failed for good (err), through
+// the loop, so the dead letter is the one the synchronous path writes.
+func (r *Runner) finish(ctx context.Context, it Item, rev uint64, err error) error {
+	d, derr := delivery(it)
+	if derr != nil {
+		return derr
+	}
+	d.MaxDeliver, d.NumDelivered = max(d.NumDelivered, 1), max(d.NumDelivered, 1) // the last delivery: no retry
+	s := &script{answers: answers(it), fail: map[int]error{it.Attempt: err}}
+	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
+	return r.store(ctx, it, out)
+}
+
+// store stores an outcome the loop decided, then drops the item.
+func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
+	if out.Action != ingest.ActionResult && out.Action != ingest.ActionDeadLetter {
+		// The loop could not finish (a synchronous heal turn failed in
+		// transport): the next attempt goes into a batch.
+		it.Attempt = len(it.Answers) + 1
+		return r.queue(ctx, it, 0)
+	}
+	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
+	defer cancel()
+	if _, err := r.cfg.Conn.StoreOutcome(ctx, ingest.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out}, r.cfg.Stored); err != nil {
+		return fmt.Errorf("storing the outcome of %s: %w", it.MsgID, err)
+	}
+	if out.Action == ingest.ActionResult {
+		r.observe(Event{Outcome: "result"})
+	} else {
+		r.observe(Event{Outcome: "dead_letter"})
+	}
+	if err := r.st.kv.Delete(ctx, prefixItem+it.Key); err != nil {
+		r.log.Warn("dropping a settled item (its outcome is stored; the ledger keeps it ended)", "item", it.Key, "err", err)
+	}
+	return nil
+}
+
+// queue puts an item back in the queue: the marker first, so a crash
+// between the two writes leaves a marker for an item not queued (ignored),
+// never a queued item without one.
+func (r *Runner) queue(ctx context.Context, it Item, rev uint64) error {
+	if _, err := r.st.kv.Put(ctx, prefixQueue+it.Key, []byte(it.MsgID)); err != nil {
+		return fmt.Errorf("queueing %s: %w", it.MsgID, err)
+	}
+	it.State, it.Batch, it.Updated = itemQueued, "", r.cfg.Now().UTC()
+	if _, err := r.st.put(ctx, prefixItem+it.Key, it, rev, false); err != nil && !conflict(err) {
+		return fmt.Errorf("queueing %s: %w", it.MsgID, err)
+	}
+	return nil
+}
+
+// delivery is the job of an item as a delivery for the loop.
+func delivery(it Item) (*ingest.Delivery, error) {
+	job, err := ingest.ParseJob(it.Job)
+	if err != nil {
+		return nil, fmt.Errorf("reading the job of %s: %w", it.MsgID, err)
+	}
+	return &ingest.Delivery{Job: job, Data: it.Job, SchemaToken: it.SchemaToken, MsgID: it.MsgID, NumDelivered: max(it.Deliveries, 1)}, nil
+}

@@ -1,0 +1,32 @@
+// Package batch runs attempts through the providers' batch endpoints
+// (OpenAI's Batch API, Anthropic's Message Batches) at their discount:
+// another way to run attempts, not another pipeline.
+//
+// A Runner is the workers' ingest.Handler. For each job it runs the
+// synchronous handler (worker.Handler) whose heal loop calls a *Replay: the
+// loop's first model call is captured instead of sent, gathered with others
+// (up to Config.Size requests, or Config.Wait after the first) and
+// submitted as one batch. The delivery is acked (ingest.ActionHandOff) once
+// the batch record on JetStream names the batch the provider accepted; no
+// JetStream delivery is held open while the provider works.
+//
+// Every Config.Poll, each process polls every batch in the
+// PIPELINE_BATCHES bucket (ingest.BucketBatches), so a restart or another
+// machine picks up batches a dead process created. The answers of a done
+// batch are settled by running the same loop again with the recorded
+// answers replayed: the judge, the heal prompts, the no-progress and
+// truncation rules are the synchronous ones. A heal turn the loop asks for
+// is queued for the next batch (or, with HealSync, sent synchronously); a
+// per-request error inside a batch is a transport failure of that attempt,
+// sent again in a later batch up to Config.TransportRetries; a request left
+// unanswered by an expired or cancelled batch goes into a later batch.
+// Outcomes are stored with ingest.Conn.StoreOutcome: the same streams,
+// duplicate window and job ledger as the synchronous path.
+//
+// Custom ids name the job run (a hash of its message id), the attempt and
+// the batch key, so no custom id is ever submitted twice.
+//
+//	run, _ := batch.New(batch.Config{Batcher: b, KV: kv, Conn: conn, Inner: workerHandler})
+//	go run.Run(ctx)
+//	conn.RunWorkers(ctx, ingest.WorkerConfig{}, run)
+package batch

@@ -1,0 +1,379 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultSize        = 1000
+	DefaultWait        = time.Minute
+	DefaultPoll        = 30 * time.Second
+	DefaultRequeues    = 5
+	DefaultLease       = 5 * time.Minute
+	DefaultTransport   = 3
+	defaultRetryDelay  = 5 * time.Second
+	defaultStoreWindow = 30 * time.Second
+)
+
+// Heal modes.
+const (
+	HealBatch = "batch" // heal turns go into the next batch (the default)
+	HealSync  = "sync"  // heal turns go to the synchronous endpoint
+)
+
+// Config configures a Runner.
+type Config struct {
+	// Batcher is the provider's batch endpoint. Required.
+	Batcher llm.Batcher
+	// Model is the model spec recorded with each batch.
+	Model string
+	// KV is the PIPELINE_BATCHES bucket (ingest.Conn.BatchBucket). Required.
+	KV jetstream.KeyValue
+	// Conn stores outcomes (ingest.Conn.StoreOutcome). Required.
+	Conn *ingest.Conn
+	// Inner is the synchronous handler (worker.Handler) whose loop's model
+	// is a *Replay: batch mode runs the jobs through it. Required.
+	Inner ingest.Handler
+	// Size is the most requests per batch (default the provider's limit or
+	// 1,000, whichever is lower); batches also stay under the provider's
+	// byte limit.
+	Size int
+	// Wait is the longest a gathered request waits before its batch is
+	// submitted (default 1 min).
+	Wait time.Duration
+	// Poll is how often a batch's status is read (default 30 s).
+	Poll time.Duration
+	// Heal is HealBatch ("" means it) or HealSync.
+	Heal string
+	// TransportRetries is how many times a request that failed inside a
+	// batch (a 5xx, an errored result) is sent again, in later batches,
+	// before the job is dead-lettered as transport (default 3).
+	TransportRetries int
+	// Requeues is how many times a request left unanswered by an expired
+	// or cancelled batch is sent again (default 5).
+	Requeues int
+	// Lease is how long a process may take to read a done batch's results
+	// before another one takes over (default 5 min).
+	Lease time.Duration
+	// Stored, if set, gets every outcome stored (the sink of the process).
+	Stored func(ingest.SinkMsg)
+	// Observe, if set, is called with every batch state change and every
+	// request's outcome (metrics, progress).
+	Observe func(Event)
+	Logger  *slog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Event is what Config.Observe sees.
+type Event struct {
+	// Batch is set with State for a batch's change of state.
+	Batch string
+	State string
+	// Outcome is set for one request: "result", "dead_letter", "heal"
+	// (went on to another attempt), "retry" (sent again after an error),
+	// "requeued" (unanswered by an expired or cancelled batch).
+	Outcome string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Size <= 0 {
+		c.Size = DefaultSize
+	}
+	if c.Batcher != nil {
+		n, _ := c.Batcher.Limits()
+		c.Size = min(c.Size, n)
+	}
+	if c.Wait <= 0 {
+		c.Wait = DefaultWait
+	}
+	if c.Poll <= 0 {
+		c.Poll = DefaultPoll
+	}
+	if c.Heal == "" {
+		c.Heal = HealBatch
+	}
+	if c.TransportRetries == 0 {
+		c.TransportRetries = DefaultTransport
+	}
+	if c.TransportRetries < 0 {
+		c.TransportRetries = 0
+	}
+	if c.Requeues <= 0 {
+		c.Requeues = DefaultRequeues
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Batcher == nil {
+		errs = append(errs, errors.New("batch config: Batcher is required"))
+	}
+	if c.KV == nil {
+		errs = append(errs, errors.New("batch config: KV is required"))
+	}
+	if c.Conn == nil {
+		errs = append(errs, errors.New("batch config: Conn is required"))
+	}
+	if c.Inner == nil {
+		errs = append(errs, errors.New("batch config: Inner is required"))
+	}
+	if c.Heal != HealBatch && c.Heal != HealSync {
+		errs = append(errs, fmt.Errorf("batch config: Heal must be %q or %q, got %q", HealBatch, HealSync, c.Heal))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("configuring batch mode: %w", err)
+	}
+	return nil
+}
+
+// Runner gathers first attempts (and heal turns) into provider batches,
+// keeps them on JetStream, polls them and settles every answer through the
+// synchronous handler's loop. It implements ingest.Handler for the
+// workers: a job is acked once its request is part of a batch the provider
+// accepted.
+type Runner struct {
+	cfg   Config
+	st    store
+	owner string
+	log   *slog.Logger
+
+	in chan *entry
+
+	mu      sync.Mutex
+	pending map[string]bool // item keys gathered and not yet submitted
+}
+
+var _ ingest.Handler = (*Runner)(nil)
+
+// entry is one request on its way into a batch.
+type entry struct {
+	item Item
+	rev  uint64 // the item's revision (0: a new item from a delivery)
+	req  heal.Request
+	size int
+	done chan error // for a delivery waiting to be acked; nil otherwise
+}
+
+// New returns a Runner; Run starts it.
+func New(cfg Config) (*Runner, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Runner{cfg: cfg, st: store{kv: cfg.KV}, owner: newKey(cfg.Now()), log: cfg.Logger,
+		in: make(chan *entry), pending: map[string]bool{}}, nil
+}
+
+// Run gathers, submits and polls until ctx is done.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { r.gather(ctx) })
+	wg.Go(func() { r.pollLoop(ctx) })
+	wg.Wait()
+	return nil
+}
+
+// Handle implements ingest.Handler: the job's first attempt is captured
+// and gathered; the delivery is acked (ActionHandOff) once its request is
+// in a batch the provider accepted. A job the loop ends without calling
+// the model (invalid, unknown schema) gets the synchronous handler's
+// outcome.
+func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	if d.JobErr != nil || d.Orphan {
+		return r.cfg.Inner.Handle(ctx, d)
+	}
+	key := itemKey(d.MsgID)
+	if held, err := r.held(ctx, key); err != nil {
+		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
+	} else if held {
+		return ingest.Outcome{Action: ingest.ActionHandOff}
+	}
+	s := &script{capture: true}
+	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
+	if s.captured == nil {
+		return out
+	}
+	e := &entry{
+		item: Item{Key: key, MsgID: d.MsgID, JobID: d.Job.ID, SchemaToken: d.SchemaToken, Job: d.Data,
+			Deliveries: d.NumDelivered, Attempt: s.captured.Attempt},
+		req:  *s.captured,
+		done: make(chan error, 1),
+	}
+	e.size, _ = r.cfg.Batcher.Size(llm.BatchRequest{CustomID: customID(key, e.item.Attempt, newKey(time.Now())), Request: e.req})
+	select {
+	case r.in <- e:
+	case <-ctx.Done():
+		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
+	}
+	select {
+	case err := <-e.done:
+		if err != nil {
+			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "submitting the batch: " + err.Error()}
+		}
+		return ingest.Outcome{Action: ingest.ActionHandOff}
+	case <-ctx.Done():
+		// The gatherer still owns the entry: should its batch be created,
+		// the redelivery finds the job held.
+		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
+	}
+}
+
+// held reports whether the job run is already in batch mode's keeping: in
+// a batch the provider accepted, queued for one, or done. An item in a
+// batch still "submitting" (its process died between create and record)
+// is resolved first: adopted when the provider has the batch, else the
+// record is abandoned and the job gathered anew.
+func (r *Runner) held(ctx context.Context, key string) (bool, error) {
+	it, _, err := r.st.getItem(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if it.State != itemBatched {
+		return true, nil
+	}
+	rec, rev, err := r.st.getRecord(ctx, it.Batch)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch rec.State {
+	case StateAbandoned:
+		return false, nil
+	case StateSubmitting:
+		return r.resolve(ctx, rec, rev)
+	}
+	return true, nil
+}
+
+// resolve settles a record left "submitting": the provider is asked for a
+// batch created with its key (OpenAI keeps it in the metadata); found, the
+// record is adopted, else abandoned (Anthropic cannot say: a batch created
+// in the instant before the crash is then never read).
+func (r *Runner) resolve(ctx context.Context, rec Record, rev uint64) (bool, error) {
+	st, found, err := r.cfg.Batcher.Find(ctx, rec.Key)
+	if err != nil {
+		return false, fmt.Errorf("looking for batch %s at the provider: %w", rec.Key, err)
+	}
+	if found {
+		rec.State, rec.ProviderID, rec.Status = StateSubmitted, st.ID, st
+		r.log.Info("adopted a batch whose creation was not recorded", "batch", rec.Key, "id", st.ID)
+	} else {
+		rec.State, rec.EndedAt = StateAbandoned, r.cfg.Now().UTC()
+		r.log.Warn("abandoned a batch record whose batch the provider does not have", "batch", rec.Key)
+	}
+	if _, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false); err != nil {
+		if conflict(err) {
+			return false, fmt.Errorf("batch %s changed while being resolved; try again", rec.Key)
+		}
+		return false, err
+	}
+	r.observe(Event{Batch: rec.Key, State: rec.State})
+	return found, nil
+}
+
+func (r *Runner) observe(e Event) {
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(e)
+	}
+}
+
+// gather collects entries into a batch until Size requests, the byte
+// limit, or Wait after the first.
+func (r *Runner) gather(ctx context.Context) {
+	_, maxBytes := r.cfg.Batcher.Limits()
+	var group []*entry
+	var bytes int64
+	var timer <-chan time.Time
+	flush := func() {
+		if len(group) > 0 {
+			r.submit(ctx, group)
+		}
+		group, bytes, timer = nil, 0, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			for _, e := range group {
+				r.release(e, ctx.Err())
+			}
+			return
+		case e := <-r.in:
+			if int64(e.size)+bytes > maxBytes*9/10 {
+				flush()
+			}
+			group = append(group, e)
+			bytes += int64(e.size)
+			if timer == nil {
+				timer = time.After(r.cfg.Wait)
+			}
+			if len(group) >= r.cfg.Size {
+				flush()
+			}
+		case <-timer:
+			flush()
+		}
+	}
+}
+
+// release ends an entry that did not get into a batch.
+func (r *Runner) release(e *entry, err error) {
+	r.mu.Lock()
+	delete(r.pending, e.item.Key)
+	r.mu.Unlock()
+	if e.done != nil {
+		e.done <- err
+	}
+}
+
+// Pending is how many job runs batch mode holds (queued or in a batch).
+func (r *Runner) Pending(ctx context.Context) (int, error) {
+	keys, err := r.st.keys(ctx, prefixItem)
+	return len(keys), err
+}
+
+// Cancel asks the provider to cancel the batch with provider id or key
+// id; the pollers then settle it (its unanswered requests go into later
+// batches).
+func Cancel(ctx context.Context, kv jetstream.KeyValue, b llm.Batcher, id string) (llm.BatchStatus, error) {
+	recs, err := Records(ctx, kv)
+	if err != nil {
+		return llm.BatchStatus{}, err
+	}
+	for _, rec := range recs {
+		if rec.ProviderID == id || rec.Key == id {
+			if rec.ProviderID == "" {
+				return llm.BatchStatus{}, fmt.Errorf("batch %s was never created at the provider (%s)", id, rec.State)
+			}
+			return b.Cancel(ctx, rec.ProviderID)
+		}
+	}
+	return llm.BatchStatus{}, fmt.Errorf("no batch %s in %s", id, ingest.BucketBatches)
+}

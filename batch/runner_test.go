@@ -1,0 +1,381 @@
+package batch_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/llm/batchtest"
+	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/worker"
+)
+
+// answer is the chat endpoint behind both the batches and the synchronous
+// calls. The job's input names its fate: "ok" a valid answer, "heal" a
+// wrong type first and a valid answer on the heal turn, "trunc" an answer
+// cut at max tokens, "fail" a 500.
+func answer(calls *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Messages []heal.Message `json:"messages"`
+		}
+		_ = json.Unmarshal(body, &req)
+		all := ""
+		for _, m := range req.Messages {
+			all += m.Content + "\n"
+		}
+		healTurn := strings.Count(all, "FATE:") > 0 && len(req.Messages) > 2
+		content, finish := `{"n": 7}`, "stop"
+		switch {
+		case strings.Contains(all, "FATE:fail"):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(500)
+			_, _ = io.WriteString(w, `{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}`)
+			return
+		case strings.Contains(all, "FATE:heal") && !healTurn:
+			content = `{"n": "seven"}`
+		case strings.Contains(all, "FATE:trunc"):
+			content, finish = `{"n": 7`, "length"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content, "refusal": nil}, "finish_reason": finish}},
+			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+		})
+	})
+}
+
+type rig struct {
+	t     *testing.T
+	conn  *ingest.Conn
+	srv   *batchtest.Server
+	calls atomic.Int64 // answers made (batch and sync)
+	reg   *schemas.Registry
+	kv    jetstream.KeyValue
+}
+
+func newRig(t *testing.T, hold bool) *rig {
+	t.Helper()
+	r := &rig{t: t}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "thing.json"), []byte(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := schemas.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.reg = reg
+	r.srv = batchtest.New(batchtest.Config{Answer: answer(&r.calls), Hold: hold, Key: "sk-test"})
+	t.Cleanup(r.srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r.conn, err = ingest.Connect(ctx, ingest.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.conn.Close() })
+	r.kv, err = r.conn.BatchBucket(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// start runs the workers and a batch runner until the returned stop is
+// called.
+func (r *rig) start(heal string) (stop func()) {
+	t := r.t
+	t.Helper()
+	cfg := llm.Config{BaseURL: r.srv.URL + "/v1", APIKey: "sk-test", Model: "gpt-4o-mini", BackoffBase: time.Millisecond, BackoffMax: time.Millisecond}
+	b, err := llm.NewOpenAIBatch(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncModel, err := llm.NewOpenAI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := newLoop(&batch.Replay{Sync: syncModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := worker.New(worker.Config{Schemas: r.reg, Loop: loop, Model: "openai:gpt-4o-mini"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
+		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = run.Run(ctx) })
+	wg.Go(func() {
+		_ = r.conn.RunWorkers(ctx, ingest.WorkerConfig{Concurrency: 8, AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}, run)
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+func newLoop(m heal.Model) (*heal.Loop, error) {
+	return heal.New(m, heal.Config{MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1})
+}
+
+func (r *rig) submit(ids ...string) {
+	r.t.Helper()
+	var items []ingest.SubmitItem
+	for _, id := range ids {
+		fate := id[:strings.Index(id, "-")]
+		items = append(items, ingest.SubmitItem{Data: fmt.Appendf(nil, `{"id":%q,"schema":"thing","input":"FATE:%s"}`, id, fate), Schema: "thing", MsgID: id, JobID: id})
+	}
+	if _, err := r.conn.Submit(r.t.Context(), items, nil); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// waitEnded waits until every id has an ended run in the ledger.
+func (r *rig) waitEnded(ids ...string) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		e, err := r.conn.Ended(r.t.Context(), ids)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if len(e) == len(ids) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.t.Fatalf("not every job ended: %v", ids)
+}
+
+// outcomes reads every message of RESULTS and DLQ, by job id.
+func (r *rig) outcomes() map[string][]dlq.Outcome {
+	r.t.Helper()
+	out := map[string][]dlq.Outcome{}
+	js := r.conn.JetStream()
+	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+		st, err := js.Stream(r.t.Context(), name)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		info, err := st.Info(r.t.Context())
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(r.t.Context(), seq)
+			if err != nil {
+				continue
+			}
+			var o dlq.Outcome
+			if err := json.Unmarshal(m.Data, &o); err != nil {
+				r.t.Fatalf("outcome %s/%d: %v", name, seq, err)
+			}
+			out[o.JobID] = append(out[o.JobID], o)
+		}
+	}
+	return out
+}
+
+func (r *rig) noCustomIDTwice() {
+	r.t.Helper()
+	sub := r.srv.Submitted()
+	seen := map[string]bool{}
+	for _, id := range sub {
+		if seen[id] {
+			r.t.Errorf("custom_id %s submitted twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestBatchRunEndsEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	ids := []string{"ok-1", "ok-2", "ok-3", "heal-1", "trunc-1", "fail-1"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	defer stop()
+	r.waitEnded(ids...)
+	stop()
+	got := r.outcomes()
+	for _, id := range ids {
+		if len(got[id]) != 1 {
+			t.Fatalf("%s: %d outcomes, want 1", id, len(got[id]))
+		}
+	}
+	for _, id := range []string{"ok-1", "ok-2", "ok-3"} {
+		if o := got[id][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 1 || string(o.Data) != `{"n":7}` {
+			t.Errorf("%s: %+v", id, o)
+		}
+	}
+	if o := got["heal-1"][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 2 || o.Trace[0].Class != "schema" {
+		t.Errorf("heal-1: healed in a second batch, got %+v", o)
+	}
+	if o := got["trunc-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "truncated" {
+		t.Errorf("trunc-1: %+v", o)
+	}
+	if o := got["fail-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "transport" || o.Attempts != 0 {
+		t.Errorf("fail-1: a 500 inside the batch is transport, never a heal attempt: %+v", o)
+	}
+	// The heal turn and the retry of the 500 went into later batches.
+	if n := r.srv.Creates(); n < 2 {
+		t.Errorf("%d batches, want the heal turn in a second one", n)
+	}
+	// fail-1: its first request and one retry (TransportRetries 1).
+	fails := 0
+	for _, id := range r.srv.Submitted() {
+		if strings.Contains(id, "-a1-") {
+			fails++
+		}
+	}
+	if want := 6 + 1; fails != want {
+		t.Errorf("%d first-attempt requests, want %d (six jobs, one retry)", fails, want)
+	}
+	r.noCustomIDTwice()
+}
+
+func TestBatchHealSync(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	r.submit("heal-1", "ok-1")
+	stop := r.start(batch.HealSync)
+	defer stop()
+	r.waitEnded("heal-1", "ok-1")
+	stop()
+	got := r.outcomes()
+	if o := got["heal-1"]; len(o) != 1 || o[0].Status != dlq.StatusSucceeded || o[0].Attempts != 2 {
+		t.Fatalf("heal-1: %+v", o)
+	}
+	if n := r.srv.Creates(); n != 1 {
+		t.Errorf("%d batches, want 1: the heal turn goes to the synchronous endpoint", n)
+	}
+	if n := r.calls.Load(); n != 3 {
+		t.Errorf("%d answers, want 3 (two in the batch, one synchronous)", n)
+	}
+}
+
+func TestBatchExpiredRequeues(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, true)
+	ids := []string{"ok-1", "ok-2", "ok-3"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	defer stop()
+	first := r.waitBatch(1)
+	r.srv.SetHold(false)
+	r.srv.Expire(first, 1)
+	r.waitEnded(ids...)
+	stop()
+	got := r.outcomes()
+	for _, id := range ids {
+		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+			t.Errorf("%s: %+v", id, got[id])
+		}
+	}
+	if n := r.srv.Creates(); n < 2 {
+		t.Errorf("%d batches, want the unanswered two in later ones", n)
+	}
+	if n := len(r.srv.Submitted()); n != 5 {
+		t.Errorf("%d requests submitted, want 5", n)
+	}
+	r.noCustomIDTwice()
+}
+
+// A runner stopped after its batch was created, and a new one started:
+// the new one polls the batch already created, submits nothing again, and
+// every job ends once.
+func TestBatchResumesAfterRestart(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, true)
+	ids := []string{"ok-1", "ok-2", "heal-1"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	id := r.waitBatch(1)
+	r.waitAcked()
+	stop()
+	if e, _ := r.conn.Ended(t.Context(), ids); len(e) != 0 {
+		t.Fatalf("jobs ended before the batch answered: %v", e)
+	}
+	r.srv.SetHold(false)
+	r.srv.Release(id)
+	stop = r.start(batch.HealBatch)
+	defer stop()
+	r.waitEnded(ids...)
+	stop()
+	got := r.outcomes()
+	for _, id := range ids {
+		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+			t.Errorf("%s: %+v", id, got[id])
+		}
+	}
+	if n := r.srv.Creates(); n != 2 {
+		t.Errorf("%d batches, want 2 (the first, resumed, and the heal turn)", n)
+	}
+	sub := r.srv.Submitted()
+	if n := len(sub); n != 4 {
+		t.Errorf("%d requests, want 4: %v", n, sub)
+	}
+	r.noCustomIDTwice()
+	recs, err := batch.Records(t.Context(), r.kv)
+	if err != nil || len(recs) != 2 || !slices.ContainsFunc(recs, func(x batch.Record) bool { return x.ProviderID == id && x.State == batch.StateEnded }) {
+		t.Errorf("records: %+v %v", recs, err)
+	}
+}
+
+func (r *rig) waitBatch(n int) string {
+	r.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b := r.srv.Batches(); len(b) >= n {
+			return b[n-1]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.t.Fatalf("batch %d never created", n)
+	return ""
+}
+
+// waitAcked waits until the work queue holds no job.
+func (r *rig) waitAcked() {
+	r.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := r.conn.JetStream().Stream(r.t.Context(), ingest.StreamJobs)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		info, err := st.Info(r.t.Context())
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.t.Fatal("jobs never acked")
+}

@@ -1,0 +1,385 @@
+package llm
+
+// Batch clients: the providers' asynchronous batch endpoints (OpenAI's Batch
+// API, Anthropic's Message Batches), which take the same requests as the
+// synchronous endpoints at a discount and answer within a window.
+//
+// A batch line carries exactly the body the synchronous client would POST,
+// and an answer is read exactly as a synchronous answer is: both go through
+// the provider's own Complete, pointed at an in-process transport that
+// records the request body, or replays an answer from the batch's results.
+// So the batch path can never drift from the synchronous one (response
+// formats, tool modes, refusals, the body bound and finish reasons).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/llmpipeline/pipeline/heal"
+)
+
+// Batch states, normalised from the providers' words.
+const (
+	BatchPending  = "pending"  // accepted, not answering yet (validating)
+	BatchRunning  = "running"  // in progress, finalizing, cancelling
+	BatchEnded    = "ended"    // results can be read (completed, ended)
+	BatchFailed   = "failed"   // the provider refused the whole batch
+	BatchExpired  = "expired"  // the window passed: unanswered requests have no result
+	BatchCanceled = "canceled" // cancelled: unanswered requests have no result
+)
+
+// Result types of one batch request.
+const (
+	ResultSucceeded = "succeeded"
+	ResultErrored   = "errored"
+	ResultCanceled  = "canceled"
+	ResultExpired   = "expired"
+)
+
+// BatchRequest is one request of a batch: the synchronous request and the
+// id its answer comes back under.
+type BatchRequest struct {
+	CustomID string
+	Request  heal.Request
+}
+
+// BatchCounts are a batch's request counts.
+type BatchCounts struct {
+	Total      int `json:"total"`
+	Processing int `json:"processing"`
+	Succeeded  int `json:"succeeded"`
+	Errored    int `json:"errored"`
+	Canceled   int `json:"canceled,omitzero"`
+	Expired    int `json:"expired,omitzero"`
+}
+
+// BatchStatus is what the provider says of one batch.
+type BatchStatus struct {
+	Provider string `json:"provider"`
+	ID       string `json:"id"`
+	// State is normalised (BatchPending ... BatchCanceled); Status is the
+	// provider's own word.
+	State  string      `json:"state"`
+	Status string      `json:"status"`
+	Counts BatchCounts `json:"request_counts"`
+	// Key is the key the batch was created with (OpenAI keeps it in the
+	// batch's metadata; Anthropic keeps none, and Key is "").
+	Key       string    `json:"key,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// Message explains a failed batch (the provider's validation errors).
+	Message string `json:"message,omitempty"`
+	// outputs are where the results are read: OpenAI's output and error
+	// file ids, Anthropic's results URL. Empty in a status read back from
+	// storage: Results reads the batch again then.
+	outputs []string
+}
+
+// Done reports whether the batch will change no more: its results, if
+// any, can be read.
+func (s BatchStatus) Done() bool {
+	switch s.State {
+	case BatchEnded, BatchFailed, BatchExpired, BatchCanceled:
+		return true
+	}
+	return false
+}
+
+// BatchResult is the answer to one request of a batch.
+type BatchResult struct {
+	CustomID string
+	// Type is ResultSucceeded (Response holds the answer), ResultErrored
+	// (Err is a *heal.Error: KindTransport for a 5xx or an overloaded
+	// provider, KindRequest for a request the provider refused),
+	// ResultCanceled or ResultExpired (no answer).
+	Type     string
+	Response heal.Response
+	Err      error
+}
+
+// Batcher is one provider's batch endpoint.
+type Batcher interface {
+	// Provider names the provider ("openai", "anthropic").
+	Provider() string
+	// Create submits reqs as one batch. key is the caller's name for the
+	// batch (kept in the batch's metadata where the provider has any, so
+	// Find can tell whether a create whose answer was lost went through).
+	Create(ctx context.Context, key string, reqs []BatchRequest) (BatchStatus, error)
+	// Get reads a batch's status.
+	Get(ctx context.Context, id string) (BatchStatus, error)
+	// Find looks for a recent batch created with key; found is false when
+	// there is none, or the provider cannot say (Anthropic keeps no key).
+	Find(ctx context.Context, key string) (st BatchStatus, found bool, err error)
+	// Results calls fn with every result of a done batch, in the order the
+	// provider writes them (not the order of the requests).
+	Results(ctx context.Context, st BatchStatus, fn func(BatchResult) error) error
+	// Cancel asks the provider to cancel a batch.
+	Cancel(ctx context.Context, id string) (BatchStatus, error)
+	// Size is the most bytes a request's line may take in a batch,
+	// estimated from its encoding (for the provider's byte limit).
+	Size(r BatchRequest) (int, error)
+	// Limits are the provider's per-batch limits: requests and bytes.
+	Limits() (requests int, bytes int64)
+}
+
+// NewBatcher returns the batch client of provider ("openai" or
+// "anthropic") over cfg, the synchronous client's configuration.
+func NewBatcher(provider string, cfg Config) (Batcher, error) {
+	switch provider {
+	case ProviderOpenAI:
+		return NewOpenAIBatch(cfg)
+	case ProviderAnthropic:
+		return NewAnthropicBatch(cfg)
+	default:
+		return nil, fmt.Errorf("%w: provider %q has no batch endpoint (want openai or anthropic)", ErrConfig, provider)
+	}
+}
+
+// mirror runs a synchronous client's Complete against an in-process
+// transport, to get the body it would POST, or to read a body as its
+// answer.
+type mirror struct {
+	complete func(ctx context.Context, req heal.Request) (heal.Response, error)
+}
+
+type mirrorKey struct{}
+
+// mirrorCall is one call through the in-process transport: the request
+// body it saw and the answer (status and body) it gives.
+type mirrorCall struct {
+	sent   []byte
+	status int
+	answer []byte
+}
+
+// mirrorTransport records the request body of the call in the request's
+// context and answers with the call's canned answer (a 599 without one, so
+// the client reports a failure and the caller keeps the body).
+type mirrorTransport struct{}
+
+func (mirrorTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	call, _ := r.Context().Value(mirrorKey{}).(*mirrorCall)
+	if call == nil {
+		return nil, errors.New("mirror transport used outside a batch call")
+	}
+	if r.Body != nil {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		_ = r.Body.Close()
+		call.sent = b
+	}
+	status, body := call.status, call.answer
+	if status == 0 {
+		status, body = 599, []byte(`{"error":{"message":"batch line recorded"}}`)
+	}
+	return &http.Response{
+		StatusCode:    status,
+		Header:        http.Header{"Content-Type": {"application/json"}},
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       r,
+	}, nil
+}
+
+// mirrorConfig is cfg for the in-process client: no retries, no hook, no
+// rate-limit reading (the batch endpoints have their own).
+func mirrorConfig(cfg Config) Config {
+	cfg.HTTPClient = &http.Client{Transport: mirrorTransport{}}
+	cfg.TransportRetries = -1
+	cfg.OnResponse = nil
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.Timeout = time.Hour
+	return cfg
+}
+
+// body is the request body the synchronous client would POST for req.
+func (m mirror) body(ctx context.Context, req heal.Request) ([]byte, error) {
+	call := &mirrorCall{}
+	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), req)
+	if call.sent == nil {
+		if err == nil {
+			err = errors.New("no request was sent")
+		}
+		return nil, fmt.Errorf("encoding a batch request: %w", err)
+	}
+	return call.sent, nil
+}
+
+// answer reads body, a 2xx answer of the synchronous endpoint, as the
+// synchronous client would.
+func (m mirror) answer(ctx context.Context, body []byte) (heal.Response, error) {
+	call := &mirrorCall{status: http.StatusOK, answer: body}
+	return m.complete(context.WithValue(ctx, mirrorKey{}, call), heal.Request{})
+}
+
+// failure reads a non-2xx answer (status, body) of the synchronous
+// endpoint as the synchronous client would: a *heal.Error of the kind the
+// status says.
+func (m mirror) failure(ctx context.Context, status int, body []byte) error {
+	call := &mirrorCall{status: status, answer: body}
+	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), heal.Request{})
+	if err == nil {
+		return &heal.Error{Kind: heal.KindTransport, StatusCode: status, Message: "unexpected answer"}
+	}
+	return err
+}
+
+// readLines calls fn with every non-empty line of r (a JSONL file), each
+// line at most maxLine bytes.
+func readLines(r io.Reader, maxLine int, fn func([]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for n := 1; ; n++ {
+		line, err := readLine(br, maxLine)
+		if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := fn(line); ferr != nil {
+				return fmt.Errorf("line %d: %w", n, ferr)
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+	}
+}
+
+func readLine(br *bufio.Reader, maxLine int) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxLine {
+			return nil, fmt.Errorf("a line over %d bytes", maxLine)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return buf, err
+		}
+	}
+}
+
+// batchHTTP sends the batch endpoints' requests with the synchronous
+// client's transport retry policy.
+type batchHTTP struct {
+	c caller
+}
+
+// do sends one request and returns its 2xx body (at most limit bytes),
+// retrying transport failures on the budget (honouring Retry-After).
+// Failures are *heal.Error.
+func (b *batchHTTP) do(ctx context.Context, method, url, contentType string, body []byte, limit int64) ([]byte, error) {
+	budget := b.c.cfg.TransportRetries
+	for n := 0; ; n++ {
+		data, f := b.once(ctx, method, url, contentType, body, limit)
+		if f == nil {
+			return data, nil
+		}
+		f.message = b.c.redact(f.message)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("%s: calling the batch endpoint: %w", b.c.provider, err)
+		}
+		if f.kind != heal.KindTransport || n >= budget {
+			return nil, b.c.fail(f, n)
+		}
+		delay := backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)
+		if f.hasAfter && f.retryAfter <= b.c.cfg.BackoffMax {
+			delay = f.retryAfter
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return nil, fmt.Errorf("%s: waiting to retry: %w", b.c.provider, err)
+		}
+	}
+}
+
+func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, body []byte, limit int64) ([]byte, *failure) {
+	rctx, cancel := context.WithTimeout(ctx, b.c.cfg.Timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(rctx, method, url, rd)
+	if err != nil {
+		return nil, &failure{kind: heal.KindRequest, message: "building the request: " + err.Error()}
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	b.c.header(req.Header)
+	resp, err := b.c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, b.c.transportFailure(rctx, err)
+	}
+	defer resp.Body.Close()
+	ok := resp.StatusCode >= 200 && resp.StatusCode < 300
+	max := int64(maxErrorBody)
+	if ok {
+		max = limit
+	}
+	data, over, err := readBounded(resp, max)
+	if err != nil {
+		return nil, b.c.transportFailure(rctx, fmt.Errorf("reading the response: %w", err))
+	}
+	if ok {
+		if over {
+			return nil, &failure{kind: heal.KindTransport, status: resp.StatusCode, message: fmt.Sprintf("answer over %d bytes", limit)}
+		}
+		return data, nil
+	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return nil, redirectFailure(resp)
+	}
+	f := &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: b.c.errMessage(data)}
+	if f.message == "" {
+		f.message = http.StatusText(resp.StatusCode)
+	}
+	if f.kind == heal.KindTransport {
+		f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
+	}
+	return nil, f
+}
+
+// stream sends a GET and hands the 2xx body to fn unread, for results
+// files of any size. Only the request is retried, never a body half read.
+func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) error) error {
+	budget := b.c.cfg.TransportRetries
+	for n := 0; ; n++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return &heal.Error{Kind: heal.KindRequest, Provider: b.c.provider, Message: "building the request: " + err.Error()}
+		}
+		b.c.header(req.Header)
+		resp, err := b.c.cfg.HTTPClient.Do(req)
+		var f *failure
+		if err != nil {
+			f = &failure{kind: heal.KindTransport, message: err.Error()}
+		} else if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			data, _, _ := readBounded(resp, maxErrorBody)
+			_ = resp.Body.Close()
+			f = &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: b.c.errMessage(data)}
+		} else {
+			err := fn(resp.Body)
+			_ = resp.Body.Close()
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: reading batch results: %w", b.c.provider, ctx.Err())
+		}
+		if f.kind != heal.KindTransport || n >= budget {
+			return b.c.fail(f, n)
+		}
+		if err := sleep(ctx, backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)); err != nil {
+			return fmt.Errorf("%s: waiting to retry: %w", b.c.provider, err)
+		}
+	}
+}
