@@ -129,19 +129,19 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var errs []error
 	if c.Batcher == nil {
-		errs = append(errs, errors.New("batch config: Batcher is required"))
+		errs = append(errs, errors.New("a Batcher is required"))
 	}
 	if c.KV == nil {
-		errs = append(errs, errors.New("batch config: KV is required"))
+		errs = append(errs, errors.New("a KV bucket is required"))
 	}
 	if c.Conn == nil {
-		errs = append(errs, errors.New("batch config: Conn is required"))
+		errs = append(errs, errors.New("a NATS Conn is required"))
 	}
 	if c.Inner == nil {
-		errs = append(errs, errors.New("batch config: Inner is required"))
+		errs = append(errs, errors.New("an Inner handler is required"))
 	}
 	if c.Heal != HealBatch && c.Heal != HealSync {
-		errs = append(errs, fmt.Errorf("batch config: Heal must be %q or %q, got %q", HealBatch, HealSync, c.Heal))
+		errs = append(errs, fmt.Errorf("the heal mode must be %q or %q, got %q", HealBatch, HealSync, c.Heal))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("configuring batch mode: %w", err)
