@@ -50,15 +50,13 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64) (o
 	if d.MsgID == "" {
 		d.MsgID = fallbackMsgID(d, seq)
 	}
-	e, _, found, err := r.c.ledgerGet(ctx, ledgerKeyOf(d))
+	_, ended, err := r.c.runEnded(ctx, ledgerKeyOf(d), ledgerRunOf(d))
 	if err != nil {
 		r.log.Warn("reading the job ledger failed; job handed back", "msg_id", d.MsgID, "err", err)
 		return Outcome{Action: ActionRetry}, false
 	}
-	if found {
-		if _, ended := e.Ended(ledgerRunOf(d)); ended {
-			return Outcome{Action: actionDone}, false
-		}
+	if ended {
+		return Outcome{Action: actionDone}, false
 	}
 	return Outcome{}, true
 }

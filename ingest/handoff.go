@@ -64,12 +64,10 @@ func (c *Conn) StoreOutcome(ctx context.Context, h HandedOutcome, stored func(Si
 		jobID = h.MsgID
 	}
 	run := RunOf(h.MsgID, jobID)
-	if e, _, found, err := c.ledgerGet(ctx, jobID); err != nil {
+	if _, ended, err := c.runEnded(ctx, jobID, run); err != nil {
 		return false, err
-	} else if found {
-		if _, ended := e.Ended(run); ended {
-			return false, nil
-		}
+	} else if ended {
+		return false, nil
 	}
 	prefix, kind := SubjectResults, payloadResults
 	if out.Action == ActionDeadLetter {

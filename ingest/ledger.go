@@ -1,7 +1,10 @@
 package ingest
 
 // The job ledger: a KV bucket on JetStream that remembers, per job id,
-// which runs ended and where each outcome is stored. It outlives the
+// which runs ended and where each outcome is stored. Each ended run is one
+// key, <LedgerKey(job id)>.<run>, written once with Create: a worker checks
+// one key before calling the model and writes one when the run ended, the
+// least a ledger can cost (a read and a write per job). It outlives the
 // streams' duplicate window, and every submitter and worker of a cluster
 // reads the same one: submit skips ended jobs, and a worker acks, without
 // calling the model, a delivery whose run already ended.
@@ -11,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,76 +109,123 @@ func RunMsgID(jobID string, n int) string {
 	return jobID + "~r" + strconv.Itoa(n)
 }
 
-// Ledger returns the ledger entry of a job id; found is false when no run
-// of it ended.
-func (c *Conn) Ledger(ctx context.Context, jobID string) (LedgerEntry, bool, error) {
-	e, _, found, err := c.ledgerGet(ctx, jobID)
-	return e, found, err
+// ledgerRunKey is the key of one run of a job.
+func ledgerRunKey(jobID string, run int) string {
+	return LedgerKey(jobID) + "." + strconv.Itoa(run)
 }
 
-func (c *Conn) ledgerGet(ctx context.Context, jobID string) (LedgerEntry, uint64, bool, error) {
-	kv, err := c.buckets.ledger.Get(ctx, LedgerKey(jobID))
+// ledgerValue is what a run's key holds.
+type ledgerValue struct {
+	JobID string `json:"job_id"`
+	LedgerRun
+}
+
+// runEnded reads the ledger's record of one run of a job.
+func (c *Conn) runEnded(ctx context.Context, jobID string, run int) (LedgerRun, bool, error) {
+	kv, err := c.buckets.ledger.Get(ctx, ledgerRunKey(jobID, run))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return LedgerEntry{JobID: jobID}, 0, false, nil
+		return LedgerRun{}, false, nil
 	}
 	if err != nil {
-		return LedgerEntry{}, 0, false, fmt.Errorf("reading the ledger entry of job %s: %w", jobID, err)
+		return LedgerRun{}, false, fmt.Errorf("reading the ledger entry of job %s run %d: %w", jobID, run, err)
 	}
-	var e LedgerEntry
-	if err := json.Unmarshal(kv.Value(), &e); err != nil {
-		return LedgerEntry{}, 0, false, fmt.Errorf("reading the ledger entry of job %s: %w", jobID, err)
+	var v ledgerValue
+	if err := json.Unmarshal(kv.Value(), &v); err != nil {
+		return LedgerRun{}, false, fmt.Errorf("reading the ledger entry of job %s run %d: %w", jobID, run, err)
 	}
-	return e, kv.Revision(), true, nil
+	return v.LedgerRun, true, nil
 }
 
-// recordRun writes run into the ledger entry of jobID unless that run
-// ended already, with compare-and-set so that concurrent writers of one
-// job never overwrite each other. It returns the ledger's record of the
-// run: ours, or the one another worker wrote first (then the caller's
-// outcome is a second one and must go).
+// Ledger returns the ledger entry of a job id, its ended runs in order;
+// found is false when no run of it ended.
+func (c *Conn) Ledger(ctx context.Context, jobID string) (LedgerEntry, bool, error) {
+	e := LedgerEntry{JobID: jobID}
+	lister, err := c.buckets.ledger.ListKeysFiltered(ctx, LedgerKey(jobID)+".*")
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return e, false, nil
+	}
+	if err != nil {
+		return e, false, fmt.Errorf("listing the ledger entries of job %s: %w", jobID, err)
+	}
+	var runs []int
+	for k := range lister.Keys() { // closed once every key was listed
+
+		_, num, _ := strings.Cut(k, ".")
+		if n, err := strconv.Atoi(num); err == nil {
+			runs = append(runs, n)
+		}
+	}
+	slices.Sort(runs)
+	for _, n := range runs {
+		r, ok, err := c.runEnded(ctx, jobID, n)
+		if err != nil {
+			return e, false, err
+		}
+		if ok {
+			e.Runs = append(e.Runs, r)
+		}
+	}
+	return e, len(e.Runs) > 0, nil
+}
+
+// recordRun writes run into the ledger unless that run ended already: one
+// Create, which fails when another worker wrote the run first. It returns
+// the ledger's record of the run: ours, or the one another worker wrote
+// first (then the caller's outcome is a second one and must go).
 func (c *Conn) recordRun(ctx context.Context, jobID string, run LedgerRun) (LedgerRun, error) {
-	key := LedgerKey(jobID)
+	value, err := json.Marshal(ledgerValue{JobID: jobID, LedgerRun: run})
+	if err != nil {
+		return LedgerRun{}, fmt.Errorf("encoding the ledger entry of job %s: %w", jobID, err)
+	}
+	key := ledgerRunKey(jobID, run.Run)
 	for attempt := 0; ; attempt++ {
-		e, rev, found, err := c.ledgerGet(ctx, jobID)
-		if err != nil {
-			return LedgerRun{}, err
-		}
-		if have, ok := e.Ended(run.Run); ok {
-			return have, nil
-		}
-		e.JobID = jobID
-		e.Runs = append(e.Runs, run)
-		value, err := json.Marshal(e)
-		if err != nil {
-			return LedgerRun{}, fmt.Errorf("encoding the ledger entry of job %s: %w", jobID, err)
-		}
-		if found {
-			_, err = c.buckets.ledger.Update(ctx, key, value, rev)
-		} else {
-			_, err = c.buckets.ledger.Create(ctx, key, value)
-		}
+		_, err := c.buckets.ledger.Create(ctx, key, value)
 		if err == nil {
 			return run, nil
 		}
-		conflict := errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
-		if !conflict || attempt >= 10 {
+		if !errors.Is(err, jetstream.ErrKeyExists) || attempt >= 10 {
 			return LedgerRun{}, fmt.Errorf("writing the ledger entry of job %s run %d: %w", jobID, run.Run, err)
 		}
-		// Another writer of this job came first: read again and decide.
+		// Another writer of this run came first: theirs stands.
+		have, ok, err := c.runEnded(ctx, jobID, run.Run)
+		if err != nil {
+			return LedgerRun{}, err
+		}
+		if ok {
+			return have, nil
+		}
+		// Deleted in between (a purge): try to write ours again.
 	}
 }
 
-// Ended looks the job ids up in the ledger (ledgerLookups reads in
-// flight) and returns the entries of those that have an ended run.
+// Ended returns the ledger entries of the job ids that have an ended run.
 func (c *Conn) Ended(ctx context.Context, jobIDs []string) (map[string]LedgerEntry, error) {
-	entries := make([]LedgerEntry, len(jobIDs))
-	found := make([]bool, len(jobIDs))
-	errs := make([]error, len(jobIDs))
+	out := make(map[string]LedgerEntry)
+	for _, id := range jobIDs {
+		e, found, err := c.Ledger(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[id] = e
+		}
+	}
+	return out, nil
+}
+
+// runsEnded reports, for each item that carries a job id, whether the run
+// its message id names ended (ledgerLookups reads in flight).
+func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) ([]bool, error) {
+	ended := make([]bool, len(items))
+	errs := make([]error, len(items))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sem := make(chan struct{}, ledgerLookups)
 	var wg sync.WaitGroup
-	for i, id := range jobIDs {
+	for i, it := range items {
+		if it.JobID == "" {
+			continue
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -184,7 +235,7 @@ func (c *Conn) Ended(ctx context.Context, jobIDs []string) (map[string]LedgerEnt
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			entries[i], _, found[i], errs[i] = c.ledgerGet(ctx, id)
+			_, ended[i], errs[i] = c.runEnded(ctx, it.JobID, RunOf(it.MsgID, it.JobID))
 			if errs[i] != nil {
 				cancel()
 			}
@@ -199,49 +250,30 @@ func (c *Conn) Ended(ctx context.Context, jobIDs []string) (map[string]LedgerEnt
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("reading the job ledger: %w", err)
 	}
-	out := make(map[string]LedgerEntry)
-	for i, id := range jobIDs {
-		if found[i] {
-			out[id] = entries[i]
-		}
-	}
-	return out, nil
+	return ended, nil
 }
 
 // filterEnded applies the ledger to the items that carry a job id: an
 // item whose run already ended is dropped (counted in done) or, with
 // Rerun, given the message id of the run after the last one that ended.
 func (c *Conn) filterEnded(ctx context.Context, items []SubmitItem) (kept []SubmitItem, done, reruns int, err error) {
-	var ids []string
-	for _, it := range items {
-		if it.JobID != "" {
-			ids = append(ids, it.JobID)
-		}
-	}
-	if len(ids) == 0 {
-		return items, 0, 0, nil
-	}
-	ended, err := c.Ended(ctx, ids)
+	ended, err := c.runsEnded(ctx, items)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("checking the job ledger: %w", err)
 	}
-	if len(ended) == 0 {
-		return items, 0, 0, nil
-	}
 	kept = make([]SubmitItem, 0, len(items))
-	for _, it := range items {
-		e, ok := ended[it.JobID]
-		if it.JobID == "" || !ok {
-			kept = append(kept, it)
-			continue
-		}
-		if _, runEnded := e.Ended(RunOf(it.MsgID, it.JobID)); !runEnded {
+	for i, it := range items {
+		if !ended[i] {
 			kept = append(kept, it)
 			continue
 		}
 		if !it.Rerun {
 			done++
 			continue
+		}
+		e, _, err := c.Ledger(ctx, it.JobID)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("checking the job ledger: %w", err)
 		}
 		it.MsgID = RunMsgID(it.JobID, e.LastRun()+1)
 		reruns++
