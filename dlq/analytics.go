@@ -78,16 +78,26 @@ type ValueCount struct {
 }
 
 // FunnelRow counts the outcomes of one (schema, version, status, attempts,
-// class).
+// class, model, first model).
 type FunnelRow struct {
-	Schema     string
-	Version    string
-	Dead       bool
-	Attempts   int
-	Class      string
+	Schema   string
+	Version  string
+	Dead     bool
+	Attempts int
+	Class    string
+	// Model is the model of the runs' last attempt (the final answer),
+	// FirstModel the model of their first: they differ when a fallback
+	// model answered last.
+	Model      string
+	FirstModel string
 	Jobs       int
 	Tokens     int
 	HealTokens int
+	// CostUSD and HealCostUSD are the known costs of every attempt and of
+	// attempts 2..n; Priced counts the runs with a known cost.
+	CostUSD     float64
+	HealCostUSD float64
+	Priced      int
 	// First and Last are the earliest and latest finish times of these
 	// outcomes.
 	First, Last time.Time
@@ -323,14 +333,16 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 }
 
 // Funnel counts outcomes (every run, replayed ones included) by schema,
-// schema version, status, attempts and class, with their tokens.
+// schema version, status, attempts, class and models, with their tokens
+// and costs. It honours Filter's Schema, Version, Model (the model of the
+// last attempt), Since and Until.
 func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	f.IncludeReplayed = true
-	f.Class, f.Model, f.Path, f.Cluster, f.IDs = "", "", "", "", nil
+	f.Class, f.Path, f.Cluster, f.IDs = "", "", "", nil
 	where, args := f.where(false)
-	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
-		       MIN(o.finished_at), MAX(o.finished_at)
-		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class`
+	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
+		       SUM(o.cost_usd), SUM(o.heal_cost_usd), SUM(o.priced), MIN(o.finished_at), MAX(o.finished_at)
+		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the funnel: %w", err)
@@ -340,7 +352,8 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	for rows.Next() {
 		var r FunnelRow
 		var first, last int64
-		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens, &first, &last); err != nil {
+		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Model, &r.FirstModel, &r.Jobs, &r.Tokens, &r.HealTokens,
+			&r.CostUSD, &r.HealCostUSD, &r.Priced, &first, &last); err != nil {
 			return nil, fmt.Errorf("reading the funnel: %w", err)
 		}
 		r.First, r.Last = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()
