@@ -16,6 +16,7 @@ import (
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/worker"
 )
 
 func (e *env) resultsCommand() *cli.Command {
@@ -73,7 +74,7 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 func (e *env) statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stats",
-		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class",
+		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
 		ArgsUsage: " ",
 		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
 		Action: func(c *cli.Context) error {
@@ -109,6 +110,14 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 	sort.Strings(classes)
 	for _, k := range classes {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\n", k, s.ByClass[k], pct(s.ByClass[k], s.Jobs))
+	}
+	if s.PricedJobs > 0 {
+		// Only when a price was known: a cost of 0 would say nothing.
+		line := "$" + worker.Dollars(s.CostUSD)
+		if s.PricedJobs < s.Jobs {
+			line += fmt.Sprintf("\t(%d of %d jobs priced)", s.PricedJobs, s.Jobs)
+		}
+		fmt.Fprintf(tw, "cost_usd\t%s\n", line)
 	}
 	return tw.Flush()
 }
