@@ -9,7 +9,9 @@ import (
 
 // The methods in this file are the read side the report package builds on:
 // aggregates computed by SQLite over covering indexes, so the report never
-// scans payloads. They honour Filter's Schema, Version, Since and Until.
+// scans payloads. They honour Filter's Schema, Version, Since and Until,
+// and Model (the model of a run's final answer) where they read failures
+// or the funnel.
 //
 // A dead letter is "replayed, healed" when a later run of its job (a
 // replay: same job id, higher run) succeeded. Such a run is evidence of
@@ -120,6 +122,10 @@ func (f Filter) failureWhere(cluster string) (string, []any) {
 			args = append(args, f.Version)
 		}
 		conds = append(conds, "cluster IN (SELECT id FROM clusters WHERE "+strings.Join(sub, " AND ")+")")
+	}
+	if f.Model != "" {
+		conds = append(conds, "outcome_id IN (SELECT id FROM outcomes WHERE model = ?)")
+		args = append(args, f.Model)
 	}
 	if !f.Since.IsZero() {
 		conds = append(conds, "at >= ?")
