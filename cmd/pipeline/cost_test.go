@@ -295,3 +295,81 @@ func TestFallbackWhenThePrimaryBreakerIsOpen(t *testing.T) {
 		t.Errorf("calls by model %v, want primary 2 (then its breaker is open), backup 8", byModel)
 	}
 }
+
+// TestCostFromAnthropicUsageWithCacheReads: an Anthropic Messages server
+// reports cache reads; the built-in price of claude-haiku-4-5 bills them at
+// the cached rate, and the run's cost is that of the reported usage.
+func TestCostFromAnthropicUsageWithCacheReads(t *testing.T) {
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+	var mu sync.Mutex
+	var headers []http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		headers = append(headers, r.Header.Clone())
+		mu.Unlock()
+		if r.URL.Path != "/v1/messages" || r.Header.Get("x-api-key") != "sk-ant-test" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("request-id", "req_01")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "msg_01", "type": "message", "role": "assistant", "model": "claude-haiku-4-5",
+			"content":     []any{map[string]any{"type": "text", "text": validTicket}},
+			"stop_reason": "end_turn",
+			"usage":       map[string]any{"input_tokens": 100, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 0, "output_tokens": 50},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ticketJobs(t, dir, "an", 2)
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "anthropic:claude-haiku-4-5", "--llm-url", srv.URL)
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	if strings.Contains(errs, "no price for this model") {
+		t.Errorf("claude-haiku-4-5 is in the built-in table, yet run says it has no price:\n%s", errs)
+	}
+	// 100 uncached input at $1, 900 cache reads at $0.10, 50 output at $5, per million
+	const want = (100*1.0 + 900*0.1 + 50*5.0) / 1e6
+	for _, o := range results(t, dir) {
+		if c, _ := o["cost_usd"].(float64); math.Abs(c-want) > 1e-12 {
+			t.Errorf("job %v: cost %v, want %v", o["job_id"], o["cost_usd"], want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(headers) != 2 || headers[0].Get("anthropic-version") == "" {
+		t.Errorf("%d calls, first with anthropic-version %q; want 2 calls with the header", len(headers), headers[0].Get("anthropic-version"))
+	}
+}
+
+// TestUnpricedModelSaysSoOnce: a model priced nowhere has its tokens
+// counted and no cost; run says so once.
+func TestUnpricedModelSaysSoOnce(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newModelServer(t, map[string]reply{"local-model": {content: validTicket}})
+	dir := t.TempDir()
+	ticketJobs(t, dir, "up", 3)
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:local-model", "--llm-url", srv.URL+"/v1")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, errs)
+	}
+	if n := strings.Count(errs, "no price for this model"); n != 1 {
+		t.Errorf("the unknown price is said %d times, want once:\n%s", n, errs)
+	}
+	for _, o := range results(t, dir) {
+		if _, ok := o["cost_usd"]; ok {
+			t.Errorf("job %v has a cost_usd though its model is priced nowhere", o["job_id"])
+		}
+	}
+	st := statsJSON(t, dir)
+	if st["priced_jobs"] != 0.0 || st["tokens"].(map[string]any)["prompt"] != 300.0 {
+		t.Errorf("stats: priced_jobs %v, prompt tokens %v; want 0 and 300 (tokens still counted)", st["priced_jobs"], st["tokens"].(map[string]any)["prompt"])
+	}
+	if out := mustCLI(t, "", "stats", "--data-dir", dir); strings.Contains(out, "cost_usd") {
+		t.Errorf("stats prints a cost line with no price known:\n%s", out)
+	}
+}
