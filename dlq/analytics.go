@@ -9,7 +9,9 @@ import (
 
 // The methods in this file are the read side the report package builds on:
 // aggregates computed by SQLite over covering indexes, so the report never
-// scans payloads. They honour Filter's Schema, Version, Since and Until.
+// scans payloads. They honour Filter's Schema, Version, Since and Until,
+// and Model (the model of a run's final answer) where they read failures
+// or the funnel.
 //
 // A dead letter is "replayed, healed" when a later run of its job (a
 // replay: same job id, higher run) succeeded. Such a run is evidence of
@@ -78,16 +80,26 @@ type ValueCount struct {
 }
 
 // FunnelRow counts the outcomes of one (schema, version, status, attempts,
-// class).
+// class, model, first model).
 type FunnelRow struct {
-	Schema     string
-	Version    string
-	Dead       bool
-	Attempts   int
-	Class      string
+	Schema   string
+	Version  string
+	Dead     bool
+	Attempts int
+	Class    string
+	// Model is the model of the runs' last attempt (the final answer),
+	// FirstModel the model of their first: they differ when a fallback
+	// model answered last.
+	Model      string
+	FirstModel string
 	Jobs       int
 	Tokens     int
 	HealTokens int
+	// CostUSD and HealCostUSD are the known costs of every attempt and of
+	// attempts 2..n; Priced counts the runs with a known cost.
+	CostUSD     float64
+	HealCostUSD float64
+	Priced      int
 	// First and Last are the earliest and latest finish times of these
 	// outcomes.
 	First, Last time.Time
@@ -110,6 +122,10 @@ func (f Filter) failureWhere(cluster string) (string, []any) {
 			args = append(args, f.Version)
 		}
 		conds = append(conds, "cluster IN (SELECT id FROM clusters WHERE "+strings.Join(sub, " AND ")+")")
+	}
+	if f.Model != "" {
+		conds = append(conds, "outcome_id IN (SELECT id FROM outcomes WHERE model = ?)")
+		args = append(args, f.Model)
 	}
 	if !f.Since.IsZero() {
 		conds = append(conds, "at >= ?")
@@ -323,14 +339,16 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 }
 
 // Funnel counts outcomes (every run, replayed ones included) by schema,
-// schema version, status, attempts and class, with their tokens.
+// schema version, status, attempts, class and models, with their tokens
+// and costs. It honours Filter's Schema, Version, Model (the model of the
+// last attempt), Since and Until.
 func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	f.IncludeReplayed = true
-	f.Class, f.Model, f.Path, f.Cluster, f.IDs = "", "", "", "", nil
+	f.Class, f.Path, f.Cluster, f.IDs = "", "", "", nil
 	where, args := f.where(false)
-	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
-		       MIN(o.finished_at), MAX(o.finished_at)
-		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class`
+	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
+		       SUM(o.cost_usd), SUM(o.heal_cost_usd), SUM(o.priced), MIN(o.finished_at), MAX(o.finished_at)
+		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the funnel: %w", err)
@@ -340,7 +358,8 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	for rows.Next() {
 		var r FunnelRow
 		var first, last int64
-		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Jobs, &r.Tokens, &r.HealTokens, &first, &last); err != nil {
+		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Model, &r.FirstModel, &r.Jobs, &r.Tokens, &r.HealTokens,
+			&r.CostUSD, &r.HealCostUSD, &r.Priced, &first, &last); err != nil {
 			return nil, fmt.Errorf("reading the funnel: %w", err)
 		}
 		r.First, r.Last = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()

@@ -224,9 +224,9 @@ func TestMigrationBackfillsFixed(t *testing.T) {
 		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`,
 		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
 		`ATTACH DATABASE '` + cur.Path() + `' AS cur`,
-		`INSERT INTO outcomes SELECT * FROM cur.outcomes`,
+		`INSERT INTO outcomes SELECT ` + outcomesV1Columns + ` FROM cur.outcomes`,
 		`INSERT INTO payloads SELECT outcome_id, 0, body FROM cur.payloads`,
-		`INSERT INTO attempts SELECT * FROM cur.attempts`,
+		`INSERT INTO attempts SELECT ` + attemptsV1Columns + ` FROM cur.attempts`,
 		`INSERT INTO clusters SELECT * FROM cur.clusters`,
 	} {
 		if _, err := db.Exec(q); err != nil {

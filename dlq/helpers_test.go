@@ -98,3 +98,12 @@ func message(tb testing.TB, o Outcome) []byte {
 	}
 	return append(b, '}')
 }
+
+// The columns of outcomes and attempts as migration 0001 created them, for
+// tests that build a file of an older version from a current one.
+const (
+	outcomesV1Columns = `id, job_id, run, schema_id, version, dead, class, reason, model, attempts, deliveries,
+		prompt_tokens, completion_tokens, tokens, heal_tokens, first_path, started_at, finished_at, replayed`
+	attemptsV1Columns = `outcome_id, n, temperature, class, finish_reason, repairs, diagnostics, prompt_tokens,
+		completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries`
+)

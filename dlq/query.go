@@ -101,13 +101,19 @@ type Stats struct {
 	ByClass  map[string]int         `json:"by_class"`
 	BySchema map[string]SchemaStats `json:"by_schema"`
 	Tokens   Tokens                 `json:"tokens"`
+	// CostUSD is the cost in US dollars of every attempt whose model's
+	// price was known; PricedJobs counts the jobs with such an attempt
+	// (0: no cost is known, CostUSD says nothing).
+	CostUSD    float64 `json:"cost_usd"`
+	PricedJobs int     `json:"priced_jobs"`
 }
 
 // SchemaStats are the counts of one schema.
 type SchemaStats struct {
-	Jobs         int `json:"jobs"`
-	Succeeded    int `json:"succeeded"`
-	DeadLettered int `json:"dead_lettered"`
+	Jobs         int     `json:"jobs"`
+	Succeeded    int     `json:"succeeded"`
+	DeadLettered int     `json:"dead_lettered"`
+	CostUSD      float64 `json:"cost_usd"`
 }
 
 // Tokens sums model tokens over the selected jobs.
@@ -123,7 +129,8 @@ type Tokens struct {
 func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 	st := Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]SchemaStats{}}
 	where, args := f.where(false)
-	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.prompt_tokens), SUM(o.completion_tokens), SUM(o.heal_tokens)
+	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.prompt_tokens), SUM(o.completion_tokens), SUM(o.heal_tokens),
+		       SUM(o.cost_usd), SUM(o.priced)
 		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.dead, o.attempts, o.class`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -132,8 +139,9 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var schema, class string
-		var dead, attempts, n, p, c, h int
-		if err := rows.Scan(&schema, &dead, &attempts, &class, &n, &p, &c, &h); err != nil {
+		var dead, attempts, n, p, c, h, priced int
+		var cost float64
+		if err := rows.Scan(&schema, &dead, &attempts, &class, &n, &p, &c, &h, &cost, &priced); err != nil {
 			return Stats{}, fmt.Errorf("reading stats: %w", err)
 		}
 		ss := st.BySchema[schema]
@@ -148,7 +156,10 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 			ss.Succeeded += n
 			st.ByAttempt[attempts] += n
 		}
+		ss.CostUSD += cost
 		st.BySchema[schema] = ss
+		st.CostUSD += cost
+		st.PricedJobs += priced
 		st.Tokens.Prompt += p
 		st.Tokens.Completion += c
 		st.Tokens.Healing += h

@@ -31,7 +31,12 @@ type Outcome struct {
 	Class  string `json:"class,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Hint   string `json:"hint,omitempty"`
-	Model  string `json:"model,omitempty"`
+	// Model is the spec of the model of the last attempt, the one that
+	// produced the final answer (each attempt records its own).
+	Model string `json:"model,omitempty"`
+	// CostUSD is the cost of every attempt whose model's price is known,
+	// in US dollars; nil when none was.
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 	// Attempts is the number of model calls made (transport retries aside).
 	Attempts int `json:"attempts"`
 	// Data is the validated result; only on success.
@@ -47,7 +52,9 @@ type Outcome struct {
 
 // Attempt is the trace of one model call.
 type Attempt struct {
-	N            int          `json:"n"`
+	N int `json:"n"`
+	// Model is the spec of the model that answered this call.
+	Model        string       `json:"model,omitempty"`
 	Temperature  float64      `json:"temperature"`
 	Raw          string       `json:"raw"`
 	Repairs      []string     `json:"repairs,omitempty"`
@@ -67,6 +74,27 @@ type Attempt struct {
 	// prompt cache (Anthropic cache_creation_input_tokens), part of
 	// PromptTokens as CachedTokens (the cache reads) are.
 	CacheWriteTokens int `json:"cache_write_tokens,omitzero"`
+	// CostUSD is what the call cost by its reported usage and its model's
+	// price, in US dollars; nil when the price is unknown (0 for the
+	// simulator).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
+}
+
+// Cost sums the known costs of a trace: of every attempt, and of attempts
+// 2..n (healing). priced is false when no attempt's price was known.
+func Cost(trace []Attempt) (total, heal float64, priced bool) {
+	for k := range trace {
+		c := trace[k].CostUSD
+		if c == nil {
+			continue
+		}
+		priced = true
+		total += *c
+		if k > 0 {
+			heal += *c
+		}
+	}
+	return total, heal, priced
 }
 
 // Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;

@@ -304,7 +304,7 @@ func TestMigrationConvertsPayloads(t *testing.T) {
 			stmts = append(stmts, m.sql, fmt.Sprintf(`INSERT INTO schema_migrations VALUES (%d, '%s', 0)`, m.version, m.name))
 		}
 	}
-	stmts = append(stmts, `ATTACH DATABASE '`+cur.Path()+`' AS cur`, `INSERT INTO outcomes SELECT * FROM cur.outcomes`)
+	stmts = append(stmts, `ATTACH DATABASE '`+cur.Path()+`' AS cur`, `INSERT INTO outcomes SELECT `+outcomesV1Columns+` FROM cur.outcomes`)
 	for _, q := range stmts {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("building a version 4 file: %v\n%s", err, q)

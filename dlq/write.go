@@ -42,6 +42,10 @@ type row struct {
 	prompt     int
 	completion int
 	heal       int
+	cost       float64
+	healCost   float64
+	priced     int
+	firstModel string
 	firstPath  string
 	// body is the payload: the Outcome as JSON text without its data,
 	// stored as TEXT so that sqlite3 and the v_* views read it
@@ -202,6 +206,15 @@ func (p *preparer) row(o *Outcome, r *row) error {
 		r.dead = 1
 	}
 	last := -1 // the last validated attempt
+	var priced bool
+	r.cost, r.healCost, priced = Cost(o.Trace)
+	if priced {
+		r.priced = 1
+	}
+	r.firstModel = o.Model
+	if len(o.Trace) > 0 && o.Trace[0].Model != "" {
+		r.firstModel = o.Trace[0].Model
+	}
 	for k := range o.Trace {
 		a := &o.Trace[k]
 		r.prompt += a.PromptTokens
@@ -322,10 +335,10 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	cl := newBulk(tx, `INSERT OR IGNORE INTO clusters (id, fp_version, schema_id, version, path, keyword) VALUES `, 6, chunkRows)
 	out := newBulk(tx, `INSERT INTO outcomes (id, job_id, run, schema_id, version, dead, class, reason, model,
 		attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
-		started_at, finished_at, replayed) VALUES `, 19, chunkOutcomes)
+		started_at, finished_at, replayed, cost_usd, heal_cost_usd, priced, first_model) VALUES `, 23, chunkOutcomes)
 	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, body) VALUES `, 2, chunkRows)
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
-		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries) VALUES `, 13, chunkRows)
+		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
 	all := []*bulk{cl, out, pay, att, fai}
 	for _, b := range all {
@@ -366,7 +379,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			o := r.o
 			if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
 				o.Attempts, o.Deliveries, int64(r.prompt), int64(r.completion), int64(r.prompt+r.completion), int64(r.heal), r.firstPath,
-				millis(o.StartedAt), millis(o.FinishedAt), r.replayed); err != nil {
+				millis(o.StartedAt), millis(o.FinishedAt), r.replayed, r.cost, r.healCost, r.priced, r.firstModel); err != nil {
 				return fmt.Errorf("inserting outcomes: %w", err)
 			}
 		}
@@ -404,7 +417,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 				a := &o.Trace[k]
 				if err := att.add(ctx, r.id, attemptN(a, k), a.Temperature, a.Class, a.FinishReason, strings.Join(a.Repairs, ","),
 					len(a.Diagnostics)+a.DiagnosticsOmitted, int64(a.PromptTokens), int64(a.CompletionTokens), int64(a.CachedTokens),
-					int64(a.ReasoningTokens), a.LatencyMS, a.TransportRetries); err != nil {
+					int64(a.ReasoningTokens), a.LatencyMS, a.TransportRetries, attemptModel(a, o), a.CostUSD); err != nil {
 					return fmt.Errorf("inserting attempts: %w", err)
 				}
 			}
@@ -494,6 +507,15 @@ func plan(ctx context.Context, tx *sql.Tx, rows []row) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// attemptModel is the model of an attempt, the outcome's when the trace
+// has none (written before attempts recorded their model).
+func attemptModel(a *Attempt, o *Outcome) string {
+	if a.Model != "" {
+		return a.Model
+	}
+	return o.Model
 }
 
 func millis(t time.Time) int64 {

@@ -47,6 +47,27 @@ type Config struct {
 	// Logger receives one debug line per attempt (never the payloads); nil
 	// discards.
 	Logger *slog.Logger
+	// Model is the spec of the primary model ("openai:gpt-4o-mini"),
+	// recorded on each attempt it answered.
+	Model string
+	// Fallbacks are the models a job moves on to, in order, when the
+	// models before them could not give a valid answer: their attempts
+	// ended in a healable failure (exhausted, no_progress), or the model
+	// was unavailable (a transport failure, its circuit breaker open, or a
+	// request error such as a context window exceeded). The conversation
+	// continues as it stands. MaxAttempts counts the primary's attempts;
+	// each fallback has its own.
+	Fallbacks []Fallback
+}
+
+// Fallback is one model of the fallback chain.
+type Fallback struct {
+	// Name is the model's spec, recorded on each attempt it answered.
+	Name  string
+	Model Model
+	// Attempts is its number of calls per job that may return an answer
+	// (0 means 1).
+	Attempts int
 }
 
 // TemperatureFor is the temperature of attempt n (from 1):
@@ -74,6 +95,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	fbs := make([]Fallback, len(c.Fallbacks))
+	for i, f := range c.Fallbacks {
+		if f.Attempts == 0 {
+			f.Attempts = 1
+		}
+		fbs[i] = f
+	}
+	c.Fallbacks = fbs
 	return c
 }
 
@@ -96,6 +125,14 @@ func (c Config) validate() error {
 	}
 	if c.MaxDiagnostics < 0 {
 		errs = append(errs, fmt.Errorf("MaxDiagnostics must be >= 0, got %d", c.MaxDiagnostics))
+	}
+	for i, f := range c.Fallbacks {
+		if f.Model == nil {
+			errs = append(errs, fmt.Errorf("fallback %d (%s): the model is nil", i, f.Name))
+		}
+		if f.Attempts < 0 {
+			errs = append(errs, fmt.Errorf("fallback %d (%s): attempts must be >= 1, got %d", i, f.Name, f.Attempts))
+		}
 	}
 	switch c.History {
 	case "", HistoryLatest, HistoryAll:

@@ -35,6 +35,17 @@
 // happen inside the Model and never count as attempts. A cancelled ctx ends
 // the run promptly as transport with ctx's error in Err.
 //
+// Fallbacks (Config.Fallbacks) form a chain after the primary model
+// (Config.Model names it): when a model's attempts end in a healable
+// failure (exhausted, no_progress), or the model is unavailable (a
+// transport failure after its own retries, its circuit breaker open, or a
+// request error such as a context window exceeded), the job moves on to
+// the next model with the conversation as it stands, at that model's first
+// temperature. Config.MaxAttempts counts the primary's attempts, each
+// Fallback its own Attempts. Every Attempt records its Model; Result.Model
+// is the model of the last attempt, Result.Skipped the models passed over.
+// Credentials refused (auth) and a truncated output end the run at once.
+//
 // The package does no HTTP and knows nothing of NATS: providers implement
 // Model (package llm), the worker maps Results to acks and dead letters.
 package heal

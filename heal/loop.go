@@ -41,12 +41,34 @@ func New(m Model, cfg Config) (*Loop, error) {
 // Config returns the effective configuration, defaults applied.
 func (l *Loop) Config() Config { return l.cfg }
 
+// stage is one model of the chain with its attempts.
+type stage struct {
+	name     string
+	model    Model
+	attempts int
+}
+
+// stages is the chain: the primary, then the fallbacks.
+func (l *Loop) stages() []stage {
+	out := make([]stage, 0, 1+len(l.cfg.Fallbacks))
+	out = append(out, stage{name: l.cfg.Model, model: l.model, attempts: l.cfg.MaxAttempts})
+	for _, f := range l.cfg.Fallbacks {
+		out = append(out, stage{name: f.Name, model: f.Model, attempts: f.Attempts})
+	}
+	return out
+}
+
 // Run takes one job to its end: validated data, or a failure class with the
 // trace of every attempt. The Task and its messages are never modified.
 // On ctx cancellation Run returns promptly with ClassTransport and ctx's
 // error in Err (the job is not at fault; the caller naks it).
+//
+// With fallbacks, a model whose attempts end in a healable failure, or
+// that is unavailable, hands the job to the next model of the chain, which
+// continues the same conversation at its own first temperature. Attempt
+// numbers run on across the chain; each attempt records its model.
 func (l *Loop) Run(ctx context.Context, t Task) Result {
-	var res Result
+	res := Result{Model: l.cfg.Model}
 	if t.Schema == nil {
 		res.Class = ClassRequest
 		res.Err = errors.New("running heal loop: task has no schema")
@@ -55,85 +77,149 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 	}
 	base := taskMessages(t, l.system(t.Schema))
 	var turns []failedTurn
-	for n := 1; n <= l.cfg.MaxAttempts; n++ {
-		if err := ctx.Err(); err != nil {
-			return l.cancelled(res, n, err)
-		}
-		temp := l.cfg.TemperatureFor(n)
-		req := Request{
-			Messages:    conversation(base, turns, l.cfg.History),
-			Temperature: temp,
-			MaxTokens:   l.cfg.MaxTokens,
-			Schema:      t.Schema.Raw,
-			SchemaID:    t.Schema.ID,
-			JobID:       t.JobID,
-			Attempt:     n,
-		}
-		start := time.Now()
-		resp, err := l.model.Complete(ctx, req)
-		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return l.cancelled(res, n, ctxErr)
+	chain := l.stages()
+	n := 0 // attempts answered so far, across the chain
+	for si, st := range chain {
+		lastStage := si == len(chain)-1
+		first := len(res.Attempts) // this stage's first attempt in res.Attempts
+		for k := 1; k <= st.attempts; k++ {
+			if err := ctx.Err(); err != nil {
+				return l.cancelled(res, n+1, err)
 			}
-			return l.modelFailed(res, n, err)
-		}
-		a := Attempt{
-			N:                n,
-			Temperature:      temp,
-			Raw:              resp.Content,
-			FinishReason:     resp.RawFinishReason,
-			Usage:            resp.Usage,
-			Latency:          resp.Latency,
-			TransportRetries: resp.TransportRetries,
-		}
-		if a.FinishReason == "" {
-			a.FinishReason = resp.FinishReason
-		}
-		if a.Latency == 0 {
-			a.Latency = time.Since(start)
-		}
-		data, feedback := l.judge(t.Schema, resp, &a)
-		res.Attempts = append(res.Attempts, a)
-		l.log(ctx, t, a)
+			temp := l.cfg.TemperatureFor(k)
+			req := Request{
+				Messages:    conversation(base, turns, l.cfg.History),
+				Temperature: temp,
+				MaxTokens:   l.cfg.MaxTokens,
+				Schema:      t.Schema.Raw,
+				SchemaID:    t.Schema.ID,
+				JobID:       t.JobID,
+				Attempt:     n + 1,
+			}
+			start := time.Now()
+			resp, err := st.model.Complete(ctx, req)
+			if err != nil {
+				if ctxErr := ctx.Err(); ctxErr != nil {
+					return l.cancelled(res, n+1, ctxErr)
+				}
+				if !lastStage && unavailable(err) {
+					res.Skipped = append(res.Skipped, Skip{Model: st.name, Reason: err.Error()})
+					l.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "model unavailable: the job goes to the next model",
+						slog.String("job", t.JobID), slog.String("model", st.name), slog.String("err", err.Error()))
+					break
+				}
+				return l.modelFailed(res, n+1, err)
+			}
+			n++
+			a := Attempt{
+				N:                n,
+				Model:            st.name,
+				Temperature:      temp,
+				Raw:              resp.Content,
+				FinishReason:     resp.RawFinishReason,
+				Usage:            resp.Usage,
+				Latency:          resp.Latency,
+				TransportRetries: resp.TransportRetries,
+			}
+			if a.FinishReason == "" {
+				a.FinishReason = resp.FinishReason
+			}
+			if a.Latency == 0 {
+				a.Latency = time.Since(start)
+			}
+			data, feedback := l.judge(t.Schema, resp, &a)
+			res.Attempts = append(res.Attempts, a)
+			res.Model = st.name
+			l.log(ctx, t, a)
 
-		switch a.Class {
-		case ClassNone:
-			res.Class = ClassNone
-			res.Data = data
-			return res
-		case ClassRefused:
-			res.Class = ClassRefused
-			res.Reason = fmt.Sprintf("attempt %d: the model refused: %s", n, clip(resp.Refusal, maxRefusalReason))
-			res.Hint = "the model declined this input; a refusal is never healed or retried (the same input is refused again): " +
-				"read the input and instructions (pipeline dlq show), then replay the job with another --model or fix the input"
-			return res
-		case ClassTruncated:
-			res.Class = ClassTruncated
-			res.Reason = fmt.Sprintf("attempt %d: output truncated (%s)", n, truncCause(resp))
-			res.Hint = "raise --max-tokens"
-			if l.cfg.MaxTokens > 0 {
-				res.Hint += fmt.Sprintf(" (now %d)", l.cfg.MaxTokens)
-			}
-			res.Hint += " or split the schema into smaller ones; a truncated output is never retried as is"
-			return res
-		}
-		if n > 1 {
-			prev := res.Attempts[n-2]
-			if why, stuck := noProgress(prev, a); stuck {
-				res.Class = ClassNoProgress
-				res.Reason = fmt.Sprintf("attempt %d %s as attempt %d; still failing: %s", n, why, n-1, failing(a))
-				res.Hint = "the model does not fix these fields from the feedback: check the schema (pipeline schemas lint) " +
-					"and the failure report (pipeline report)"
+			switch a.Class {
+			case ClassNone:
+				res.Class = ClassNone
+				res.Data = data
+				return res
+			case ClassRefused:
+				res.Class = ClassRefused
+				res.Reason = fmt.Sprintf("attempt %d: the model refused: %s", n, clip(resp.Refusal, maxRefusalReason))
+				res.Hint = "the model declined this input; a refusal is never healed or retried (the same input is refused again): " +
+					"read the input and instructions (pipeline dlq show), then replay the job with another --model or fix the input"
+				return res
+			case ClassTruncated:
+				res.Class = ClassTruncated
+				res.Reason = fmt.Sprintf("attempt %d: output truncated (%s)", n, truncCause(resp))
+				res.Hint = "raise --max-tokens"
+				if l.cfg.MaxTokens > 0 {
+					res.Hint += fmt.Sprintf(" (now %d)", l.cfg.MaxTokens)
+				}
+				res.Hint += " or split the schema into smaller ones; a truncated output is never retried as is"
 				return res
 			}
+			turns = append(turns, failedTurn{raw: a.Raw, feedback: feedback, toolCallID: resp.ToolCallID})
+			if len(res.Attempts)-first > 1 {
+				prev := res.Attempts[len(res.Attempts)-2]
+				if why, stuck := noProgress(prev, a); stuck {
+					res.Class = ClassNoProgress
+					res.Reason = fmt.Sprintf("attempt %d %s as attempt %d; still failing: %s", n, why, n-1, failing(a))
+					res.Hint = "the model does not fix these fields from the feedback: check the schema (pipeline schemas lint) " +
+						"and the failure report (pipeline report)"
+					if lastStage {
+						return res
+					}
+					break // the next model takes the conversation on
+				}
+			}
 		}
-		turns = append(turns, failedTurn{raw: a.Raw, feedback: feedback, toolCallID: resp.ToolCallID})
+	}
+	if len(res.Attempts) == 0 {
+		// Every model was skipped; cannot happen, the last one's error ends
+		// the run above.
+		return l.modelFailed(res, 1, errors.New("no model of the chain answered"))
 	}
 	last := res.Attempts[len(res.Attempts)-1]
 	res.Class = ClassExhausted
-	res.Reason = fmt.Sprintf("%d attempts used; still failing: %s", len(res.Attempts), failing(last))
+	res.Reason = fmt.Sprintf("%s used; still failing: %s", attemptsUsed(res.Attempts), failing(last))
 	res.Hint = "raise --max-attempts, or look at these fields in the failure report (pipeline report)"
+	if len(chain) > 1 {
+		res.Hint = "raise --max-attempts or --fallback-attempts, or look at these fields in the failure report (pipeline report)"
+	}
 	return res
+}
+
+// unavailable reports whether a model error hands the job to the next
+// model of the chain: the model could not be reached (transport, its
+// breaker open) or refused the request as such (request_error: the
+// context window exceeded, an unknown model). Credentials refused (auth)
+// stop the worker instead.
+func unavailable(err error) bool {
+	switch KindOf(err) {
+	case KindTransport, KindRequest:
+		return true
+	}
+	return false
+}
+
+// attemptsUsed says how many attempts were made, by model when more than
+// one model answered: "3 attempts (2 openai:a, 1 openai:b)".
+func attemptsUsed(as []Attempt) string {
+	s := fmt.Sprintf("%d attempts", len(as))
+	if len(as) == 1 {
+		s = "1 attempt"
+	}
+	var models []string
+	count := map[string]int{}
+	for _, a := range as {
+		if count[a.Model] == 0 {
+			models = append(models, a.Model)
+		}
+		count[a.Model]++
+	}
+	if len(models) < 2 {
+		return s
+	}
+	parts := make([]string, len(models))
+	for i, m := range models {
+		parts[i] = fmt.Sprintf("%d %s", count[m], m)
+	}
+	return s + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // judge classifies one answer, filling a's class, stages and diagnostics.
@@ -324,6 +410,7 @@ func (l *Loop) log(ctx context.Context, t Task, a Attempt) {
 	l.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "heal attempt",
 		slog.String("job", t.JobID),
 		slog.String("schema", t.Schema.ID),
+		slog.String("model", a.Model),
 		slog.Int("attempt", a.N),
 		slog.Float64("temperature", a.Temperature),
 		slog.String("class", string(a.Class)),

@@ -40,6 +40,18 @@ type Result struct {
 	Attempts []Attempt
 	// Err is the model error behind ClassTransport, ClassAuth, ClassRequest.
 	Err error
+	// Model is the spec of the model of the last attempt: the one that
+	// produced the final answer (Config.Model when no model answered).
+	Model string
+	// Skipped lists the models passed over because they were unavailable
+	// (transport failure, breaker open, request error), each with why.
+	Skipped []Skip
+}
+
+// Skip is a model of the chain passed over for a job.
+type Skip struct {
+	Model  string
+	Reason string
 }
 
 // OK reports whether the job succeeded.
@@ -47,7 +59,10 @@ func (r Result) OK() bool { return r.Class == ClassNone }
 
 // Attempt is the trace of one model call.
 type Attempt struct {
-	N           int
+	N int
+	// Model is the spec of the model that answered (Config.Model or a
+	// fallback's Name).
+	Model       string
 	Temperature float64
 	Raw         string   // the model's output as received
 	Stages      []string // sanitizer stages applied

@@ -69,7 +69,14 @@
 // dead_by_class (dead letters by failure class, share of all jobs),
 // tokens_per_succeeded (prompt + completion tokens of the succeeded jobs per
 // succeeded job) and heal_token_share (share of all tokens spent on attempts
-// after the first).
+// after the first). Cost and models (cost.go): cost_usd (every attempt
+// whose model's price was known, null when none was), cost_per_succeeded
+// (cost_usd per succeeded job, the failures paid for included),
+// heal_cost_share (share of cost_usd spent on attempts after the first),
+// healed_by_fallback (succeeded jobs answered by another model than their
+// first attempt's) and models (the jobs per model of their final answer).
+// Options.Model limits the funnel and the clusters to the jobs whose final
+// answer came from one model.
 //
 // # JSON format (stable)
 //
@@ -77,8 +84,8 @@
 //	  "generated_at",                          // RFC 3339, UTC
 //	  "source",                                // the index file
 //	  "range":      {"from", "to"} or null,    // finish times of the outcomes covered
-//	  "totals":     {"jobs", "succeeded", "dead_lettered", "replayed_healed", "tokens"},
-//	  "filter":     {"schema"?, "version", "since"?},  // version: "latest", "all" or a hash
+//	  "totals":     {"jobs", "succeeded", "dead_lettered", "replayed_healed", "tokens", "cost_usd"},
+//	  "filter":     {"schema"?, "version", "since"?, "model"?},  // version: "latest", "all" or a hash
 //	  "versions":   {"<schema>": ["<version>", ...]},  // the versions covered
 //	  "fingerprint_version": 1,
 //	  "thresholds": {"min_jobs", "max_heal_rate", "streak"},
@@ -101,7 +108,10 @@
 //	             "succeeded_at": [{"attempt", "jobs", "share"}],
 //	             "dead_by_class": [{"class", "jobs", "share"}],
 //	             "tokens", "tokens_per_succeeded", // null when none succeeded
-//	             "heal_token_share"}},
+//	             "heal_token_share",
+//	             "cost_usd", "cost_per_succeeded",  // null when no price was known
+//	             "heal_cost_share", "healed_by_fallback",
+//	             "models": [{"model", "jobs", "succeeded", "dead_lettered", "healed_by_fallback", "cost_usd"}]}},
 //	  "lint": [{"schema", "file", "path", "rule", "message", "suggestion"}]
 //	}
 //

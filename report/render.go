@@ -89,6 +89,9 @@ func (r *Report) scope() scope {
 	if r.Filter.Since != nil {
 		f = append(f, "since "+r.Filter.Since.UTC().Format(time.RFC3339))
 	}
+	if r.Filter.Model != "" {
+		f = append(f, "model "+r.Filter.Model)
+	}
 	sc.filter = strings.Join(f, ", ")
 	t := r.Totals
 	sc.totals = fmt.Sprintf("%d jobs, %d succeeded, %d dead-lettered", t.Jobs, t.Succeeded, t.DeadLettered)
@@ -96,6 +99,9 @@ func (r *Report) scope() scope {
 		sc.totals += fmt.Sprintf(" (%d replayed, healed)", t.ReplayedHealed)
 	}
 	sc.totals += fmt.Sprintf(", %d tokens", t.Tokens)
+	if t.CostUSD != nil {
+		sc.totals += ", " + dollars(t.CostUSD)
+	}
 	return sc
 }
 
@@ -232,6 +238,17 @@ func (r *Report) table(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	if r.costShown() {
+		b.WriteString("\nCOST AND MODELS (cost per success counts the failures paid for; models: the model of the final answer)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCHEMA\tVERSION\tCOST\tCOST/OK\tHEAL COST\tBY FALLBACK\tMODELS")
+		for _, s := range r.Schemas() {
+			f := r.Funnel[s]
+			c := costRow(f)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Schema, short(f.Version), c[0], c[1], c[2], c[3], c[4])
+		}
+		tw.Flush()
+	}
 	if len(r.Lint) > 0 {
 		b.WriteString("\nSCHEMA LINT\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -337,6 +354,15 @@ func (r *Report) markdown(w io.Writer) error {
 				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.ReplayedHealed, perSuccess(f), pct(f.HealTokenShare))
 		}
 	}
+	if r.costShown() {
+		b.WriteString("\n## Cost and models\n\nCost per success counts the failures paid for; models are the models of the final answers.\n\n")
+		b.WriteString("| schema | version | cost | cost per success | cost on healing | healed by fallback | models |\n|---|---|--:|--:|--:|--:|---|\n")
+		for _, s := range r.Schemas() {
+			f := r.Funnel[s]
+			c := costRow(f)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", md(f.Schema), code(short(f.Version)), c[0], c[1], c[2], c[3], md(c[4]))
+		}
+	}
 	if len(r.Lint) > 0 {
 		b.WriteString("\n## Schema lint\n\n| schema | file | path | rule | message | suggestion |\n|---|---|---|---|---|---|\n")
 		for _, l := range r.Lint {
@@ -437,6 +463,17 @@ func (r *Report) html(w io.Writer) error {
 			f := r.Funnel[s]
 			fmt.Fprintf(&b, "<tr><td>%s</td><td><code>%s</code></td><td class=\"n\">%d</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%s</td><td>%s</td><td class=\"n\">%d</td><td class=\"n\">%s</td><td class=\"n\">%s</td></tr>\n",
 				esc(f.Schema), esc(short(f.Version)), f.Jobs, esc(pct(f.FirstPass)), esc(steps(f)), esc(pct(ratio(f.DeadLettered, f.Jobs))), esc(classes(f)), f.ReplayedHealed, esc(perSuccess(f)), esc(pct(f.HealTokenShare)))
+		}
+		b.WriteString("</table></div>\n")
+	}
+	if r.costShown() {
+		b.WriteString("<h2 id=\"cost\">Cost and models</h2>\n<p>Cost per success counts the failures paid for; models are the models of the final answers.</p>\n")
+		b.WriteString("<div class=\"wide\"><table id=\"cost-table\">\n<tr><th>schema</th><th>version</th><th class=\"n\">cost</th><th class=\"n\">cost per success</th><th class=\"n\">cost on healing</th><th class=\"n\">healed by fallback</th><th>models</th></tr>\n")
+		for _, s := range r.Schemas() {
+			f := r.Funnel[s]
+			c := costRow(f)
+			fmt.Fprintf(&b, "<tr><td>%s</td><td><code>%s</code></td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%s</td><td>%s</td></tr>\n",
+				esc(f.Schema), esc(short(f.Version)), esc(c[0]), esc(c[1]), esc(c[2]), esc(c[3]), esc(c[4]))
 		}
 		b.WriteString("</table></div>\n")
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	// its prefix (the tables show 8 characters): the versions it starts.
 	Version string
 	Since   time.Time
+	// Model limits the report to the jobs whose final answer came from
+	// this model spec (the funnel and the clusters).
+	Model string
 	// MinJobs is the number of distinct job runs a fingerprint must fail in
 	// before its heal rate can flag it (default DefaultMinJobs).
 	MinJobs int
@@ -128,6 +131,8 @@ type Totals struct {
 	ReplayedHealed int `json:"replayed_healed"`
 	// Tokens is every prompt and completion token of these runs.
 	Tokens int `json:"tokens"`
+	// CostUSD is their known cost in US dollars; nil when no price was known.
+	CostUSD *float64 `json:"cost_usd"`
 }
 
 // Filter echoes the selection the report was built with.
@@ -136,6 +141,8 @@ type Filter struct {
 	// Version is "latest", "all" or a version hash.
 	Version string     `json:"version"`
 	Since   *time.Time `json:"since,omitempty"`
+	// Model is the model of the final answer the report is limited to.
+	Model string `json:"model,omitempty"`
 }
 
 // Thresholds echoes the impossible-field rule's parameters.
@@ -206,6 +213,15 @@ type Funnel struct {
 	TokensPerSucceeded *float64 `json:"tokens_per_succeeded"`
 	// HealTokenShare is the share of Tokens spent on attempts after the first.
 	HealTokenShare float64 `json:"heal_token_share"`
+	// CostUSD is the known cost of these jobs in US dollars, every attempt
+	// of every job (failed attempts and dead letters too); nil (JSON null)
+	// when no model's price was known. See cost.go for the rest.
+	CostUSD          *float64 `json:"cost_usd"`
+	CostPerSucceeded *float64 `json:"cost_per_succeeded"`
+	HealCostShare    float64  `json:"heal_cost_share"`
+	HealedByFallback int      `json:"healed_by_fallback"`
+	// Models splits the jobs by the model of their final answer.
+	Models []ModelShare `json:"models"`
 }
 
 // Step is the jobs that succeeded at one attempt count.
@@ -227,11 +243,11 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	o = o.withDefaults()
 	// The versions are chosen from the funnel rows below; the reads by
 	// cluster are by id, which holds the version.
-	f := dlq.Filter{Schema: o.Schema, Since: o.Since}
+	f := dlq.Filter{Schema: o.Schema, Since: o.Since, Model: o.Model}
 	r := &Report{
 		GeneratedAt:        o.Now().UTC(),
 		Source:             o.Source,
-		Filter:             Filter{Schema: o.Schema, Version: o.Version},
+		Filter:             Filter{Schema: o.Schema, Version: o.Version, Model: o.Model},
 		Versions:           map[string][]string{},
 		FingerprintVersion: dlq.FingerprintVersion,
 		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
@@ -382,6 +398,13 @@ func (r *Report) cover(rows []dlq.FunnelRow) {
 		r.Totals.DeadLettered += fu.DeadLettered
 		r.Totals.ReplayedHealed += fu.ReplayedHealed
 		r.Totals.Tokens += fu.Tokens
+		if fu.CostUSD != nil {
+			c := *fu.CostUSD
+			if r.Totals.CostUSD != nil {
+				c += *r.Totals.CostUSD
+			}
+			r.Totals.CostUSD = &c
+		}
 	}
 }
 
@@ -578,6 +601,7 @@ func funnel(rows []dlq.FunnelRow, healed []dlq.VersionCount) map[string]*Funnel 
 			fu.ReplayedHealed += h.N
 		}
 	}
+	costs(out, rows, key)
 	return out
 }
 

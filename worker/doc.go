@@ -20,6 +20,13 @@
 // line, the data and the job spelled as they arrived less their
 // whitespace. Metric children are resolved once per schema.
 //
+// Every attempt of the trace carries its model and, when Config.Cost
+// prices it, its cost; the outcome their sum. A Budget (Config.Budget and
+// ServeConfig.Budget, the same one) stops the run once its spend is
+// reached: the workers' gate lets no fetch happen, a job fetched ahead is
+// handed back unstarted, the jobs in flight finish, and Serve returns a
+// *BudgetError. AnyGate composes the breakers of a fallback chain.
+//
 // Serve runs ingest's worker runtime and, with a Store, the sink that
 // indexes outcomes into SQLite (Index); the workers hand the sink each
 // outcome they stored as they built it, nothing to decode, and the sink outlives them so that

@@ -21,6 +21,7 @@ type Metrics struct {
 	modelLatency     *prometheus.HistogramVec
 	tokens           *prometheus.CounterVec
 	repairs          *prometheus.CounterVec
+	cost             *prometheus.CounterVec
 	// Gauges the caller sets (see Set*).
 	InFlight      prometheus.Gauge
 	Pending       prometheus.Gauge
@@ -105,6 +106,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pipeline_sanitizer_repairs_total", Help: "Sanitizer stages applied to model outputs.",
 		}, []string{"schema", "stage"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pipeline_cost_usd_total", Help: "US dollars paid for answered model calls (failed attempts included), by provider and model spec; models priced nowhere add nothing.",
+		}, []string{"provider", "model"}),
 		InFlight:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_jobs_in_flight", Help: "Jobs being worked on."}),
 		Pending:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_pending", Help: "Jobs waiting in the stream for the workers' consumer."}),
 		AckPending:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipeline_consumer_ack_pending", Help: "Jobs delivered and not yet acknowledged."}),
@@ -126,7 +130,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pipeline_ratelimit_members", Help: "Processes sharing the model's rate limit, this one included, as this process counts them.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs,
+	reg.MustRegister(m.jobs, m.attempts, m.healed, m.transportRetries, m.modelLatency, m.tokens, m.repairs, m.cost,
 		m.InFlight, m.Pending, m.AckPending, m.Breaker, m.DLQRows, m.RetentionTrim, m.AlreadyDone, m.StoreErrors, m.StoreFailing,
 		m.RateLimitWait, m.RateLimitMembers)
 	return m
@@ -187,6 +191,15 @@ func metricSchema(id string, reg *schemas.Registry) string {
 		return id
 	}
 	return "_unknown"
+}
+
+// Paid adds the cost of one answered model call; safe on a nil Metrics.
+// model is a model spec of the run's configuration (bounded).
+func (m *Metrics) Paid(provider, model string, usd float64) {
+	if m == nil {
+		return
+	}
+	m.cost.WithLabelValues(provider, model).Add(usd)
 }
 
 // SetBreaker records the circuit breaker's state; safe on a nil Metrics.

@@ -33,6 +33,12 @@ type ServeConfig struct {
 	RetainEvery   time.Duration
 	Metrics       *Metrics
 	Logger        *slog.Logger
+	// Budget, if set, stops the workers once the run's spend reaches it:
+	// nothing more is fetched, the jobs in flight finish and are stored,
+	// and Serve returns a *BudgetError (errors.Is ErrBudget). The jobs not
+	// started stay on the stream for the next run. The Handler's
+	// Config.Budget must be the same.
+	Budget *Budget
 }
 
 // Serve runs the workers and, with a Store, the sink, until ctx is done or,
@@ -52,7 +58,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	// The stores' health: a failing NATS store closes the workers' gate
 	// (before the breaker's), every failed write is counted.
 	health := newStoreHealth(conn, cfg.Metrics, log)
-	cfg.Workers.Gate = health.gate(cfg.Workers.Gate)
+	cfg.Workers.Gate = health.gate(cfg.Budget.gate(cfg.Workers.Gate))
 	cfg.Workers.StoreFailed = health.publishFailed
 	sinkDone := make(chan error, 1)
 	var sink *ingest.Sink
@@ -96,6 +102,10 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	switch {
 	case !cfg.NoWorkers:
 		werr = conn.RunWorkers(ctx, cfg.Workers, h)
+		var be *BudgetError
+		if errors.As(werr, &be) {
+			werr = be // the workers stopped at the gate: say only why
+		}
 	case !cfg.Workers.UntilIdle:
 		<-ctx.Done()
 	}

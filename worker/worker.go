@@ -36,6 +36,14 @@ type Config struct {
 	Logger  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Cost prices one attempt of a model spec from its usage (false: the
+	// model is priced nowhere); nil prices nothing. The attempt's cost is
+	// stored in the trace, their sum on the outcome.
+	Cost func(model string, u heal.Usage) (float64, bool)
+	// Budget, if set, is checked before a job starts: once it is reached a
+	// job fetched ahead is handed back to the stream (not started, not
+	// paid for) for the next run. Serve's gate stops the fetching.
+	Budget *Budget
 	// Secrets, if set, are replaced by [REDACTED] in every outcome before
 	// it is stored: a model or a provider may echo a key or a credential
 	// into an answer, a reason or a transcript.
@@ -140,6 +148,9 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 			"add the schema to the --schemas directory of the workers, then `pipeline dlq replay`")
 	}
 	out.SchemaVersion = sc.Version
+	if h.cfg.Budget.Reached() {
+		return ingest.Outcome{Action: ingest.ActionRetry, Delay: budgetHandBack, Reason: "budget reached: not started"}
+	}
 
 	res := h.cfg.Loop.Run(ctx, heal.Task{
 		JobID:        d.Job.ID,
@@ -148,7 +159,13 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		Instructions: d.Job.Instructions,
 	})
 	out.Attempts = len(res.Attempts)
-	out.Trace = trace(res.Attempts)
+	out.Trace = h.trace(res.Attempts)
+	if total, _, priced := dlq.Cost(out.Trace); priced {
+		out.CostUSD = &total
+	}
+	if res.Model != "" {
+		out.Model = res.Model // the model of the final answer
+	}
 	h.cfg.Metrics.observe(d.Job.Schema, res)
 
 	switch res.Class {
@@ -225,6 +242,28 @@ func jobJSON(d *ingest.Delivery) json.RawMessage {
 	return b
 }
 
+// budgetHandBack is the delay before a job handed back unstarted because
+// the budget is reached is delivered again: short, since the next run
+// should find it at once.
+const budgetHandBack = time.Second
+
+// trace turns the loop's attempts into the stored trace, each with its
+// model and its cost.
+func (h *Handler) trace(as []heal.Attempt) []dlq.Attempt {
+	out := trace(as)
+	for i := range out {
+		if out[i].Model == "" {
+			out[i].Model = h.cfg.Model
+		}
+		if h.cfg.Cost != nil {
+			if c, ok := h.cfg.Cost(out[i].Model, as[i].Usage); ok {
+				out[i].CostUSD = &c
+			}
+		}
+	}
+	return out
+}
+
 func trace(as []heal.Attempt) []dlq.Attempt {
 	out := make([]dlq.Attempt, len(as))
 	for i, a := range as {
@@ -234,6 +273,7 @@ func trace(as []heal.Attempt) []dlq.Attempt {
 		}
 		out[i] = dlq.Attempt{
 			N:                  a.N,
+			Model:              a.Model,
 			Temperature:        a.Temperature,
 			Raw:                a.Raw,
 			Repairs:            a.Stages,

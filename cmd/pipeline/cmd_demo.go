@@ -14,7 +14,7 @@ import (
 )
 
 func (e *env) demoCommand() *cli.Command {
-	fs := flags(natsFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag()}, logFlags())
+	fs := flags(natsFlags(), workerFlags(), budgetFlags(), modelFlags(), costFlags(), []cli.Flag{schemasFlag()}, logFlags())
 	setDefault(fs, "data-dir", "")
 	setDefault(fs, "concurrency", 64)
 	setDefault(fs, "sim-latency", 50*time.Millisecond)

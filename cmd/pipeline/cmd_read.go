@@ -16,6 +16,7 @@ import (
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/worker"
 )
 
 func (e *env) resultsCommand() *cli.Command {
@@ -76,7 +77,7 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 func (e *env) statsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stats",
-		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class",
+		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
 		ArgsUsage: " ",
 		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
 		Action: func(c *cli.Context) error {
@@ -113,6 +114,14 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 	for _, k := range classes {
 		fmt.Fprintf(tw, "  %s\t%d\t%s\n", k, s.ByClass[k], pct(s.ByClass[k], s.Jobs))
 	}
+	if s.PricedJobs > 0 {
+		// Only when a price was known: a cost of 0 would say nothing.
+		line := "$" + worker.Dollars(s.CostUSD)
+		if s.PricedJobs < s.Jobs {
+			line += fmt.Sprintf("\t(%d of %d jobs priced)", s.PricedJobs, s.Jobs)
+		}
+		fmt.Fprintf(tw, "cost_usd\t%s\n", line)
+	}
 	return tw.Flush()
 }
 
@@ -145,12 +154,16 @@ By default the report covers each schema's latest version (the version of its mo
 index); --version all covers every version, --version HASH the one it names (a prefix will do). A
 cluster is flagged impossible when it failed in at least --min-jobs distinct jobs with a heal rate at
 or below --max-heal-rate, or on three consecutive dead letters with no success in between. A dead letter whose replay succeeded (pipeline dlq
-replay) is counted as "replayed, healed" and toward no flag. The static lint of the schemas is included.`,
+replay) is counted as "replayed, healed" and toward no flag. The static lint of the schemas is included.
+When a model's price was known, or a fallback model answered, a "cost and models" section follows the
+funnel: the cost, the cost per succeeded job (the failures paid for included), the share spent on
+healing, the jobs healed only by a fallback model, and the jobs per model of their final answer.`,
 		ArgsUsage: " ",
 		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 			&cli.StringFlag{Name: "schema", Usage: "only this schema"},
+			&cli.StringFlag{Name: "model", Usage: "only the jobs whose final answer came from this model spec (a --model or --fallback-model of the runs): its funnel and clusters"},
 			&cli.StringFlag{Name: "version", Value: report.VersionLatest, Usage: "schema versions covered: 'latest' (each schema's latest in the index), 'all' (every version, each row labelled), or a version hash (or its first characters, as the tables show it)"},
 			&cli.StringFlag{Name: "since", Usage: "only failures since this time (RFC 3339, a date, or a duration ago like 24h)"},
 			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
@@ -188,6 +201,7 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 	}
 	opts := report.Options{
 		Schema:      c.String("schema"),
+		Model:       c.String("model"),
 		Version:     c.String("version"),
 		Since:       since,
 		MinJobs:     c.Int("min-jobs"),

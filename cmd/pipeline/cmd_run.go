@@ -84,7 +84,7 @@ func (e *env) runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run workers (and the sink) on the jobs stream",
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), modelFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(natsFlags(), streamLimitFlags(), workerFlags(), budgetFlags(), modelFlags(), costFlags(), []cli.Flag{schemasFlag(),
 			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
 				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
 		}, schemaLimitFlags(), uiFlags(), batchFlags(), logFlags()),
@@ -133,7 +133,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if c.Bool("batch") {
 		model = &batch.Replay{Sync: model} // attempts go through provider batches (cmd_batches.go)
 	}
-	loop, err := heal.New(model, heal.Config{
+	models, err := e.buildChain(c, log, metrics, status, model, name, breaker)
+	if err != nil {
+		return err
+	}
+	loop, err := heal.New(models.primary, heal.Config{
 		MaxAttempts:      c.Int("max-attempts"),
 		Temperature:      c.Float64("temperature"),
 		TemperatureStep:  c.Float64("temperature-step"),
@@ -142,6 +146,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		History:          heal.History(c.String("heal-history")),
 		MaxDiagnostics:   c.Int("max-diagnostics"),
 		Logger:           log,
+		Model:            name,
+		Fallbacks:        models.fallbacks,
 	})
 	if err != nil {
 		return fail(exitUsage, "%w", err)
@@ -163,7 +169,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 
-	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: e.secrets})
+	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: e.secrets,
+		Cost: models.table.Cost, Budget: models.budget})
 	if err != nil {
 		return err
 	}
@@ -205,9 +212,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		Metrics:       metrics,
 		Logger:        log,
 	}
-	if breaker != nil {
-		cfg.Workers.Gate = breaker.Wait
-	}
+	cfg.Workers.Gate = models.gate // the breakers': fetch while any model of the chain takes calls
+	cfg.Budget = models.budget
 	if c.Bool("sink") {
 		st, err := openStore(c, true)
 		if err != nil {
@@ -240,6 +246,9 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 	if err == nil {
 		return nil
+	}
+	if be := budgetExit(err); be != nil {
+		return be
 	}
 	if heal.KindOf(err) == heal.KindAuth {
 		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
@@ -300,7 +309,12 @@ func shareLimit(ctx context.Context, conn *ingest.Conn, bm builtModel, log *slog
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
 func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (builtModel, error) {
-	spec := c.String("model")
+	return e.buildModelSpec(c, c.String("model"), log, metrics, status)
+}
+
+// buildModelSpec makes the model of one spec (--model's or a
+// --fallback-model's) with the model flags.
+func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (builtModel, error) {
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
 		return builtModel{}, fail(exitUsage, "--model %q: %w", spec, err)
@@ -369,7 +383,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	case "openai":
 		cfg.KeyEnv = "OPENAI_API_KEY"
 		cfg.APIKey = os.Getenv(cfg.KeyEnv)
-		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("OPENAI_BASE_URL"))
+		cfg.BaseURL = firstNonEmpty(llmURL(c, provider), os.Getenv("OPENAI_BASE_URL"))
 		o, err := llm.NewOpenAI(cfg)
 		if err != nil {
 			return builtModel{}, fail(exitUsage, "--model %s: %w", spec, err)
@@ -378,7 +392,7 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	case "anthropic":
 		cfg.KeyEnv = "ANTHROPIC_API_KEY"
 		cfg.APIKey = os.Getenv(cfg.KeyEnv)
-		cfg.BaseURL = firstNonEmpty(c.String("llm-url"), os.Getenv("ANTHROPIC_BASE_URL"))
+		cfg.BaseURL = firstNonEmpty(llmURL(c, provider), os.Getenv("ANTHROPIC_BASE_URL"))
 		a, err := llm.NewAnthropic(cfg)
 		if err != nil {
 			return builtModel{}, fail(exitUsage, "--model %s: %w", spec, err)
@@ -404,12 +418,23 @@ func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 				log.Warn("model circuit breaker "+state+": not taking jobs", "provider", provider, "cooldown", c.Duration("breaker-cooldown"))
 			}
 			metrics.SetBreaker(provider, state)
-			status.breaker.Store(state)
+			if spec == c.String("model") {
+				status.breaker.Store(state) // the progress line shows the primary's
+			}
 		},
 	})
 	metrics.SetBreaker(provider, llm.StateClosed)
 	bm.model, bm.breaker = b, b
 	return bm, nil
+}
+
+// llmURL is --llm-url for the provider of --model; a fallback model of
+// another provider uses its own default (its *_BASE_URL variable).
+func llmURL(c *cli.Context, provider string) string {
+	if p, _, err := llm.Parse(c.String("model")); err == nil && p == provider {
+		return c.String("llm-url")
+	}
+	return ""
 }
 
 func firstNonEmpty(s ...string) string {
