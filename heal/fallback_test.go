@@ -128,7 +128,7 @@ func TestFallbackExhaustedReasonNamesModels(t *testing.T) {
 func TestNewRefusesANilFallback(t *testing.T) {
 	c := withAttempts(1)
 	c.Fallbacks = []Fallback{{Name: "openai:f"}}
-	if _, err := New(&scripted{}, c); err == nil || !strings.Contains(err.Error(), "Fallbacks[0] (openai:f)") {
+	if _, err := New(&scripted{}, c); err == nil || !strings.Contains(err.Error(), "fallback 0 (openai:f)") {
 		t.Errorf("New: %v, want an error naming the fallback", err)
 	}
 }
