@@ -28,6 +28,10 @@ type Price struct {
 	// CachedInputPerMTok prices the prompt tokens read from the provider's
 	// cache; nil: the input price.
 	CachedInputPerMTok *float64 `json:"cached_input_per_mtok,omitempty"`
+	// CacheWriteInputPerMTok prices the prompt tokens written to the
+	// provider's cache (Anthropic bills them at 1.25 times the input
+	// price); nil: the input price.
+	CacheWriteInputPerMTok *float64 `json:"cache_write_input_per_mtok,omitempty"`
 	// BatchDiscount is the share taken off by the provider's batch API
 	// (0.5: half price); nil: none.
 	BatchDiscount *float64 `json:"batch_discount,omitempty"`
@@ -35,13 +39,19 @@ type Price struct {
 
 // Cost is the price of one call with usage u, in US dollars.
 func (p Price) Cost(u heal.Usage) float64 {
-	cached := min(max(u.CachedTokens, 0), max(u.PromptTokens, 0))
-	cachedRate := p.InputPerMTok
+	prompt := max(u.PromptTokens, 0)
+	cached := min(max(u.CachedTokens, 0), prompt)
+	written := min(max(u.CacheWriteTokens, 0), prompt-cached)
+	cachedRate, writeRate := p.InputPerMTok, p.InputPerMTok
 	if p.CachedInputPerMTok != nil {
 		cachedRate = *p.CachedInputPerMTok
 	}
-	usd := float64(u.PromptTokens-cached)*p.InputPerMTok +
+	if p.CacheWriteInputPerMTok != nil {
+		writeRate = *p.CacheWriteInputPerMTok
+	}
+	usd := float64(prompt-cached-written)*p.InputPerMTok +
 		float64(cached)*cachedRate +
+		float64(written)*writeRate +
 		float64(u.CompletionTokens)*p.OutputPerMTok
 	return usd / 1e6
 }

@@ -87,6 +87,26 @@ func TestCost(t *testing.T) {
 	}
 }
 
+// TestCostOfCacheWrites: Anthropic's cache writes are part of the prompt
+// tokens and cost their own price (1.25x the input in the built-in table).
+func TestCostOfCacheWrites(t *testing.T) {
+	tb := price.Builtin()
+	u := heal.Usage{PromptTokens: 1_000_000, CachedTokens: 200_000, CacheWriteTokens: 300_000, CompletionTokens: 0}
+	// claude-sonnet-4-5: 500k plain at 3 + 200k read at 0.30 + 300k written at 3.75
+	want := 1.5 + 0.06 + 1.125
+	if got, ok := tb.Cost("anthropic:claude-sonnet-4-5", u); !ok || !near(got, want) {
+		t.Errorf("cost %v, %v; want %v", got, ok, want)
+	}
+	tf, err := price.Parse([]byte(`{"anthropic:n": {"input_per_mtok": 3, "output_per_mtok": 15}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// no cache-write price: the writes at the input price
+	if got, _ := tf.Cost("anthropic:n", u); !near(got, 2.4+0.6) {
+		t.Errorf("cost without a cache-write price %v, want 3.0", got)
+	}
+}
+
 func TestParseNamesTheBadEntry(t *testing.T) {
 	cases := map[string]struct{ in, want string }{
 		"not an object":  {`[1]`, "not a JSON object"},
