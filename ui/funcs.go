@@ -61,6 +61,17 @@ func funcs() template.FuncMap {
 			}
 			return s
 		},
+		// usd prints a known cost in US dollars: four decimals, or
+		// six below a cent, so a cheap job does not read as $0.0000.
+		"usd": func(v *float64) string {
+			if v == nil {
+				return "unknown"
+			}
+			if *v != 0 && *v < 0.01 {
+				return fmt.Sprintf("%.6f", *v)
+			}
+			return fmt.Sprintf("%.4f", *v)
+		},
 		"deref": func(p any) string {
 			switch v := p.(type) {
 			case *uint64:

@@ -25,8 +25,8 @@ type Overview struct {
 	InFlight *int    `json:"in_flight"`
 	// PerMinute is the outcomes indexed in the last minute.
 	PerMinute int `json:"per_minute"`
-	// Cost is the model spend of the jobs, when the index knows prices;
-	// nil (and not shown) until the index records cost.
+	// Cost is the model spend of the jobs in US dollars (the report's
+	// totals); nil, and not shown, when no model's price is known.
 	Cost *float64 `json:"cost"`
 	// Breaker is the state of this process's model circuit breaker, ""
 	// when no workers run in this process.
@@ -67,6 +67,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 	if err != nil {
 		return Overview{}, err
 	}
+	o.Cost = r.Totals.CostUSD
 	for _, f := range r.Funnel {
 		o.Funnel = append(o.Funnel, f)
 	}

@@ -1,10 +1,12 @@
 package ui_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ui"
@@ -315,4 +317,26 @@ func TestCheckAddr(t *testing.T) {
 			t.Errorf("CheckAddr(%q, %q) = %v, want ok=%v", tc.addr, tc.token, err, tc.ok)
 		}
 	}
+}
+
+// TestCostShown: once outcomes carry prices, the overview shows the spend
+// and a dead letter's page its cost and each attempt's model and cost.
+func TestCostShown(t *testing.T) {
+	f := newFixture(t, nil)
+	c1, c2 := 0.0021, 0.0009
+	priced := dlq.Outcome{JobID: "tk-2", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered,
+		Class: "exhausted", Reason: "heal attempts used up", Model: "openai:gpt-4o-mini", Attempts: 2, Job: json.RawMessage(`{"id":"tk-2","schema":"ticket","input":"x"}`),
+		Trace: []dlq.Attempt{
+			{N: 1, Temperature: 0.7, Raw: `{}`, Class: "schema", Model: "openai:gpt-4o-mini", CostUSD: &c1, PromptTokens: 90, CompletionTokens: 30},
+			{N: 2, Temperature: 0.5, Raw: `{}`, Class: "schema", Model: "openai:gpt-4o-mini", CostUSD: &c2, PromptTokens: 120, CompletionTokens: 20},
+		},
+		StartedAt: time.Now().Add(-time.Minute), FinishedAt: time.Now()}
+	total := c1 + c2
+	priced.CostUSD = &total
+	if err := f.st.Write(t.Context(), []dlq.Outcome{priced}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, "the overview", text(f.get(t, "/", http.StatusOK)), "cost $0.003000")
+	mustContain(t, "tk-2's page", text(f.get(t, "/dead-letters/tk-2", http.StatusOK)),
+		"cost $0.003000", "openai:gpt-4o-mini · $0.002100", "openai:gpt-4o-mini · $0.000900")
 }
