@@ -199,9 +199,13 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}
+	model := c.String("model")
+	if c.Command.Name != "report" {
+		model = "" // demo's --model is the model it runs, not a filter
+	}
 	opts := report.Options{
 		Schema:      c.String("schema"),
-		Model:       c.String("model"),
+		Model:       model,
 		Version:     c.String("version"),
 		Since:       since,
 		MinJobs:     c.Int("min-jobs"),
