@@ -59,6 +59,7 @@ func TestBatchRunCostsHalfWithTheSameSuccessRate(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	srv := batchtest.New(batchtest.Config{Answer: ticketAnswers(), Key: "sk-test"})
 	t.Cleanup(srv.Close)
+	var batchDir string
 	run := func(batch bool) map[string]any {
 		dir := t.TempDir()
 		ticketJobs(t, dir, "cmp", 20)
@@ -68,6 +69,9 @@ func TestBatchRunCostsHalfWithTheSameSuccessRate(t *testing.T) {
 			args = append(args, "--batch", "--batch-wait", "50ms", "--batch-poll", "50ms")
 		}
 		mustCLI(t, "", args...)
+		if batch {
+			batchDir = dir
+		}
 		return statsJSON(t, dir)
 	}
 	syncSt, batchSt := run(false), run(true)
@@ -99,5 +103,22 @@ func TestBatchRunCostsHalfWithTheSameSuccessRate(t *testing.T) {
 	}
 	if bb["attempts"].(float64) != 30 || math.Abs(bb["cost_usd"].(float64)-batchCost) > 1e-12 {
 		t.Errorf("stats batch %v, want 30 attempts costing $%v", bb, batchCost)
+	}
+	var rep struct {
+		Totals struct {
+			Batch struct {
+				Attempts int     `json:"attempts"`
+				CostUSD  float64 `json:"cost_usd"`
+			} `json:"batch"`
+		} `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "report", "--data-dir", batchDir, "--json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Totals.Batch.Attempts != 30 || math.Abs(rep.Totals.Batch.CostUSD-batchCost) > 1e-12 {
+		t.Errorf("report totals.batch %+v, want 30 attempts costing $%v", rep.Totals.Batch, batchCost)
+	}
+	if out := mustCLI(t, "", "stats", "--data-dir", batchDir); !strings.Contains(out, "batch_attempts") {
+		t.Errorf("stats does not print the batch line:\n%s", out)
 	}
 }
