@@ -190,6 +190,9 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		r.observe(Event{Outcome: "requeued"})
 		return r.queue(ctx, it, rev)
 	case res.Type == llm.ResultSucceeded:
+		if r.cfg.Paid != nil {
+			r.cfg.Paid(res.Response.Usage)
+		}
 		it.Answers = append(it.Answers, res.Response)
 		return r.judge(ctx, it, rev)
 	}

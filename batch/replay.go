@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/worker"
 )
 
 // Replay is the model the heal loop calls in batch mode. Outside a batch
@@ -54,6 +55,10 @@ type script struct {
 	captured *heal.Request
 }
 
+// withScript puts the script in ctx for the Replay, and tells the
+// synchronous handler which attempts the batches answered (so it records
+// them as batch attempts, priced with the batch discount).
 func withScript(ctx context.Context, s *script) context.Context {
+	ctx = worker.WithBatched(ctx, func(n int) bool { _, ok := s.answers[n]; return ok })
 	return context.WithValue(ctx, scriptKey{}, s)
 }

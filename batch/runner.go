@@ -69,6 +69,9 @@ type Config struct {
 	Lease time.Duration
 	// Stored, if set, gets every outcome stored (the sink of the process).
 	Stored func(ingest.SinkMsg)
+	// Paid, if set, gets the usage of every answer read from a batch, once
+	// (budget and cost metric; the replays of the loop do not call it).
+	Paid func(heal.Usage)
 	// Observe, if set, is called with every batch state change and every
 	// request's outcome (metrics, progress).
 	Observe func(Event)

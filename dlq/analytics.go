@@ -100,6 +100,10 @@ type FunnelRow struct {
 	CostUSD     float64
 	HealCostUSD float64
 	Priced      int
+	// BatchAttempts and BatchCostUSD are the attempts made through a
+	// provider batch (batch mode) and their cost, part of CostUSD.
+	BatchAttempts int
+	BatchCostUSD  float64
 	// First and Last are the earliest and latest finish times of these
 	// outcomes.
 	First, Last time.Time
@@ -347,7 +351,8 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	f.Class, f.Path, f.Cluster, f.IDs = "", "", "", nil
 	where, args := f.where(false)
 	q := `SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model, COUNT(*), SUM(o.tokens), SUM(o.heal_tokens),
-		       SUM(o.cost_usd), SUM(o.heal_cost_usd), SUM(o.priced), MIN(o.finished_at), MAX(o.finished_at)
+		       SUM(o.cost_usd), SUM(o.heal_cost_usd), SUM(o.priced), MIN(o.finished_at), MAX(o.finished_at),
+		       SUM(o.batch_attempts), SUM(o.batch_cost_usd)
 		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -359,7 +364,7 @@ func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 		var r FunnelRow
 		var first, last int64
 		if err := rows.Scan(&r.Schema, &r.Version, &r.Dead, &r.Attempts, &r.Class, &r.Model, &r.FirstModel, &r.Jobs, &r.Tokens, &r.HealTokens,
-			&r.CostUSD, &r.HealCostUSD, &r.Priced, &first, &last); err != nil {
+			&r.CostUSD, &r.HealCostUSD, &r.Priced, &first, &last, &r.BatchAttempts, &r.BatchCostUSD); err != nil {
 			return nil, fmt.Errorf("reading the funnel: %w", err)
 		}
 		r.First, r.Last = time.UnixMilli(first).UTC(), time.UnixMilli(last).UTC()

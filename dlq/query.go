@@ -106,6 +106,15 @@ type Stats struct {
 	// (0: no cost is known, CostUSD says nothing).
 	CostUSD    float64 `json:"cost_usd"`
 	PricedJobs int     `json:"priced_jobs"`
+	// Batch counts the attempts that went through a provider batch and
+	// their cost (part of CostUSD).
+	Batch BatchStats `json:"batch"`
+}
+
+// BatchStats are the attempts made through provider batches.
+type BatchStats struct {
+	Attempts int     `json:"attempts"`
+	CostUSD  float64 `json:"cost_usd"`
 }
 
 // SchemaStats are the counts of one schema.
@@ -130,7 +139,7 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 	st := Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]SchemaStats{}}
 	where, args := f.where(false)
 	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.prompt_tokens), SUM(o.completion_tokens), SUM(o.heal_tokens),
-		       SUM(o.cost_usd), SUM(o.priced)
+		       SUM(o.cost_usd), SUM(o.priced), SUM(o.batch_attempts), SUM(o.batch_cost_usd)
 		FROM outcomes o` + where + ` GROUP BY o.schema_id, o.dead, o.attempts, o.class`
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -139,9 +148,9 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var schema, class string
-		var dead, attempts, n, p, c, h, priced int
-		var cost float64
-		if err := rows.Scan(&schema, &dead, &attempts, &class, &n, &p, &c, &h, &cost, &priced); err != nil {
+		var dead, attempts, n, p, c, h, priced, batchN int
+		var cost, batchCost float64
+		if err := rows.Scan(&schema, &dead, &attempts, &class, &n, &p, &c, &h, &cost, &priced, &batchN, &batchCost); err != nil {
 			return Stats{}, fmt.Errorf("reading stats: %w", err)
 		}
 		ss := st.BySchema[schema]
@@ -160,6 +169,8 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 		st.BySchema[schema] = ss
 		st.CostUSD += cost
 		st.PricedJobs += priced
+		st.Batch.Attempts += batchN
+		st.Batch.CostUSD += batchCost
 		st.Tokens.Prompt += p
 		st.Tokens.Completion += c
 		st.Tokens.Healing += h

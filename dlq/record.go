@@ -78,6 +78,24 @@ type Attempt struct {
 	// price, in US dollars; nil when the price is unknown (0 for the
 	// simulator).
 	CostUSD *float64 `json:"cost_usd,omitempty"`
+	// Batch is true when the call went through the provider's batch API
+	// (batch mode): it is priced with the model's batch discount.
+	Batch bool `json:"batch,omitzero"`
+}
+
+// BatchCost counts the attempts of a trace that went through a provider
+// batch and sums their known costs.
+func BatchCost(trace []Attempt) (n int, cost float64) {
+	for k := range trace {
+		if !trace[k].Batch {
+			continue
+		}
+		n++
+		if c := trace[k].CostUSD; c != nil {
+			cost += *c
+		}
+	}
+	return n, cost
 }
 
 // Cost sums the known costs of a trace: of every attempt, and of attempts

@@ -45,6 +45,8 @@ type row struct {
 	cost       float64
 	healCost   float64
 	priced     int
+	batchN     int
+	batchCost  float64
 	firstModel string
 	firstPath  string
 	// body is the payload: the Outcome as JSON text without its data,
@@ -211,6 +213,7 @@ func (p *preparer) row(o *Outcome, r *row) error {
 	if priced {
 		r.priced = 1
 	}
+	r.batchN, r.batchCost = BatchCost(o.Trace)
 	r.firstModel = o.Model
 	if len(o.Trace) > 0 && o.Trace[0].Model != "" {
 		r.firstModel = o.Trace[0].Model
@@ -335,7 +338,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	cl := newBulk(tx, `INSERT OR IGNORE INTO clusters (id, fp_version, schema_id, version, path, keyword) VALUES `, 6, chunkRows)
 	out := newBulk(tx, `INSERT INTO outcomes (id, job_id, run, schema_id, version, dead, class, reason, model,
 		attempts, deliveries, prompt_tokens, completion_tokens, tokens, heal_tokens, first_path,
-		started_at, finished_at, replayed, cost_usd, heal_cost_usd, priced, first_model) VALUES `, 23, chunkOutcomes)
+		started_at, finished_at, replayed, cost_usd, heal_cost_usd, priced, first_model, batch_attempts, batch_cost_usd) VALUES `, 25, chunkOutcomes)
 	pay := newBulk(tx, `INSERT INTO payloads (outcome_id, body) VALUES `, 2, chunkRows)
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
@@ -379,7 +382,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			o := r.o
 			if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
 				o.Attempts, o.Deliveries, int64(r.prompt), int64(r.completion), int64(r.prompt+r.completion), int64(r.heal), r.firstPath,
-				millis(o.StartedAt), millis(o.FinishedAt), r.replayed, r.cost, r.healCost, r.priced, r.firstModel); err != nil {
+				millis(o.StartedAt), millis(o.FinishedAt), r.replayed, r.cost, r.healCost, r.priced, r.firstModel, r.batchN, r.batchCost); err != nil {
 				return fmt.Errorf("inserting outcomes: %w", err)
 			}
 		}

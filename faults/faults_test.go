@@ -51,6 +51,7 @@ func TestFaults(t *testing.T) {
 		{"server's owner frozen (SIGSTOP), joined run exits 3", scenarioOwnerFrozen},
 		{"disk full (64 MiB tmpfs), space freed", scenarioDiskFull},
 		{"200 MB answers at -c 64", scenarioHugeAnswers},
+		{"kill -9 of run --batch with batches in flight", scenarioBatchKill9},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
 	var mu sync.Mutex

@@ -52,6 +52,8 @@ func costs(out map[string]*Funnel, rows []dlq.FunnelRow, key func(dlq.FunnelRow)
 		a.cost += r.CostUSD
 		a.heal += r.HealCostUSD
 		a.priced += r.Priced
+		out[k].Batch.Attempts += r.BatchAttempts
+		out[k].Batch.CostUSD += r.BatchCostUSD
 		m := a.models[r.Model]
 		if m == nil {
 			m = &ModelShare{Model: r.Model}

@@ -84,7 +84,8 @@
 //	  "generated_at",                          // RFC 3339, UTC
 //	  "source",                                // the index file
 //	  "range":      {"from", "to"} or null,    // finish times of the outcomes covered
-//	  "totals":     {"jobs", "succeeded", "dead_lettered", "replayed_healed", "tokens", "cost_usd"},
+//	  "totals":     {"jobs", "succeeded", "dead_lettered", "replayed_healed", "tokens", "cost_usd",
+//	                 "batch": {"attempts", "cost_usd"}},  // attempts through provider batches
 //	  "filter":     {"schema"?, "version", "since"?, "model"?},  // version: "latest", "all" or a hash
 //	  "versions":   {"<schema>": ["<version>", ...]},  // the versions covered
 //	  "fingerprint_version": 1,
@@ -110,7 +111,7 @@
 //	             "tokens", "tokens_per_succeeded", // null when none succeeded
 //	             "heal_token_share",
 //	             "cost_usd", "cost_per_succeeded",  // null when no price was known
-//	             "heal_cost_share", "healed_by_fallback",
+//	             "heal_cost_share", "healed_by_fallback", "batch": {"attempts", "cost_usd"},
 //	             "models": [{"model", "jobs", "succeeded", "dead_lettered", "healed_by_fallback", "cost_usd"}]}},
 //	  "lint": [{"schema", "file", "path", "rule", "message", "suggestion"}]
 //	}

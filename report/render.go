@@ -102,6 +102,10 @@ func (r *Report) scope() scope {
 	if t.CostUSD != nil {
 		sc.totals += ", " + dollars(t.CostUSD)
 	}
+	if t.Batch.Attempts > 0 {
+		c := t.Batch.CostUSD
+		sc.totals += fmt.Sprintf(" (%d attempts through provider batches, %s)", t.Batch.Attempts, dollars(&c))
+	}
 	return sc
 }
 

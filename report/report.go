@@ -133,6 +133,16 @@ type Totals struct {
 	Tokens int `json:"tokens"`
 	// CostUSD is their known cost in US dollars; nil when no price was known.
 	CostUSD *float64 `json:"cost_usd"`
+	// Batch is the attempts made through provider batches (batch mode)
+	// and their cost, part of CostUSD.
+	Batch Batch `json:"batch"`
+}
+
+// Batch counts attempts made through provider batches, priced with the
+// model's batch discount.
+type Batch struct {
+	Attempts int     `json:"attempts"`
+	CostUSD  float64 `json:"cost_usd"`
 }
 
 // Filter echoes the selection the report was built with.
@@ -220,6 +230,8 @@ type Funnel struct {
 	CostPerSucceeded *float64 `json:"cost_per_succeeded"`
 	HealCostShare    float64  `json:"heal_cost_share"`
 	HealedByFallback int      `json:"healed_by_fallback"`
+	// Batch is the attempts of these jobs made through provider batches.
+	Batch Batch `json:"batch"`
 	// Models splits the jobs by the model of their final answer.
 	Models []ModelShare `json:"models"`
 }
@@ -398,6 +410,8 @@ func (r *Report) cover(rows []dlq.FunnelRow) {
 		r.Totals.DeadLettered += fu.DeadLettered
 		r.Totals.ReplayedHealed += fu.ReplayedHealed
 		r.Totals.Tokens += fu.Tokens
+		r.Totals.Batch.Attempts += fu.Batch.Attempts
+		r.Totals.Batch.CostUSD += fu.Batch.CostUSD
 		if fu.CostUSD != nil {
 			c := *fu.CostUSD
 			if r.Totals.CostUSD != nil {

@@ -40,6 +40,9 @@ type Config struct {
 	// model is priced nowhere); nil prices nothing. The attempt's cost is
 	// stored in the trace, their sum on the outcome.
 	Cost func(model string, u heal.Usage) (float64, bool)
+	// BatchCost prices an attempt answered through a provider batch (see
+	// WithBatched); nil prices those with Cost.
+	BatchCost func(model string, u heal.Usage) (float64, bool)
 	// Budget, if set, is checked before a job starts: once it is reached a
 	// job fetched ahead is handed back to the stream (not started, not
 	// paid for) for the next run. Serve's gate stops the fetching.
@@ -159,7 +162,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		Instructions: d.Job.Instructions,
 	})
 	out.Attempts = len(res.Attempts)
-	out.Trace = h.trace(res.Attempts)
+	out.Trace = h.trace(res.Attempts, batchedOf(ctx))
 	if total, _, priced := dlq.Cost(out.Trace); priced {
 		out.CostUSD = &total
 	}
@@ -249,11 +252,20 @@ const budgetHandBack = time.Second
 
 // trace turns the loop's attempts into the stored trace, each with its
 // model and its cost.
-func (h *Handler) trace(as []heal.Attempt) []dlq.Attempt {
+func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []dlq.Attempt {
 	out := trace(as)
 	for i := range out {
 		if out[i].Model == "" {
 			out[i].Model = h.cfg.Model
+		}
+		if batched != nil && batched(as[i].N) {
+			out[i].Batch = true
+			if h.cfg.BatchCost != nil {
+				if c, ok := h.cfg.BatchCost(out[i].Model, as[i].Usage); ok {
+					out[i].CostUSD = &c
+				}
+				continue
+			}
 		}
 		if h.cfg.Cost != nil {
 			if c, ok := h.cfg.Cost(out[i].Model, as[i].Usage); ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
@@ -31,7 +32,7 @@ func batchFlags() []cli.Flag {
 // serveBatch runs the workers with a batch runner as their handler. With
 // --until-idle it returns once the jobs stream is idle and no job is held
 // by batch mode, every outcome indexed.
-func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn, h ingest.Handler, bm builtModel, cfg worker.ServeConfig, log *slog.Logger) error {
+func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn, h ingest.Handler, bm builtModel, cfg worker.ServeConfig, paid func(heal.Usage), log *slog.Logger) error {
 	b, err := llm.NewBatcher(bm.provider, bm.cfg)
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)
@@ -42,7 +43,7 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: bm.name, KV: kv, Conn: conn, Inner: h,
 		Size: c.Int("batch-size"), Wait: c.Duration("batch-wait"), Poll: c.Duration("batch-poll"), Heal: c.String("batch-heal"),
-		TransportRetries: c.Int("transport-retries"), Logger: log})
+		TransportRetries: c.Int("transport-retries"), Paid: paid, Logger: log})
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)
 	}

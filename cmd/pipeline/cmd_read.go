@@ -122,6 +122,11 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 		}
 		fmt.Fprintf(tw, "cost_usd\t%s\n", line)
 	}
+	if s.Batch.Attempts > 0 {
+		// Batch mode: the attempts answered through provider batches, at
+		// the batch discount (part of cost_usd).
+		fmt.Fprintf(tw, "batch_attempts\t%d\t$%s\n", s.Batch.Attempts, worker.Dollars(s.Batch.CostUSD))
+	}
 	return tw.Flush()
 }
 

@@ -170,7 +170,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 
 	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: e.secrets,
-		Cost: models.table.Cost, Budget: models.budget})
+		Cost: models.table.Cost, BatchCost: models.table.BatchCost, Budget: models.budget})
 	if err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
 	if c.Bool("batch") {
-		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, log)
+		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, models.batchPaid(metrics, name), log)
 	} else {
 		err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/price"
@@ -82,7 +83,15 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		}
 		return mt
 	}
-	ch.primary = meter(primary, spec)
+	if r, ok := primary.(*batch.Replay); ok {
+		// Batch mode: only the calls the Replay sends synchronously are
+		// metered here; the batches' answers are paid once, as they are
+		// read (batchPaid), not at every replay of the loop.
+		r.Sync = meter(r.Sync, spec)
+		ch.primary = r
+	} else {
+		ch.primary = meter(primary, spec)
+	}
 	var gates []func(context.Context) error
 	if breaker != nil {
 		gates = append(gates, breaker.Wait)
@@ -112,6 +121,19 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 	}
 	ch.gate = worker.AnyGate(gates...)
 	return ch, nil
+}
+
+// batchPaid adds one answer read from a provider batch to the budget and
+// the cost metric, priced with the model's batch discount.
+func (ch *chain) batchPaid(metrics *worker.Metrics, spec string) func(heal.Usage) {
+	provider, _, _ := llm.Parse(spec)
+	return func(u heal.Usage) {
+		c, ok := ch.table.BatchCost(spec, u)
+		ch.budget.Add(c, u.Total())
+		if ok {
+			metrics.Paid(provider, spec, c)
+		}
+	}
 }
 
 // budgetExit turns the workers' stop at the budget into exit 5.

@@ -200,5 +200,16 @@ func (t *Table) Cost(spec string, u heal.Usage) (float64, bool) {
 	return p.Cost(u), true
 }
 
+// BatchCost is the price of one call of the model spec made through the
+// provider's batch API (Price.BatchCost); false when the model is priced
+// nowhere.
+func (t *Table) BatchCost(spec string, u heal.Usage) (float64, bool) {
+	p, ok := t.Lookup(spec)
+	if !ok {
+		return 0, false
+	}
+	return p.BatchCost(u), true
+}
+
 // Len is the number of models priced.
 func (t *Table) Len() int { return len(t.prices) }
