@@ -38,18 +38,18 @@ const (
 
 // limitCase is one measured case of the section.
 type limitCase struct {
-	Name      string  `json:"name"`
-	Mode      string  `json:"mode"`
-	Procs     int     `json:"procs"`
-	Allowed   float64 `json:"allowed_per_sec"`
-	Achieved  float64 `json:"achieved_per_sec"`
-	Ratio     float64 `json:"ratio"`
-	Calls     int     `json:"calls"`
-	Limited   int     `json:"calls_429"`
-	Share429  float64 `json:"share_429"`
-	Seconds   float64 `json:"seconds"`
-	Err       string  `json:"error,omitempty"`
-	Accepted  int     `json:"accepted_in_span"`
+	Name     string  `json:"name"`
+	Mode     string  `json:"mode"`
+	Procs    int     `json:"procs"`
+	Allowed  float64 `json:"allowed_per_sec"`
+	Achieved float64 `json:"achieved_per_sec"`
+	Ratio    float64 `json:"ratio"`
+	Calls    int     `json:"calls"`
+	Limited  int     `json:"calls_429"`
+	Share429 float64 `json:"share_429"`
+	Seconds  float64 `json:"seconds"`
+	Err      string  `json:"error,omitempty"`
+	Accepted int     `json:"accepted_in_span"`
 	// Drained is how much the server's request bucket fell over the span:
 	// requests the stored quota paid for, not the refill, left out of
 	// Achieved so that a run spending its reserve does not count above the
