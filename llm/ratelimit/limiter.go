@@ -34,6 +34,10 @@ const (
 	// English text (and fewer for other scripts, so the estimate errs
 	// high there, and answers' usage corrects it).
 	bytesPerToken = 4
+	// headerWindow is the window a provider's limit header counts over:
+	// OpenAI's and Anthropic's request and token limits are per minute,
+	// whatever --rate-window says for our own ceiling.
+	headerWindow = time.Minute
 )
 
 // ErrConfig is returned (wrapped) by New for a broken Config.
@@ -564,7 +568,7 @@ func (l *Limiter) Observe(status int, h http.Header) {
 		}
 		if first || f.q.Remaining < l.tokLeft {
 			l.tokLeft, l.tokLeftUntil, l.tokLeftAt = f.q.Remaining, now.Add(f.q.Reset), now
-			l.tokRefill = float64(f.q.Limit) / l.cfg.Window.Seconds()
+			l.tokRefill = float64(f.q.Limit) / headerWindow.Seconds()
 			first = false
 		}
 	}
@@ -577,7 +581,7 @@ func (l *Limiter) Observe(status int, h http.Header) {
 // Without a limit header the pace is remaining over reset: the rate that
 // spends what is left exactly at the reset, right for a fixed window.
 // With one, the family is taken as what OpenAI and Anthropic document: a
-// bucket refilling continuously at limit per window, whose reset is when
+// bucket refilling continuously at limit per minute, whose reset is when
 // it is full again (capacity = remaining + refill*reset). The pace is
 // then 2*refill*remaining/capacity: the refill rate with the bucket half
 // full, faster above (down to half), slower below (back up to half), so
@@ -585,7 +589,7 @@ func (l *Limiter) Observe(status int, h http.Header) {
 // for the calls in flight. An empty refilling bucket holds this process
 // only until its next request's worth has refilled, not until it is full.
 func (l *Limiter) learn(p *pace, q Quota, now time.Time, name string) {
-	refill := float64(q.Limit) / l.cfg.Window.Seconds()
+	refill := float64(q.Limit) / headerWindow.Seconds()
 	if q.Remaining == 0 && q.Reset > 0 {
 		wait := q.Reset
 		if refill > 0 && p != nil {
@@ -599,7 +603,7 @@ func (l *Limiter) learn(p *pace, q Quota, now time.Time, name string) {
 			l.hold = until
 		}
 		if p != nil && refill > 0 {
-			*p = pace{perSec: refill / 10, until: now.Add(l.cfg.Window)}
+			*p = pace{perSec: refill / 10, until: now.Add(headerWindow)}
 		}
 		return
 	}
@@ -613,7 +617,7 @@ func (l *Limiter) learn(p *pace, q Quota, now time.Time, name string) {
 		if q.Reset > 0 {
 			r = max(r, left/q.Reset.Seconds())
 		}
-		*p = pace{perSec: max(min(r, 2*refill), refill/10), until: now.Add(l.cfg.Window)}
+		*p = pace{perSec: max(min(r, 2*refill), refill/10), until: now.Add(headerWindow)}
 		return
 	}
 	if q.Reset <= 0 {
