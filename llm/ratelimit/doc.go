@@ -12,13 +12,28 @@
 // reads OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}
 // (resets as durations: "6m0s", "1.5s", "20ms") and Anthropic's
 // anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}
-// (resets as RFC 3339 times). The limiter goes by remaining and reset,
-// whatever the window's length: it paces at remaining/reset (the rate that
-// spends what is left exactly at the reset), and when a family's
-// remaining reaches zero, or tokens remaining fall below what a request
-// needs, it holds every call until the reset instead of sending into a
-// 429. Anthropic's input- and output-token families only hold; the pace
-// of tokens comes from the combined tokens family.
+// (resets as RFC 3339 times). Until the provider's first answer the
+// limiter knows nothing of its buckets, so one call goes out at a time
+// (from each process of a fleet); the answer's headers set the pace.
+//
+// A family that reports its limit is taken as OpenAI and Anthropic
+// document theirs: a bucket refilling continuously at limit per minute,
+// whose reset is when it is full again. Its capacity is then remaining +
+// refill*reset, and the pace is 2*refill*remaining/capacity (between a
+// tenth and twice the refill rate): the refill rate with the bucket half
+// full, faster above, slower below, so the fleet settles at the provider's
+// rate with half a bucket in reserve for the calls in flight. When such a
+// bucket is empty the limiter holds only until this process's next
+// request has refilled (members/refill), not until the bucket is full,
+// and likewise for tokens. A family without a limit is paced at
+// remaining/reset (the rate that spends what is left exactly at the
+// reset, right for a fixed window) and, at zero, held until the reset.
+// Anthropic's input- and output-token families only hold; the pace of
+// tokens comes from the combined tokens family.
+//
+// Calls wait their turn: only the head of the line reserves from the
+// buckets, and it reserves again whenever the rates change, so a
+// reservation made while the pace was low is not kept once it rises.
 //
 // # Spreading
 //

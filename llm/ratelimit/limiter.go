@@ -34,6 +34,10 @@ const (
 	// English text (and fewer for other scripts, so the estimate errs
 	// high there, and answers' usage corrects it).
 	bytesPerToken = 4
+	// headerWindow is the window a provider's limit header counts over:
+	// OpenAI's and Anthropic's request and token limits are per minute,
+	// whatever --rate-window says for our own ceiling.
+	headerWindow = time.Minute
 )
 
 // ErrConfig is returned (wrapped) by New for a broken Config.
@@ -142,6 +146,25 @@ type Limiter struct {
 	// valid until tokLeftUntil (its reset).
 	tokLeft      int64
 	tokLeftUntil time.Time
+	tokLeftAt    time.Time
+	// tokRefill is the fleet's token refill rate per second (the tokens
+	// family's limit over the window), 0 when the provider sent no limit.
+	tokRefill float64
+
+	// gate is open (nil) once the provider answered: until then one call
+	// at a time goes out (probing is true while it is in flight), so that
+	// the first wave of a fleet does not spend a bucket it knows nothing
+	// about.
+	gate    chan struct{}
+	probing bool
+	// changed is closed and replaced whenever a bucket's rate or burst
+	// changes, waking the call waiting its turn to reserve again at the
+	// new rate.
+	changed chan struct{}
+	// turn is held by the one call waiting on the buckets: a reservation
+	// made at a low rate is not kept once the rate rises, so only the head
+	// of the line reserves.
+	turn chan struct{}
 }
 
 // New returns a Limiter; a broken Config is an error wrapping ErrConfig.
@@ -156,6 +179,11 @@ func New(cfg Config) (*Limiter, error) {
 		tok:      rate.NewLimiter(rate.Inf, 1),
 		members:  1,
 		tokBurst: 1,
+		changed:  make(chan struct{}),
+		turn:     make(chan struct{}, 1),
+	}
+	if cfg.RPM == 0 && cfg.TPM == 0 {
+		l.gate = make(chan struct{})
 	}
 	l.mu.Lock()
 	l.apply(time.Now())
@@ -261,21 +289,30 @@ func (l *Limiter) apply(now time.Time) {
 	if p, ok := l.tokPace.at(now); ok {
 		tokRate = min(tokRate, p/n)
 	}
-	setRate(l.req, now, reqRate, burst)
-	setRate(l.tok, now, tokRate, l.tokBurst)
+	c1 := setRate(l.req, now, reqRate, burst)
+	c2 := setRate(l.tok, now, tokRate, l.tokBurst)
+	if c1 || c2 {
+		close(l.changed)
+		l.changed = make(chan struct{})
+	}
 }
 
-func setRate(b *rate.Limiter, now time.Time, perSec float64, burst int) {
+// setRate sets b's rate and burst and reports whether either changed.
+func setRate(b *rate.Limiter, now time.Time, perSec float64, burst int) bool {
 	lim := rate.Inf
 	if !math.IsInf(perSec, 1) {
 		lim = rate.Limit(perSec)
 	}
+	changed := false
 	if b.Limit() != lim {
 		b.SetLimitAt(now, lim)
+		changed = true
 	}
 	if b.Burst() != burst {
 		b.SetBurstAt(now, burst)
+		changed = true
 	}
+	return changed
 }
 
 // estimate is what a request counts against the token limit before it is
@@ -296,6 +333,9 @@ func (l *Limiter) estimate(req heal.Request) int {
 // returns the time it waited, or ctx's error.
 func (l *Limiter) Wait(ctx context.Context, tokens int) (time.Duration, error) {
 	start := time.Now()
+	if err := l.waitGate(ctx); err != nil {
+		return time.Since(start), err
+	}
 	if err := l.waitHold(ctx, tokens); err != nil {
 		return time.Since(start), err
 	}
@@ -318,19 +358,94 @@ func (l *Limiter) Wait(ctx context.Context, tokens int) (time.Duration, error) {
 		take = min(take, b)
 	}
 	l.mu.Unlock()
-	if err := l.req.Wait(ctx); err != nil {
-		return time.Since(start), l.waitError(ctx, err)
+	select {
+	case l.turn <- struct{}{}:
+	case <-ctx.Done():
+		return time.Since(start), l.waitError(ctx, ctx.Err())
 	}
-	if take > 0 {
-		if err := l.tok.WaitN(ctx, take); err != nil {
-			return time.Since(start), l.waitError(ctx, err)
-		}
+	err := l.waitBucket(ctx, l.req, 1)
+	if err == nil && take > 0 {
+		err = l.waitBucket(ctx, l.tok, take)
+	}
+	<-l.turn
+	if err != nil {
+		return time.Since(start), l.waitError(ctx, err)
 	}
 	// A hold may have begun while this call waited its turn.
 	if err := l.waitHold(ctx, 0); err != nil {
 		return time.Since(start), err
 	}
 	return time.Since(start), nil
+}
+
+// waitBucket waits until b grants n, reserving again whenever the rates
+// change while it waits (a reservation keeps the rate it was made at).
+func (l *Limiter) waitBucket(ctx context.Context, b *rate.Limiter, n int) error {
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		now := time.Now()
+		r := b.ReserveN(now, n)
+		if !r.OK() {
+			return fmt.Errorf("%d exceeds the bucket's burst %d", n, b.Burst())
+		}
+		d := r.DelayFrom(now)
+		if d <= 0 {
+			return nil
+		}
+		if dl, ok := ctx.Deadline(); ok && now.Add(d).After(dl) {
+			r.CancelAt(now)
+			return fmt.Errorf("the wait of %s would exceed the context's deadline", d.Round(time.Millisecond))
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return nil
+		case <-changed:
+			t.Stop()
+			r.Cancel()
+		case <-ctx.Done():
+			t.Stop()
+			r.Cancel()
+			return ctx.Err()
+		}
+	}
+}
+
+// waitGate lets one call through until the provider has answered once:
+// that call returns true from here and the others wait for its answer.
+func (l *Limiter) waitGate(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		gate := l.gate
+		if gate == nil {
+			l.mu.Unlock()
+			return nil
+		}
+		if !l.probing {
+			l.probing = true
+			l.mu.Unlock()
+			return nil
+		}
+		l.mu.Unlock()
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: waiting for the provider's first answer: %w", l.cfg.Provider, ctx.Err())
+		}
+	}
+}
+
+// answered opens the gate: the provider answered (or the first call
+// ended without an answer, and waiting longer would learn nothing).
+func (l *Limiter) answered() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gate != nil {
+		close(l.gate)
+		l.gate = nil
+	}
 }
 
 func (l *Limiter) waitError(ctx context.Context, err error) error {
@@ -350,7 +465,14 @@ func (l *Limiter) waitHold(ctx context.Context, tokens int) error {
 		l.mu.Lock()
 		until := l.hold
 		if tokens > 0 && now.Before(l.tokLeftUntil) && l.tokLeft < int64(tokens) {
-			until = maxTime(until, l.tokLeftUntil)
+			t := l.tokLeftUntil
+			if l.tokRefill > 0 {
+				// A refilling bucket has this process's tokens back
+				// long before it is full again.
+				need := float64(int64(tokens)-l.tokLeft) * float64(l.members) / l.tokRefill
+				t = minTime(t, l.tokLeftAt.Add(time.Duration(need*float64(time.Second))))
+			}
+			until = maxTime(until, t)
 		}
 		l.mu.Unlock()
 		d := until.Sub(now)
@@ -365,6 +487,13 @@ func (l *Limiter) waitHold(ctx context.Context, tokens int) error {
 		case <-t.C:
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -415,6 +544,7 @@ func (l *Limiter) Observe(status int, h http.Header) {
 	if status == http.StatusTooManyRequests {
 		l.req.ReserveN(now, 1)
 	}
+	l.answered()
 	if !hd.Known() {
 		return
 	}
@@ -437,34 +567,57 @@ func (l *Limiter) Observe(status int, h http.Header) {
 			l.learn(nil, f.q, now, f.name)
 		}
 		if first || f.q.Remaining < l.tokLeft {
-			l.tokLeft, l.tokLeftUntil = f.q.Remaining, now.Add(f.q.Reset)
+			l.tokLeft, l.tokLeftUntil, l.tokLeftAt = f.q.Remaining, now.Add(f.q.Reset), now
+			l.tokRefill = float64(f.q.Limit) / headerWindow.Seconds()
 			first = false
 		}
 	}
 	l.apply(now)
 }
 
-// learn takes one family's quota: a hold when nothing remains, else the
-// pace remaining/reset (into p, when given); l.mu held.
+// learn takes one family's quota: a hold when nothing remains, else a
+// pace (into p, when given); l.mu held.
 //
-// Remaining over reset is the rate that spends what is left exactly at
-// the reset. Against a fixed window that spreads the rest of it evenly;
-// against a bucket that refills continuously (OpenAI's, Anthropic's) it
-// settles where half the bucket is in reserve and the pace equals the
-// refill rate: a higher pace drains the bucket and lengthens the reset,
-// a lower one fills it.
+// Without a limit header the pace is remaining over reset: the rate that
+// spends what is left exactly at the reset, right for a fixed window.
+// With one, the family is taken as what OpenAI and Anthropic document: a
+// bucket refilling continuously at limit per minute, whose reset is when
+// it is full again (capacity = remaining + refill*reset). The pace is
+// then 2*refill*remaining/capacity: the refill rate with the bucket half
+// full, faster above (down to half), slower below (back up to half), so
+// the fleet settles at the provider's rate with half a bucket in reserve
+// for the calls in flight. An empty refilling bucket holds this process
+// only until its next request's worth has refilled, not until it is full.
 func (l *Limiter) learn(p *pace, q Quota, now time.Time, name string) {
+	refill := float64(q.Limit) / headerWindow.Seconds()
 	if q.Remaining == 0 && q.Reset > 0 {
-		until := now.Add(q.Reset)
+		wait := q.Reset
+		if refill > 0 && p != nil {
+			wait = min(wait, time.Duration(float64(l.members)/refill*float64(time.Second)))
+		}
+		until := now.Add(wait)
 		if until.After(l.hold) {
-			l.cfg.Logger.Info("rate limit reached: holding requests until its reset",
+			l.cfg.Logger.Info("rate limit reached: holding requests",
 				slog.String("provider", l.cfg.Provider), slog.String("limit", name),
-				slog.Int64("limit_value", q.Limit), slog.Duration("reset", q.Reset))
+				slog.Int64("limit_value", q.Limit), slog.Duration("reset", q.Reset), slog.Duration("hold", wait))
 			l.hold = until
+		}
+		if p != nil && refill > 0 {
+			*p = pace{perSec: refill / 10, until: now.Add(headerWindow)}
 		}
 		return
 	}
 	if p == nil {
+		return
+	}
+	if refill > 0 {
+		left := float64(q.Remaining)
+		capacity := left + refill*q.Reset.Seconds()
+		r := 2 * refill * left / capacity
+		if q.Reset > 0 {
+			r = max(r, left/q.Reset.Seconds())
+		}
+		*p = pace{perSec: max(min(r, 2*refill), refill/10), until: now.Add(headerWindow)}
 		return
 	}
 	if q.Reset <= 0 {

@@ -41,6 +41,9 @@ func (w *Model) Complete(ctx context.Context, req heal.Request) (heal.Response, 
 		return heal.Response{}, err
 	}
 	resp, err := w.m.Complete(ctx, req)
+	// The first call's end opens the way for the others even when no
+	// answer came (Observe opens it on the first answer).
+	w.l.answered()
 	if err == nil {
 		w.l.Settle(est, resp.Usage.Total())
 	}
