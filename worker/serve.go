@@ -119,8 +119,25 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 		cancel()
 	}
 	stopSink()
-	bg.Wait()
-	serr := <-sinkDone
+	// Everything below honours its context; a call the broker never
+	// answers (a stream without a leader) must still not keep the process
+	// from exiting: what the sink did not index stays in the streams.
+	stopped := make(chan struct{})
+	go func() { bg.Wait(); close(stopped) }()
+	var serr error
+	wait := time.NewTimer(stopWait)
+	defer wait.Stop()
+	for sinkDone != nil || stopped != nil {
+		select {
+		case serr = <-sinkDone:
+			sinkDone = nil
+		case <-stopped:
+			stopped = nil
+		case <-wait.C:
+			log.Error("the sink or a background task did not stop in time; exiting without it (the streams keep every outcome; the next run indexes the rest)", "waited", stopWait)
+			return werr
+		}
+	}
 	if serr != nil && !errors.Is(serr, context.Canceled) {
 		serr = fmt.Errorf("sink: %w", serr)
 	} else {
@@ -128,6 +145,10 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	}
 	return errors.Join(werr, serr)
 }
+
+// stopWait bounds how long Serve waits for the sink and its background
+// tasks once they were told to stop.
+const stopWait = 10 * time.Second
 
 // Index returns the SQLite index as the sink writes it: RESULTS and DLQ
 // messages decoded into outcomes (or taken as the worker of the same
