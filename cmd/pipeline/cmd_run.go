@@ -179,12 +179,20 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if bm.limiter != nil && c.Int("concurrency") > 0 {
-		leave, err := shareLimit(ctx, conn, bm, log)
-		if err != nil {
-			return err
+	if c.Int("concurrency") > 0 {
+		// Limits apply per model: the fleet shares each model's, the
+		// fallbacks' too.
+		limited := models.limited
+		if bm.limiter != nil {
+			limited = append([]builtModel{bm}, limited...)
 		}
-		defer leave()
+		for _, m := range limited {
+			leave, err := shareLimit(ctx, conn, m, log)
+			if err != nil {
+				return err
+			}
+			defer leave()
+		}
 	}
 	if !c.Bool("sink") {
 		if err := warnStreamLoss(ctx, c, conn, log); err != nil {

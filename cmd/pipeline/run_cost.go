@@ -44,6 +44,9 @@ type chain struct {
 	gate      func(context.Context) error
 	table     *price.Table
 	budget    *worker.Budget
+	// limited are the fallbacks whose rate limiter the fleet shares, as
+	// the primary's.
+	limited []builtModel
 }
 
 // buildChain prices the primary model (built by buildModel) and builds
@@ -113,6 +116,9 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 			return nil, fmt.Errorf("--fallback-model: %w", err)
 		}
 		ch.fallbacks = append(ch.fallbacks, heal.Fallback{Name: fb.name, Model: meter(fb.model, fb.name), Attempts: c.Int("fallback-attempts")})
+		if fb.limiter != nil {
+			ch.limited = append(ch.limited, fb)
+		}
 		if fb.breaker != nil {
 			gates = append(gates, fb.breaker.Wait)
 		} else {
