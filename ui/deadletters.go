@@ -19,11 +19,11 @@ var filterKeys = []string{"cluster", "schema", "version", "class", "path", "mode
 
 // readFilter reads a dead-letter filter from a URL query or a form.
 func readFilter(q url.Values, now time.Time) (dlq.Filter, error) {
-	since, err := parseTime(q.Get("since"), now)
+	since, err := dlq.ParseTime(q.Get("since"), now)
 	if err != nil {
 		return dlq.Filter{}, fmt.Errorf("since: %w", err)
 	}
-	until, err := parseTime(q.Get("until"), now)
+	until, err := dlq.ParseTime(q.Get("until"), now)
 	if err != nil {
 		return dlq.Filter{}, fmt.Errorf("until: %w", err)
 	}
@@ -50,29 +50,6 @@ func filterValues(q url.Values) url.Values {
 		}
 	}
 	return out
-}
-
-// parseTime reads RFC 3339, a date (2006-01-02), or a duration ago (24h, 7d).
-func parseTime(s string, now time.Time) (time.Time, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
-		return t, nil
-	}
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		if d, err := strconv.Atoi(n); err == nil && d >= 0 {
-			return now.Add(-time.Duration(d) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time (RFC 3339, 2006-01-02) nor a duration ago (24h, 7d)", s)
 }
 
 // listView is the dead letters page.

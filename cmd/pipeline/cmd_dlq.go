@@ -31,11 +31,11 @@ func filterFlags() []cli.Flag {
 
 func readFilter(c *cli.Context) (dlq.Filter, error) {
 	now := time.Now()
-	since, err := parseTime(c.String("since"), now)
+	since, err := dlq.ParseTime(c.String("since"), now)
 	if err != nil {
 		return dlq.Filter{}, fail(exitUsage, "--since: %w", err)
 	}
-	until, err := parseTime(c.String("until"), now)
+	until, err := dlq.ParseTime(c.String("until"), now)
 	if err != nil {
 		return dlq.Filter{}, fail(exitUsage, "--until: %w", err)
 	}
@@ -134,7 +134,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					if b := c.String("before"); b != "" {
-						if f.Until, err = parseTime(b, time.Now()); err != nil {
+						if f.Until, err = dlq.ParseTime(b, time.Now()); err != nil {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -200,7 +199,7 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 }
 
 func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
-	since, err := parseTime(c.String("since"), time.Now())
+	since, err := dlq.ParseTime(c.String("since"), time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}
@@ -229,28 +228,4 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 		return withCode(exitRuntime, fmt.Errorf("building the report: %w", err))
 	}
 	return withCode(exitRuntime, r.Render(e.stdout, format))
-}
-
-// parseTime reads a time flag: RFC 3339, a date (2006-01-02), or a
-// duration meaning that long before now ("24h", "7d").
-func parseTime(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
-		return t, nil
-	}
-	if strings.HasSuffix(s, "d") {
-		var n int
-		if _, err := fmt.Sscanf(s, "%dd", &n); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is not a time (RFC 3339, 2006-01-02) nor a duration ago (24h, 7d)", s)
 }
