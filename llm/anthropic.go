@@ -28,7 +28,14 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 		return nil, err
 	}
 	a := &Anthropic{cfg: cfg, url: cfg.BaseURL + "/v1/messages", own: own}
-	a.c = caller{
+	a.c = anthropicCaller(cfg)
+	return a, nil
+}
+
+// anthropicCaller is the HTTP caller of the Anthropic endpoints, Messages
+// and Message Batches alike.
+func anthropicCaller(cfg Config) caller {
+	return caller{
 		provider: ProviderAnthropic,
 		cfg:      cfg,
 		header: func(h http.Header) {
@@ -37,7 +44,6 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 		},
 		errMessage: anthropicErrorMessage,
 	}
-	return a, nil
 }
 
 // Provider returns "anthropic".

@@ -40,15 +40,7 @@ func NewAnthropicBatch(cfg Config) (*AnthropicBatch, error) {
 	}
 	cfg = cfg.withDefaults(ProviderAnthropic)
 	b := &AnthropicBatch{cfg: cfg, m: mirror{complete: sync.Complete}}
-	b.http.c = caller{
-		provider: ProviderAnthropic,
-		cfg:      cfg,
-		header: func(h http.Header) {
-			h.Set("x-api-key", cfg.APIKey)
-			h.Set("anthropic-version", AnthropicVersion)
-		},
-		errMessage: anthropicErrorMessage,
-	}
+	b.http.c = anthropicCaller(cfg)
 	return b, nil
 }
 

@@ -39,7 +39,14 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		return nil, err
 	}
 	o := &OpenAI{cfg: cfg, url: cfg.BaseURL + "/chat/completions", own: own}
-	o.c = caller{
+	o.c = openAICaller(cfg)
+	return o, nil
+}
+
+// openAICaller is the HTTP caller of the OpenAI-compatible endpoints, the
+// chat completions and the batch API alike.
+func openAICaller(cfg Config) caller {
+	return caller{
 		provider: ProviderOpenAI,
 		cfg:      cfg,
 		header: func(h http.Header) {
@@ -49,7 +56,6 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 		},
 		errMessage: openAIErrorMessage,
 	}
-	return o, nil
 }
 
 // Provider returns "openai".

@@ -48,16 +48,7 @@ func NewOpenAIBatch(cfg Config) (*OpenAIBatch, error) {
 	}
 	cfg = cfg.withDefaults(ProviderOpenAI)
 	b := &OpenAIBatch{cfg: cfg, m: mirror{complete: sync.Complete}}
-	b.http.c = caller{
-		provider: ProviderOpenAI,
-		cfg:      cfg,
-		header: func(h http.Header) {
-			if cfg.APIKey != "" {
-				h.Set("Authorization", "Bearer "+cfg.APIKey)
-			}
-		},
-		errMessage: openAIErrorMessage,
-	}
+	b.http.c = openAICaller(cfg)
 	return b, nil
 }
 
