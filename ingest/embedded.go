@@ -346,8 +346,10 @@ func (c *Conn) giveUp(err error) {
 	c.mu.Lock()
 	c.lostErr = err
 	c.mu.Unlock()
-	close(c.lost)
+	// The client is closed before Lost fires: whoever wakes on Lost finds
+	// nothing still trying to reach the server.
 	c.nc.Close()
+	close(c.lost)
 }
 
 // prepareDataDir creates the data dir readable by its owner only, and
