@@ -45,6 +45,10 @@ type Conn struct {
 	url string
 	// buckets: the object store for large payloads and the job ledger.
 	buckets buckets
+	// ledgerReads gathers the workers' ledger reads; ledgerInbox takes
+	// the replies of each gathered read.
+	ledgerReads ledgerReads
+	ledgerInbox replyMux
 
 	// auth are the embedded server's credentials (zero with a URL).
 	auth embeddedAuth
@@ -95,6 +99,7 @@ func discardIfNil(l *slog.Logger) *slog.Logger {
 func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
 	c := &Conn{cfg: cfg, log: discardIfNil(cfg.Logger), poke: make(chan struct{}, 1), lost: make(chan struct{})}
+	c.ledgerReads.c = c
 	var err error
 	switch {
 	case cfg.URL != "":

@@ -50,7 +50,7 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64) (o
 	if d.MsgID == "" {
 		d.MsgID = fallbackMsgID(d, seq)
 	}
-	_, ended, err := r.c.runEnded(ctx, ledgerKeyOf(d), ledgerRunOf(d))
+	ended, err := r.c.ledgerReads.ended(ctx, ledgerKeyOf(d), ledgerRunOf(d))
 	if err != nil {
 		r.log.Warn("reading the job ledger failed; job handed back", "msg_id", d.MsgID, "err", err)
 		return Outcome{Action: ActionRetry}, false

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,9 +24,6 @@ import (
 
 // BucketLedger is the KV bucket of the job ledger.
 const BucketLedger = "PIPELINE_LEDGER"
-
-// ledgerLookups is how many ledger reads Ended keeps in flight.
-const ledgerLookups = 64
 
 // LedgerRun is one ended run of a job.
 type LedgerRun struct {
@@ -179,7 +175,12 @@ func (c *Conn) recordRun(ctx context.Context, jobID string, run LedgerRun) (Ledg
 	}
 	key := ledgerRunKey(jobID, run.Run)
 	for attempt := 0; ; attempt++ {
-		_, err := c.buckets.ledger.Create(ctx, key, value)
+		if attempt == 0 {
+			err = c.createRun(ctx, key, value)
+		} else {
+			// A delete marker on the key: Create writes over it.
+			_, err = c.buckets.ledger.Create(ctx, key, value)
+		}
 		if err == nil {
 			return run, nil
 		}
@@ -214,41 +215,23 @@ func (c *Conn) Ended(ctx context.Context, jobIDs []string) (map[string]LedgerEnt
 }
 
 // runsEnded reports, for each item that carries a job id, whether the run
-// its message id names ended (ledgerLookups reads in flight).
+// its message id names ended.
 func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) ([]bool, error) {
-	ended := make([]bool, len(items))
-	errs := make([]error, len(items))
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, ledgerLookups)
-	var wg sync.WaitGroup
+	keys := make([]runKey, 0, len(items))
+	at := make([]int, 0, len(items))
 	for i, it := range items {
-		if it.JobID == "" {
-			continue
-		}
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_, ended[i], errs[i] = c.runEnded(ctx, it.JobID, RunOf(it.MsgID, it.JobID))
-			if errs[i] != nil {
-				cancel()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err // the first real failure, not the reads it cancelled
+		if it.JobID != "" {
+			keys = append(keys, runKey{it.JobID, RunOf(it.MsgID, it.JobID)})
+			at = append(at, i)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("reading the job ledger: %w", err)
+	got, err := c.endedRuns(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	ended := make([]bool, len(items))
+	for k, i := range at {
+		ended[i] = got[k]
 	}
 	return ended, nil
 }

@@ -213,3 +213,72 @@ func TestLargePayloadsRoundTrip(t *testing.T) {
 		t.Errorf("objects %v, want only the result's body", names)
 	}
 }
+
+// TestGatheredLedgerReads: reads gathered from many callers, and one read
+// of more keys than one request holds, answer each key as the bucket
+// does: recorded runs ended, deleted and purged ones and unknown ones not,
+// a job id with characters the key escapes found under its own key.
+func TestGatheredLedgerReads(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ctx := t.Context()
+	const n = 3*ledgerBatch + 17
+	id := func(i int) string { return fmt.Sprintf("job:%04d", i) }
+	want := make([]bool, n)
+	for i := 0; i < n; i += 3 {
+		if _, err := c.recordRun(ctx, id(i), LedgerRun{Run: i % 2, MsgID: id(i), Stream: StreamResults, Seq: uint64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+		want[i] = true
+	}
+	for i := 0; i < n; i += 9 { // every third recorded run goes again
+		key := ledgerRunKey(id(i), i%2)
+		var err error
+		if i%2 == 0 {
+			err = c.buckets.ledger.Delete(ctx, key)
+		} else {
+			err = c.buckets.ledger.Purge(ctx, key)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = false
+	}
+	keys := make([]runKey, n)
+	for i := range keys {
+		keys[i] = runKey{id(i), i % 2}
+	}
+	got, err := c.endedRuns(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if got[i] != want[i] {
+			t.Errorf("endedRuns: %s run %d ended = %v, want %v", keys[i].jobID, keys[i].run, got[i], want[i])
+		}
+	}
+	// The other run of each job never ended.
+	if other, err := c.ledgerReads.ended(ctx, id(0), 1); err != nil || other {
+		t.Errorf("run 1 of %s: ended %v, err %v; want false, nil", id(0), other, err)
+	}
+
+	var wg sync.WaitGroup
+	gathered := make([]bool, n)
+	errs := make([]error, n)
+	for i := range keys {
+		wg.Go(func() { gathered[i], errs[i] = c.ledgerReads.ended(ctx, keys[i].jobID, keys[i].run) })
+	}
+	wg.Wait()
+	for i := range keys {
+		if errs[i] != nil || gathered[i] != want[i] {
+			t.Errorf("gathered read: %s run %d ended = %v (err %v), want %v", keys[i].jobID, keys[i].run, gathered[i], errs[i], want[i])
+		}
+	}
+	// A deleted run recorded again reads as ended.
+	if _, err := c.recordRun(ctx, id(0), LedgerRun{Run: 0, MsgID: id(0), Stream: StreamDLQ, Seq: 99}); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.ledgerReads.ended(ctx, id(0), 0); err != nil || !again {
+		t.Errorf("run 0 of %s recorded after its delete: ended %v, err %v; want true, nil", id(0), again, err)
+	}
+}
