@@ -40,9 +40,9 @@ type Outcome struct {
 	// Attempts is the number of model calls made (transport retries aside).
 	Attempts int `json:"attempts"`
 	// Data is the validated result; only on success.
-	Data json.RawMessage `json:"data,omitempty"`
+	Data json.RawMessage `json:"data,omitzero"`
 	// Job is the job as it arrived (the raw message for an invalid job).
-	Job json.RawMessage `json:"job,omitempty"`
+	Job json.RawMessage `json:"job,omitzero"`
 	// Trace has one entry per model call, successes included.
 	Trace      []Attempt `json:"trace,omitempty"`
 	Deliveries int       `json:"deliveries,omitzero"`
