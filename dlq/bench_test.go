@@ -120,14 +120,19 @@ func BenchmarkSink(b *testing.B) {
 
 // BenchmarkWriteHandedOver is the sink's write as it runs on the CPU-bound
 // path: batches of 500 first-pass successes handed over by the workers of
-// the same process (the Outcome as built: nothing decoded), with the stream
-// cursor.
+// the same process (the Outcome as built, with the message it was encoded
+// into: nothing decoded or encoded again), with the stream cursor.
 func BenchmarkWriteHandedOver(b *testing.B) {
 	const batch = 500
 	s := openTemp(b)
 	outs := make([]Outcome, batch*b.N)
 	for i := range outs {
 		outs[i] = outcome(fmt.Sprintf("job-%07d", i), false, 1, t0.Add(time.Duration(i)*time.Millisecond))
+		msg, err := EncodeOutcome(&outs[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		outs[i].Encoded = msg
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

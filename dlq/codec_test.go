@@ -191,6 +191,14 @@ func FuzzOutcomeRoundTrip(f *testing.F) {
 		if bytes.ContainsAny(b, "\n\r") {
 			t.Fatalf("encoding spans lines: %s", b)
 		}
+		var cut memberCutter
+		noData := o
+		noData.Data = nil
+		if wb, err := EncodeOutcome(&noData); err != nil {
+			t.Fatalf("EncodeOutcome without data: %v", err)
+		} else if cut, ok := cut.without(b, "data"); !ok || cut != string(wb) {
+			t.Fatalf("payload cut from the message %v\n%s\nencoded\n%s", ok, cut, wb)
+		}
 		back, err := DecodeOutcome(b)
 		if err != nil {
 			t.Fatalf("DecodeOutcome(EncodeOutcome): %v\n%s", err, b)
@@ -233,4 +241,52 @@ func value(tb testing.TB, raw json.RawMessage) any {
 		tb.Fatalf("decoding %s: %v", raw, err)
 	}
 	return v
+}
+
+// TestPayloadCutFromTheMessage: the payload the index cuts from a worker's
+// message is, byte for byte, the one it would encode from the outcome, for
+// data anywhere in the object or absent; what is not an object is not cut.
+func TestPayloadCutFromTheMessage(t *testing.T) {
+	t.Parallel()
+	var cut memberCutter
+	succeeded := outcome("job-1", false, 1, t0)
+	succeeded.Data = json.RawMessage(`{"total":120.5,"note":"a\u2028b","items":[{"q":"}"}]}`)
+	outs := []Outcome{realistic(1), mixed(2), succeeded, outcome("job-2", false, 3, t0, diag("/total", "type", `"1"`))}
+	for _, o := range outs {
+		msg, err := EncodeOutcome(&o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := o
+		want.Data = nil
+		wantBody, err := EncodeOutcome(&want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := cut.without(msg, "data")
+		if !ok || got != string(wantBody) {
+			t.Errorf("job %s: cut %v\n%s\nwant\n%s", o.JobID, ok, got, wantBody)
+		}
+	}
+	for _, tc := range []struct{ msg, want string }{
+		{`{"data":{"a":1},"job_id":"x"}`, `{"job_id":"x"}`},
+		{`{"data":[1,2]}`, `{}`},
+		{`{"job_id":"x","data":"d"}`, `{"job_id":"x"}`},
+		{`{"job_id":"x"}`, `{"job_id":"x"}`},
+		{`{"job_id":"x","trace":[{"data":1}],"data":2,"run":1}`, `{"job_id":"x","trace":[{"data":1}],"run":1}`},
+	} {
+		got, ok := cut.without([]byte(tc.msg), "data")
+		if !ok || got != tc.want {
+			t.Errorf("without(%s) = %q, %v; want %q", tc.msg, got, ok, tc.want)
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(got), &v); err != nil {
+			t.Errorf("without(%s) = %s: not JSON: %v", tc.msg, got, err)
+		}
+	}
+	for _, bad := range []string{``, `[1]`, `"data"`, `{"data":}`} {
+		if got, ok := cut.without([]byte(bad), "data"); ok {
+			t.Errorf("without(%q) = %q, ok; want not ok", bad, got)
+		}
+	}
 }

@@ -48,6 +48,12 @@ type Outcome struct {
 	Deliveries int       `json:"deliveries,omitzero"`
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
+
+	// Encoded, when set, is this outcome's message as EncodeOutcome wrote
+	// it (a worker hands it to the sink of its process with the Outcome):
+	// the index cuts the payload from it instead of encoding the outcome
+	// again. It is never encoded itself.
+	Encoded []byte `json:"-"`
 }
 
 // Attempt is the trace of one model call.

@@ -164,6 +164,7 @@ type fpVal struct{ id, pattern string }
 // preparer holds what one goroutine of prepare reuses across outcomes.
 type preparer struct {
 	buf bytes.Buffer
+	cut memberCutter
 	ids map[fpKey]fpVal
 }
 
@@ -275,6 +276,12 @@ func (p *preparer) row(o *Outcome, r *row) error {
 // payload encodes the whole outcome but the data, compact (see
 // EncodeOutcome): the transcript Get and Export read back.
 func (p *preparer) payload(o *Outcome, r *row) error {
+	if o.Encoded != nil {
+		if body, ok := p.cut.without(o.Encoded, "data"); ok {
+			r.body = body
+			return nil
+		}
+	}
 	c := *o
 	c.Data = nil
 	p.buf.Reset()

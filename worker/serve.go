@@ -174,7 +174,9 @@ func (x *index) Write(ctx context.Context, batch []ingest.SinkMsg, cursors map[s
 	outs := make([]dlq.Outcome, 0, len(batch))
 	for _, msg := range batch {
 		if rec, ok := msg.Record.(*dlq.Outcome); ok {
-			outs = append(outs, *rec) // handed over by this process's worker
+			o := *rec // handed over by this process's worker, with its message
+			o.Encoded = msg.Data
+			outs = append(outs, o)
 			continue
 		}
 		o, err := dlq.DecodeOutcome(msg.Data)
