@@ -32,13 +32,20 @@ func (r *Runner) pollLoop(ctx context.Context) {
 }
 
 // Tick polls once: the queued requests go to the gatherer, every batch in
-// flight is read, and the done ones are settled.
+// flight is read, and the done ones are settled. Every record read is
+// counted for Census. Ticks run one at a time.
 func (r *Runner) Tick(ctx context.Context) error {
+	r.tickMu.Lock()
+	defer r.tickMu.Unlock()
+	r.census.begin()
 	var errs []error
+	complete := true
 	queued, err := r.st.keys(ctx, prefixQueue)
 	if err != nil {
 		errs = append(errs, err)
+		complete = false
 	}
+	waiting := 0
 	for _, k := range queued {
 		it, rev, err := r.st.getItem(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && it.State != itemQueued) {
@@ -49,17 +56,20 @@ func (r *Runner) Tick(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
+		waiting++
 		go r.enqueue(ctx, it, rev)
 	}
 	keys, err := r.st.keys(ctx, prefixBatch)
 	if err != nil {
 		errs = append(errs, err)
+		complete = false
 	}
 	for _, k := range keys {
 		if err := r.pollOne(ctx, k); err != nil {
 			errs = append(errs, fmt.Errorf("batch %s: %w", k, err))
 		}
 	}
+	r.census.end(r.cfg.Now(), waiting, complete)
 	return errors.Join(errs...)
 }
 
@@ -71,6 +81,7 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	r.census.count(rec, rev)
 	now := r.cfg.Now().UTC()
 	switch rec.State {
 	case StateAbandoned:
@@ -89,11 +100,20 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	}
 	if !st.Done() {
 		if st.Status != rec.Status.Status || st.Counts != rec.Status.Counts {
+			moved := st.Status != rec.Status.Status
 			rec.Status = st
-			if _, err := r.st.put(ctx, prefixBatch+key, rec, rev, false); err != nil && !conflict(err) {
+			rev, err := r.st.put(ctx, prefixBatch+key, rec, rev, false)
+			if conflict(err) {
+				return nil // another process wrote it: the next tick reads it
+			}
+			if err != nil {
 				return err
 			}
-			r.observe(Event{Batch: key, State: st.State})
+			if moved {
+				r.changed(rec, rev)
+			} else {
+				r.census.note(rec, rev) // new counts, same status: counted, not observed
+			}
 		}
 		return nil
 	}
@@ -105,6 +125,7 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	r.changed(rec, rev)
 	return r.collect(ctx, rec, rev, st)
 }
 
@@ -139,10 +160,13 @@ func (r *Runner) collect(ctx context.Context, rec Record, rev uint64, st llm.Bat
 		}
 	}
 	rec.State, rec.EndedAt = StateEnded, r.cfg.Now().UTC()
-	if _, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false); err != nil && !conflict(err) {
+	rev, err = r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
+	if err != nil && !conflict(err) {
 		return err
 	}
-	r.observe(Event{Batch: rec.Key, State: StateEnded})
+	if err == nil {
+		r.changed(rec, rev)
+	}
 	r.log.Info("batch settled", "batch", rec.Key, "id", rec.ProviderID, "status", st.Status,
 		"succeeded", st.Counts.Succeeded, "errored", st.Counts.Errored)
 	return nil
@@ -169,11 +193,15 @@ func (r *Runner) sweep(ctx context.Context, rec Record, rev uint64) error {
 		if err := r.queue(ctx, it, irev); err != nil {
 			return err
 		}
+		r.outcome(OutcomeRequeued)
 	}
 	rec.Status.Message = "swept"
-	_, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
+	rev, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
 	if conflict(err) {
 		return nil
+	}
+	if err == nil {
+		r.census.note(rec, rev) // not a change of state: counted, not observed
 	}
 	return err
 }
@@ -187,8 +215,11 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 			return r.finish(ctx, it, rev, &heal.Error{Kind: heal.KindTransport, Provider: "batch",
 				Message: fmt.Sprintf("unanswered by %d batches (expired or cancelled)", it.Requeues)})
 		}
-		r.observe(Event{Outcome: "requeued"})
-		return r.queue(ctx, it, rev)
+		if err := r.queue(ctx, it, rev); err != nil {
+			return err
+		}
+		r.outcome(OutcomeRequeued)
+		return nil
 	case res.Type == llm.ResultSucceeded:
 		if r.cfg.Paid != nil {
 			r.cfg.Paid(res.Response.Usage)
@@ -201,14 +232,23 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		return r.finish(ctx, it, rev, res.Err)
 	case heal.KindAuth:
 		r.log.Error("a batch request was refused for its credentials; it is queued again", "item", it.Key, "err", res.Err)
-		return r.queue(ctx, it, rev)
+		return r.retry(ctx, it, rev)
 	}
 	it.Transport++
 	if it.Transport > r.cfg.TransportRetries {
 		return r.finish(ctx, it, rev, res.Err)
 	}
-	r.observe(Event{Outcome: "retry"})
-	return r.queue(ctx, it, rev)
+	return r.retry(ctx, it, rev)
+}
+
+// retry queues an item whose request failed (inside a batch, or its
+// synchronous heal turn) to be sent again.
+func (r *Runner) retry(ctx context.Context, it Item, rev uint64) error {
+	if err := r.queue(ctx, it, rev); err != nil {
+		return err
+	}
+	r.outcome(OutcomeRetry)
+	return nil
 }
 
 // judge runs the job's loop over the recorded answers: it ends the job,
@@ -223,8 +263,11 @@ func (r *Runner) judge(ctx context.Context, it Item, rev uint64) error {
 	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
 	if s.captured != nil {
 		it.Attempt, it.Transport, it.Requeues = s.captured.Attempt, 0, 0
-		r.observe(Event{Outcome: "heal"})
-		return r.queue(ctx, it, rev)
+		if err := r.queue(ctx, it, rev); err != nil {
+			return err
+		}
+		r.outcome(OutcomeHeal)
+		return nil
 	}
 	return r.store(ctx, it, out)
 }
@@ -248,7 +291,7 @@ func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 		// The loop could not finish (a synchronous heal turn failed in
 		// transport): the next attempt goes into a batch.
 		it.Attempt = len(it.Answers) + 1
-		return r.queue(ctx, it, 0)
+		return r.retry(ctx, it, 0)
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()
@@ -256,9 +299,9 @@ func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 		return fmt.Errorf("storing the outcome of %s: %w", it.MsgID, err)
 	}
 	if out.Action == ingest.ActionResult {
-		r.observe(Event{Outcome: "result"})
+		r.outcome(OutcomeResult)
 	} else {
-		r.observe(Event{Outcome: "dead_letter"})
+		r.outcome(OutcomeDeadLetter)
 	}
 	if err := r.st.kv.Delete(ctx, prefixItem+it.Key); err != nil {
 		r.log.Warn("dropping a settled item (its outcome is stored; the ledger keeps it ended)", "item", it.Key, "err", err)
@@ -277,6 +320,7 @@ func (r *Runner) queue(ctx context.Context, it Item, rev uint64) error {
 	if _, err := r.st.put(ctx, prefixItem+it.Key, it, rev, false); err != nil && !conflict(err) {
 		return fmt.Errorf("queueing %s: %w", it.MsgID, err)
 	}
+	r.census.queue(1)
 	return nil
 }
 

@@ -23,6 +23,12 @@
 // Outcomes are stored with ingest.Conn.StoreOutcome: the same streams,
 // duplicate window and job ledger as the synchronous path.
 //
+// Runner.Census counts the bucket's batches by provider, state and the
+// provider's status word, with the requests waiting in them or queued: the
+// fleet's view, read whole at every poll and updated at once by the
+// process's own writes (metrics, progress). Config.Observe sees every
+// batch state change and every request's outcome (Outcomes).
+//
 // Custom ids name the job run (a hash of its message id), the attempt and
 // the batch key, so no custom id is ever submitted twice.
 //

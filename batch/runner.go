@@ -82,12 +82,18 @@ type Config struct {
 
 // Event is what Config.Observe sees.
 type Event struct {
-	// Batch is set with State for a batch's change of state.
-	Batch string
-	State string
-	// Outcome is set for one request: "result", "dead_letter", "heal"
-	// (went on to another attempt), "retry" (sent again after an error),
-	// "requeued" (unanswered by an expired or cancelled batch).
+	// Provider is the batch endpoint's provider (openai, anthropic).
+	Provider string
+	// Batch is set with State and Status for a batch's change of state:
+	// the record's state (StateSubmitting ... StateAbandoned) and the
+	// provider's status word ("" before the provider has the batch).
+	Batch  string
+	State  string
+	Status string
+	// Outcome is set for one request: OutcomeResult, OutcomeDeadLetter,
+	// OutcomeHeal (went on to another attempt), OutcomeRetry (sent again
+	// after an error) or OutcomeRequeued (unanswered by an expired,
+	// cancelled or never created batch).
 	Outcome string
 }
 
@@ -164,6 +170,9 @@ type Runner struct {
 	log   *slog.Logger
 
 	in chan *entry
+
+	census census     // the bucket's batches, for Census
+	tickMu sync.Mutex // one poll at a time (the census counts one)
 
 	mu      sync.Mutex
 	pending map[string]bool // item keys gathered and not yet submitted
@@ -292,20 +301,35 @@ func (r *Runner) resolve(ctx context.Context, rec Record, rev uint64) (bool, err
 		rec.State, rec.EndedAt = StateAbandoned, r.cfg.Now().UTC()
 		r.log.Warn("abandoned a batch record whose batch the provider does not have", "batch", rec.Key)
 	}
-	if _, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false); err != nil {
+	rev, err = r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
+	if err != nil {
 		if conflict(err) {
 			return false, fmt.Errorf("batch %s changed while being resolved; try again", rec.Key)
 		}
 		return false, err
 	}
-	r.observe(Event{Batch: rec.Key, State: rec.State})
+	r.changed(rec, rev)
 	return found, nil
 }
 
+// observe hands e to Config.Observe, with the provider.
 func (r *Runner) observe(e Event) {
 	if r.cfg.Observe != nil {
+		e.Provider = r.cfg.Batcher.Provider()
 		r.cfg.Observe(e)
 	}
+}
+
+// outcome reports one request's outcome.
+func (r *Runner) outcome(o string) {
+	r.observe(Event{Outcome: o})
+}
+
+// changed reports a batch record this process wrote at rev: it counts in
+// the census at once and Config.Observe sees the change.
+func (r *Runner) changed(rec Record, rev uint64) {
+	r.census.note(rec, rev)
+	r.observe(Event{Batch: rec.Key, State: rec.State, Status: rec.Status.Status})
 }
 
 // gather collects entries into a batch until Size requests, the byte

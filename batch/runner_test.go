@@ -72,6 +72,10 @@ type rig struct {
 	calls atomic.Int64 // answers made (batch and sync)
 	reg   *schemas.Registry
 	kv    jetstream.KeyValue
+	// observe, if set before start, is the runner's Config.Observe; run
+	// is the runner start made.
+	observe func(batch.Event)
+	run     *batch.Runner
 }
 
 func newRig(t *testing.T, hold bool) *rig {
@@ -125,10 +129,11 @@ func (r *rig) start(heal string) (stop func()) {
 		t.Fatal(err)
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
-		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1})
+		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.run = run
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = run.Run(ctx) })

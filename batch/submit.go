@@ -58,7 +58,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 		r.fail(ctx, kept, fmt.Errorf("recording batch %s: %w", key, err))
 		return
 	}
-	r.observe(Event{Batch: key, State: StateSubmitting})
+	r.changed(rec, recRev)
 	st, err := r.cfg.Batcher.Create(ctx, key, reqs)
 	if err != nil && heal.KindOf(err) == heal.KindTransport {
 		// The create may have gone through with its answer lost.
@@ -68,15 +68,17 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 	}
 	if err != nil {
 		rec.State, rec.EndedAt, rec.Status.Message = StateAbandoned, r.cfg.Now().UTC(), err.Error()
-		if _, perr := r.st.put(ctx, prefixBatch+key, rec, recRev, false); perr != nil {
+		if rev, perr := r.st.put(ctx, prefixBatch+key, rec, recRev, false); perr != nil {
 			r.log.Warn("marking a batch that was not created", "batch", key, "err", perr)
+		} else {
+			r.changed(rec, rev)
 		}
-		r.observe(Event{Batch: key, State: StateAbandoned})
 		r.fail(ctx, kept, fmt.Errorf("creating batch %s: %w", key, err))
 		return
 	}
 	rec.State, rec.ProviderID, rec.Status = StateSubmitted, st.ID, st
-	if _, err := r.st.put(ctx, prefixBatch+key, rec, recRev, false); err != nil {
+	recRev, err = r.st.put(ctx, prefixBatch+key, rec, recRev, false)
+	if err != nil {
 		// Another process resolved the record meanwhile (it took us for
 		// dead): its decision stands, and this batch is withdrawn.
 		r.log.Warn("batch record changed before it was marked submitted; cancelling the batch", "batch", key, "id", st.ID, "err", err)
@@ -86,10 +88,11 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 		r.fail(ctx, kept, fmt.Errorf("recording batch %s: %w", key, err))
 		return
 	}
-	r.observe(Event{Batch: key, State: StateSubmitted})
+	r.changed(rec, recRev)
 	r.log.Info("batch submitted", "batch", key, "provider", rec.Provider, "id", st.ID, "requests", len(kept))
 	for _, e := range kept {
 		if e.done == nil {
+			r.census.queue(-1) // from the queue into this batch
 			if err := r.st.kv.Delete(ctx, prefixQueue+e.item.Key); err != nil {
 				r.log.Debug("deleting a queue marker", "item", e.item.Key, "err", err)
 			}

@@ -114,8 +114,9 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	var metrics *worker.Metrics
+	var promReg *prometheus.Registry
 	if addr := c.String("metrics-addr"); addr != "" {
-		promReg := prometheus.NewRegistry()
+		promReg = prometheus.NewRegistry()
 		promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		metrics = worker.NewMetrics(promReg)
 		stopMetrics, err := serveMetrics(addr, promReg, log)
@@ -239,7 +240,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
 	if c.Bool("batch") {
-		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, models.batchPaid(metrics, name), log)
+		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, models.batchPaid(metrics, name), batchReport{reg: promReg, status: status}, log)
 	} else {
 		err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
@@ -30,6 +31,9 @@ type runStatus struct {
 	tokens      atomic.Int64 // prompt + completion tokens
 	handedBack  atomic.Int64 // jobs handed back undone on shutdown
 	breaker     atomic.Value // string: the model breaker's state
+	// census, in batch mode, reads the fleet's batches (batch.Runner's
+	// Census); nil otherwise.
+	census atomic.Pointer[func() batch.Census]
 
 	mu   sync.Mutex
 	dead map[string]int // dead letters by class
@@ -93,6 +97,43 @@ type runSnapshot struct {
 	Tokens      int64
 	HandedBack  int64
 	Breaker     string
+	// Batches is set in batch mode.
+	Batches *batchCounts
+}
+
+// batchCounts are the fleet's batch-mode work in flight: batches not
+// settled yet by state, the requests in them and the requests queued for
+// the next batch.
+type batchCounts struct {
+	InFlight  map[string]int // by the batch's state: submitting, the provider's status word, collecting
+	InBatches int
+	Queued    int
+}
+
+// batchCountsOf is what the status line shows of a census: a batch in
+// flight by the provider's status word while the provider has it, else by
+// the record's state (submitting, collecting).
+func batchCountsOf(c batch.Census) *batchCounts {
+	b := &batchCounts{InFlight: map[string]int{}, InBatches: c.InBatches, Queued: c.Queued}
+	for k, n := range c.Batches {
+		if !k.InFlight() {
+			continue
+		}
+		word := k.State
+		if k.State == batch.StateSubmitted && k.Status != "" {
+			word = k.Status
+		}
+		b.InFlight[word] += n
+	}
+	return b
+}
+
+// held is the jobs batch mode holds: acked, not ended yet.
+func (s runSnapshot) held() int64 {
+	if s.Batches == nil {
+		return 0
+	}
+	return int64(s.Batches.InBatches + s.Batches.Queued)
 }
 
 func (s *runStatus) snapshot(now time.Time) runSnapshot {
@@ -109,6 +150,9 @@ func (s *runStatus) snapshot(now time.Time) runSnapshot {
 	s.mu.Unlock()
 	snap.Done += snap.Succeeded + snap.AlreadyDone
 	snap.Total = snap.Done
+	if f := s.census.Load(); f != nil {
+		snap.Batches = batchCountsOf((*f)())
+	}
 	return snap
 }
 
@@ -141,7 +185,9 @@ func byClass(m map[string]int) string {
 
 // statusLine is what the progress bar shows beside the bar: done of total,
 // rate, ETA, results, dead letters by class, jobs in flight (in the
-// handler, as --concurrency counts them) and the breaker when not closed.
+// handler, as --concurrency counts them), in batch mode the fleet's
+// batches in flight by state and the requests waiting in them or queued,
+// and the breaker when not closed.
 func statusLine(s runSnapshot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%d jobs", s.Done, s.Total)
@@ -163,6 +209,17 @@ func statusLine(s runSnapshot) string {
 		fmt.Fprintf(&b, " (%s)", byClass(s.Dead))
 	}
 	fmt.Fprintf(&b, "  in flight %d", s.InFlight)
+	if bc := s.Batches; bc != nil {
+		if len(bc.InFlight) == 0 {
+			b.WriteString("  batches 0 in flight")
+		} else {
+			fmt.Fprintf(&b, "  batches %s", byClass(bc.InFlight))
+		}
+		fmt.Fprintf(&b, "  requests %d in batches", bc.InBatches)
+		if bc.Queued > 0 {
+			fmt.Fprintf(&b, ", %d queued", bc.Queued)
+		}
+	}
 	if s.Breaker != "" && s.Breaker != llm.StateClosed {
 		fmt.Fprintf(&b, "  breaker %s", s.Breaker)
 	}
@@ -188,7 +245,8 @@ type pendingFunc func(ctx context.Context) (ingest.PendingInfo, error)
 
 // showProgress draws the status on a progress bar on w while the workers
 // run, if w is a terminal; it returns the function that stops it. Total is
-// what is done plus what the consumer still holds (pending and unacked),
+// what is done plus what the consumer still holds (pending and unacked)
+// plus, in batch mode, the requests waiting in batches or queued for one,
 // so it grows as jobs arrive.
 func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pending pendingFunc) func() {
 	if !e.terminal(w) {
@@ -203,7 +261,7 @@ func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pend
 	update := func() {
 		snap := st.snapshot(time.Now())
 		if p, err := pending(ctx); err == nil {
-			snap.Total = snap.Done + int64(p.Pending) + int64(p.AckPending)
+			snap.Total = snap.Done + int64(p.Pending) + int64(p.AckPending) + snap.held()
 		}
 		bar.ChangeMax64(max(snap.Total, 1))
 		bar.Describe(statusLine(snap))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/ingest"
 )
 
@@ -26,6 +28,11 @@ func TestStatusLine(t *testing.T) {
 			"1/2 jobs  1.0/s  ETA 1s  results 1  dead letters 0  in flight 0  breaker open"},
 		{"done", runSnapshot{Elapsed: 2 * time.Second, Done: 4, Total: 4, Succeeded: 4},
 			"4/4 jobs  2.0/s  ETA 0s  results 4  dead letters 0  in flight 0"},
+		{"batches in flight", runSnapshot{Elapsed: 10 * time.Second, Done: 200, Total: 2020, Succeeded: 200, InFlight: 3, Breaker: "closed",
+			Batches: &batchCounts{InFlight: map[string]int{"in_progress": 2, "finalizing": 1}, InBatches: 1800, Queued: 20}},
+			"200/2020 jobs  20.0/s  ETA 1m31s  results 200  dead letters 0  in flight 3  batches in_progress 2, finalizing 1  requests 1800 in batches, 20 queued"},
+		{"no batch in flight", runSnapshot{Elapsed: time.Second, Done: 2, Total: 2, Succeeded: 2, Batches: &batchCounts{InFlight: map[string]int{}}, Breaker: "open"},
+			"2/2 jobs  2.0/s  ETA 0s  results 2  dead letters 0  in flight 0  batches 0 in flight  requests 0 in batches  breaker open"},
 	}
 	for _, tc := range cases {
 		if got := statusLine(tc.snap); got != tc.want {
@@ -35,6 +42,29 @@ func TestStatusLine(t *testing.T) {
 	s := runSnapshot{Elapsed: 2500 * time.Millisecond, Done: 10, Succeeded: 7, AlreadyDone: 1, Dead: map[string]int{"exhausted": 2}, Calls: 14, Tokens: 9000}
 	if got, want := summaryLine(s), "run: 10 jobs in 2.5s: 7 succeeded, 2 dead-lettered (exhausted 2), 1 already done, 14 model calls, 9000 tokens"; got != want {
 		t.Errorf("summary:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestBatchCountsOf: the status line counts the batches in flight only, a
+// batch the provider has by the provider's word, the others by the
+// record's state; ended and abandoned batches are left out.
+func TestBatchCountsOf(t *testing.T) {
+	c := batch.Census{Batches: map[batch.Kind]int{
+		{Provider: "openai", State: batch.StateSubmitting}:                          1,
+		{Provider: "openai", State: batch.StateSubmitted, Status: "validating"}:     1,
+		{Provider: "openai", State: batch.StateSubmitted, Status: "in_progress"}:    2,
+		{Provider: "anthropic", State: batch.StateSubmitted, Status: "in_progress"}: 1,
+		{Provider: "openai", State: batch.StateCollecting, Status: "completed"}:     1,
+		{Provider: "openai", State: batch.StateEnded, Status: "completed"}:          7,
+		{Provider: "openai", State: batch.StateAbandoned}:                           1,
+	}, InBatches: 900, Queued: 4}
+	got := batchCountsOf(c)
+	want := map[string]int{"submitting": 1, "validating": 1, "in_progress": 3, "collecting": 1}
+	if !maps.Equal(got.InFlight, want) || got.InBatches != 900 || got.Queued != 4 {
+		t.Errorf("batchCountsOf = %+v, want in flight %v, 900 in batches, 4 queued", got, want)
+	}
+	if n := (runSnapshot{Batches: got}).held(); n != 904 {
+		t.Errorf("held %d, want 904 (in batches and queued)", n)
 	}
 }
 

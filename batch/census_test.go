@@ -1,0 +1,137 @@
+package batch_test
+
+import (
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpipeline/pipeline/batch"
+)
+
+// events gathers what Config.Observe sees.
+type events struct {
+	mu       sync.Mutex
+	outcomes map[string]int
+	states   map[string]int // "state/status"
+	noProv   int            // events without a provider
+}
+
+func (e *events) observe(ev batch.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ev.Provider == "" {
+		e.noProv++
+	}
+	if ev.Outcome != "" {
+		e.outcomes[ev.Outcome]++
+	}
+	if ev.Batch != "" {
+		e.states[ev.State+"/"+ev.Status]++
+	}
+}
+
+func (e *events) snapshot() (map[string]int, map[string]int, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.outcomes), maps.Clone(e.states), e.noProv
+}
+
+// TestBatchObserveAndCensus: every request's outcome reaches Observe with
+// the provider, and once every job ended the census counts every batch
+// the provider created as ended and completed, no request in a batch or
+// queued.
+func TestBatchObserveAndCensus(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	ev := &events{outcomes: map[string]int{}, states: map[string]int{}}
+	r.observe = ev.observe
+	ids := []string{"ok-1", "ok-2", "heal-1", "fail-1"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	defer stop()
+	r.waitEnded(ids...)
+	// The last outcome is observed after it is stored: wait for it.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		o, _, _ := ev.snapshot()
+		if o[batch.OutcomeResult]+o[batch.OutcomeDeadLetter] == len(ids) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling what the runner reported
+	}
+	// Every batch gets settled after its last job ended: wait for the
+	// census to have them all.
+	var c batch.Census
+	for {
+		c = r.run.Census()
+		ended := c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}]
+		if (ended == r.srv.Creates() && ended > 0) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	stop()
+	outcomes, states, noProv := ev.snapshot()
+	// ok-1, ok-2: results; heal-1: a heal turn, then a result; fail-1: a
+	// 500, one retry (TransportRetries 1), then a dead letter.
+	want := map[string]int{batch.OutcomeResult: 3, batch.OutcomeHeal: 1, batch.OutcomeRetry: 1, batch.OutcomeDeadLetter: 1}
+	if !maps.Equal(outcomes, want) {
+		t.Errorf("outcomes observed %v, want %v", outcomes, want)
+	}
+	if noProv != 0 {
+		t.Errorf("%d events without the provider", noProv)
+	}
+	n := r.srv.Creates()
+	for _, s := range []string{batch.StateSubmitting + "/", batch.StateSubmitted + "/validating", batch.StateCollecting + "/completed", batch.StateEnded + "/completed"} {
+		if states[s] != n {
+			t.Errorf("%d events %q, want one per batch (%d): %v", states[s], s, n, states)
+		}
+	}
+	if len(c.Batches) != 1 || c.InBatches != 0 || c.Queued != 0 || c.At.IsZero() {
+		t.Errorf("census after the run %+v, want %d batches ended and completed, nothing in batches or queued", c, n)
+	}
+}
+
+// TestBatchCensusInFlight: a batch the provider holds counts in flight
+// with its provider status and its requests, in the census of the process
+// that made it and of another one that only polls the bucket.
+func TestBatchCensusInFlight(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, true)
+	ids := []string{"ok-1", "ok-2", "ok-3"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	defer stop()
+	id := r.waitBatch(1)
+	first := r.run
+	r.waitAcked()
+	// Another runner on the same bucket: it sees the batch at its first
+	// poll.
+	stop2 := r.start(batch.HealBatch)
+	defer stop2()
+	second := r.run
+	inFlight := func(c batch.Census) bool {
+		return c.Batches[batch.Kind{Provider: "openai", State: batch.StateSubmitted, Status: "in_progress"}] == 1 && c.InBatches == 3
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !(inFlight(first.Census()) && inFlight(second.Census())) {
+		if time.Now().After(deadline) {
+			t.Fatalf("census of the batch held in progress: first %+v, second %+v; want it submitted, in_progress, with 3 requests", first.Census(), second.Census())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the runners' census
+	}
+	r.srv.SetHold(false)
+	r.srv.Release(id)
+	r.waitEnded(ids...)
+	for {
+		c := second.Census()
+		if c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}] == 1 && c.InBatches == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("census after the batch ended: %+v", c)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
