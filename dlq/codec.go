@@ -24,13 +24,15 @@ import (
 // member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
 // Member names match exactly; a member of no field is ignored (and so never
 // reaches the index).
-func encodeOptions() json.Options {
-	return json.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.EscapeForJS(true))
-}
+func encodeOptions() json.Options { return encodeOpts }
 
-func decodeOptions() json.Options {
-	return json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-}
+func decodeOptions() json.Options { return decodeOpts }
+
+// The options joined once (JoinOptions allocates); never changed.
+var (
+	encodeOpts = json.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.EscapeForJS(true))
+	decodeOpts = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+)
 
 // EncodeOutcome encodes o as the workers publish it: one compact JSON
 // object. It fails on what JSON cannot hold: a temperature that is NaN or

@@ -53,10 +53,11 @@ func isToken(s string) bool {
 // speed: member names match case-insensitively (but "i_d" is not "id"), a
 // member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
 // Anything after the object is an error.
-func jobOptions() jsonv2.Options {
-	return jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true),
-		jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-}
+func jobOptions() jsonv2.Options { return jobOpts }
+
+// jobOpts are jobOptions joined once (JoinOptions allocates); never changed.
+var jobOpts = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true),
+	jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // ParseJob decodes and checks one job. The error says which field is wrong
 // and why, and wraps ErrInvalidJob.

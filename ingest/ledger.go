@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -169,7 +170,7 @@ func (c *Conn) Ledger(ctx context.Context, jobID string) (LedgerEntry, bool, err
 // the ledger's record of the run: ours, or the one another worker wrote
 // first (then the caller's outcome is a second one and must go).
 func (c *Conn) recordRun(ctx context.Context, jobID string, run LedgerRun) (LedgerRun, error) {
-	value, err := json.Marshal(ledgerValue{JobID: jobID, LedgerRun: run})
+	value, err := jsonv2.Marshal(ledgerValue{JobID: jobID, LedgerRun: run})
 	if err != nil {
 		return LedgerRun{}, fmt.Errorf("encoding the ledger entry of job %s: %w", jobID, err)
 	}
