@@ -55,7 +55,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("case", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var spec caseSpec
-	fs.StringVar(&spec.Kind, "kind", "sim", "sim, canned, http or raw")
+	fs.StringVar(&spec.Kind, "kind", "sim", "sim, canned, http, raw or raw-ledger")
 	fs.IntVar(&spec.K, "k", 16, "jobs in flight")
 	fs.IntVar(&spec.Jobs, "jobs", 1000, "jobs to submit")
 	fs.DurationVar(&spec.Latency, "latency", 0, "sim: model latency")
@@ -70,7 +70,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if spec.Kind != "raw" && *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+	if !strings.HasPrefix(spec.Kind, "raw") && *memLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// The same default as pipeline run: RSS stays flat at high K
 		// (the embedded server's block caches included) for some GC CPU.
 		debug.SetMemoryLimit(*memLimit << 20)
@@ -87,7 +87,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var res caseResult
 	var err error
-	if spec.Kind == "raw" {
+	if strings.HasPrefix(spec.Kind, "raw") {
 		res, err = runRaw(ctx, spec, log)
 	} else {
 		res, err = runPipeline(ctx, spec, log)

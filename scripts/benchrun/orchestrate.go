@@ -33,6 +33,7 @@ type benchRun struct {
 	CPUSim                     []caseResult // pipeline runs with the zero-latency simulator
 	CPUNoIndex                 []caseResult // canned model, no sink: the index's share
 	Raw                        []caseResult // raw JetStream runs
+	RawLedger                  []caseResult // raw JetStream with the ledger's KV Get and Create per job
 	Limits                     []limitCase
 	Micro                      []benchLine
 	MicroErr                   []string
@@ -115,6 +116,11 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 			raw.Section, raw.Name = "cpu", fmt.Sprintf("raw JetStream #%d", i+1)
 			r.Raw = append(r.Raw, raw)
 			printCase(stdout, raw)
+			rl := runChild(ctx, self, []string{"-kind", "raw-ledger", "-k", itoa(o.CPUK), "-jobs", itoa(o.RawJobs), "-result-bytes", itoa(resultBytes)},
+				caseTimeout(o.RawJobs, 1, 0), stderr)
+			rl.Section, rl.Name = "cpu", fmt.Sprintf("raw JetStream + ledger KV #%d", i+1)
+			r.RawLedger = append(r.RawLedger, rl)
+			printCase(stdout, rl)
 		}
 		if p, q := medianRate(r.CPU), medianRate(r.Raw); p > 0 && q > 0 {
 			fmt.Fprintf(stdout, "median: pipeline (canned model) %.0f jobs/s, (sim) %.0f jobs/s, raw %.0f jobs/s, ratio %.2f; worst sink lag %.2fs\n",

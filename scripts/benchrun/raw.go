@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,8 +25,15 @@ import (
 // published asynchronously to RESULTS and the job acked on the result's
 // confirmation, at most K in flight. Nothing else: no model, no sanitize,
 // no validation, no sink.
+//
+// Kind "raw-ledger" adds what the job ledger asks of the broker, as a
+// hand-written loop with nats.go's KeyValue would do it: a Get of the
+// job's ledger key before the result (a job already recorded is only
+// acked) and a Create of it after the result's confirmation, before the
+// ack. It shows what the pipeline's guarantee against answering a job twice
+// costs the broker, apart from the pipeline's own work.
 func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResult, err error) {
-	res = caseResult{Kind: "raw", K: spec.K, Jobs: spec.Jobs, SinkLag: -1}
+	res = caseResult{Kind: spec.Kind, K: spec.K, Jobs: spec.Jobs, SinkLag: -1}
 	dir, err := os.MkdirTemp("", "pipeline-bench-raw-*")
 	if err != nil {
 		return res, fmt.Errorf("creating temp dir: %w", err)
@@ -63,6 +71,12 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	items = nil
 	resetPeakRSS()
 
+	var ledger jetstream.KeyValue
+	if spec.Kind == "raw-ledger" {
+		if ledger, err = js.KeyValue(ctx, ingest.BucketLedger); err != nil {
+			return res, fmt.Errorf("opening the ledger bucket: %w", err)
+		}
+	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, ingest.StreamJobs, jetstream.ConsumerConfig{
 		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(1024, 4*spec.K),
 	})
@@ -83,6 +97,19 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		sem <- struct{}{}
 		id := m.Headers().Get(jetstream.MsgIDHeader)
+		if ledger != nil {
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if err := rawLedgerJob(ctx, js, ledger, m, id, result); err != nil {
+					failed.Store(&err)
+					return
+				}
+				if done.Add(1) == int64(spec.Jobs) {
+					close(finished)
+				}
+			})
+			return
+		}
 		fut, err := publishAsync(ctx, js, newMsg(ingest.SubjectResults+"."+benchSchema, id, result))
 		if err != nil {
 			failed.Store(&err)
@@ -158,6 +185,35 @@ wait:
 		return res, fmt.Errorf("%d jobs, %d results stored", spec.Jobs, stored)
 	}
 	return res, nil
+}
+
+// rawLedgerJob is one job of the raw-ledger baseline: the ledger's Get,
+// the result, the ledger's Create, the ack.
+func rawLedgerJob(ctx context.Context, js jetstream.JetStream, ledger jetstream.KeyValue, m jetstream.Msg, id string, result []byte) error {
+	key := ingest.LedgerKey(id) + ".0"
+	if _, err := ledger.Get(ctx, key); err == nil {
+		return m.Ack()
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	fut, err := publishAsync(ctx, js, newMsg(ingest.SubjectResults+"."+benchSchema, id, result))
+	if err != nil {
+		return err
+	}
+	var ack *jetstream.PubAck
+	select {
+	case ack = <-fut.Ok():
+	case err := <-fut.Err():
+		return err
+	}
+	value, err := json.Marshal(map[string]any{"job_id": id, "run": 0, "msg_id": id, "stream": ack.Stream, "seq": ack.Sequence, "at": time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := ledger.Create(ctx, key, value); err != nil {
+		return err
+	}
+	return m.Ack()
 }
 
 // publishAsync publishes msg asynchronously; when the publisher is stalled
