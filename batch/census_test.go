@@ -135,3 +135,51 @@ func TestBatchCensusInFlight(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestBatchRecordsKeptForADay: a settled batch's record stays in the bucket
+// (listed, counted) while it is recent, and the first poll a day after it
+// ended deletes it, so the bucket every poll reads does not grow with the
+// history.
+func TestBatchRecordsKeptForADay(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, false)
+	ids := []string{"ok-1", "ok-2"}
+	r.submit(ids...)
+	stop := r.start(batch.HealBatch)
+	r.waitEnded(ids...)
+	ended := batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}
+	deadline := time.Now().Add(20 * time.Second)
+	for r.run.Census().Batches[ended] != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("census after the batch ended: %+v", r.run.Census())
+		}
+		time.Sleep(5 * time.Millisecond) // polling the runner's census
+	}
+	stop()
+	ctx := t.Context()
+	// An hour later the record is still there.
+	r.now = func() time.Time { return time.Now().Add(time.Hour) }
+	r.start(batch.HealBatch)()
+	if err := r.run.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := batch.Records(ctx, r.kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].State != batch.StateEnded || r.run.Census().Batches[ended] != 1 {
+		t.Fatalf("an hour after the batch ended: records %+v, census %+v; want the ended record kept and counted", recs, r.run.Census())
+	}
+	// A day and an hour later the poll deletes it.
+	r.now = func() time.Time { return time.Now().Add(25 * time.Hour) }
+	r.start(batch.HealBatch)()
+	if err := r.run.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err = batch.Records(ctx, r.kv); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 || r.run.Census().Batches[ended] != 0 {
+		t.Fatalf("a day after the batch ended: records %+v, census %+v; want none", recs, r.run.Census())
+	}
+}

@@ -81,8 +81,15 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	r.census.count(rec, rev)
 	now := r.cfg.Now().UTC()
+	if settled(rec) && now.Sub(rec.EndedAt) > r.cfg.KeepEnded {
+		err := r.st.kv.Delete(ctx, prefixBatch+key, jetstream.LastRevision(rev))
+		if err != nil && !conflict(err) {
+			return fmt.Errorf("deleting the record of a batch ended at %s: %w", rec.EndedAt.Format(time.RFC3339), err)
+		}
+		return nil // deleted (or written since: the next poll sees it)
+	}
+	r.census.count(rec, rev)
 	switch rec.State {
 	case StateAbandoned:
 		return r.sweep(ctx, rec, rev)
@@ -170,6 +177,15 @@ func (r *Runner) collect(ctx context.Context, rec Record, rev uint64, st llm.Bat
 	r.log.Info("batch settled", "batch", rec.Key, "id", rec.ProviderID, "status", st.Status,
 		"succeeded", st.Counts.Succeeded, "errored", st.Counts.Errored)
 	return nil
+}
+
+// settled reports whether a record's batch is over for good: ended, or
+// abandoned with its requests swept into other batches.
+func settled(rec Record) bool {
+	if rec.EndedAt.IsZero() {
+		return false
+	}
+	return rec.State == StateEnded || (rec.State == StateAbandoned && rec.Status.Message == "swept")
 }
 
 // sweep queues again the requests of an abandoned record that came from

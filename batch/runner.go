@@ -22,6 +22,7 @@ const (
 	DefaultPoll        = 30 * time.Second
 	DefaultRequeues    = 5
 	DefaultLease       = 5 * time.Minute
+	DefaultKeepEnded   = 24 * time.Hour
 	DefaultTransport   = 3
 	defaultRetryDelay  = 5 * time.Second
 	defaultStoreWindow = 30 * time.Second
@@ -67,6 +68,11 @@ type Config struct {
 	// Lease is how long a process may take to read a done batch's results
 	// before another one takes over (default 5 min).
 	Lease time.Duration
+	// KeepEnded is how long the record of a settled batch (ended, or
+	// abandoned and swept) stays in the bucket, for `pipeline batches`
+	// and the census, before a poll deletes it (default 24 h): every poll
+	// reads every record, so the bucket must not grow with the history.
+	KeepEnded time.Duration
 	// Stored, if set, gets every outcome stored (the sink of the process).
 	Stored func(ingest.SinkMsg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
@@ -125,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
+	}
+	if c.KeepEnded <= 0 {
+		c.KeepEnded = DefaultKeepEnded
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -76,6 +76,8 @@ type rig struct {
 	// is the runner start made.
 	observe func(batch.Event)
 	run     *batch.Runner
+	// now, if set before start, is the runner's clock.
+	now func() time.Time
 }
 
 func newRig(t *testing.T, hold bool) *rig {
@@ -129,7 +131,7 @@ func (r *rig) start(heal string) (stop func()) {
 		t.Fatal(err)
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
-		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe})
+		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now})
 	if err != nil {
 		t.Fatal(err)
 	}

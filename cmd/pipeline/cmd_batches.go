@@ -101,7 +101,7 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 func (e *env) batchesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "batches",
-		Usage: "list the provider batches in flight and recently ended (batch mode)",
+		Usage: "list the provider batches in flight and ended in the last 24 hours (batch mode)",
 		Flags: flags(natsFlags(), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "one JSON object per batch per line"}}, logFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
