@@ -18,10 +18,12 @@ const oversizeKept = 1 << 10
 // (a job over MaxJobBytes is not read: JobErr names the size and the
 // limit), its body (from the object store when the message names an
 // object), ParseJob, and the message id. Then it asks the job ledger
-// whether the delivery's run already ended. When ok is false the handler
+// whether the delivery's run already ended, taking the answer of early
+// (the read started when the job was fetched) when it asked about the
+// same run. When ok is false the handler
 // is not called and out says what to do instead: ack an ended run, or hand
 // the job back when the body or the ledger could not be read.
-func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64) (out Outcome, ok bool) {
+func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64, early *ledgerQuery) (out Outcome, ok bool) {
 	ctx := r.handlerCtx
 	d.Size = PayloadSize(h, data)
 	if h != nil {
@@ -50,7 +52,11 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64) (o
 	if d.MsgID == "" {
 		d.MsgID = fallbackMsgID(d, seq)
 	}
-	ended, err := r.c.ledgerReads.ended(ctx, ledgerKeyOf(d), ledgerRunOf(d))
+	key := runKey{ledgerKeyOf(d), ledgerRunOf(d)}
+	if early == nil || early.key != key {
+		early = r.c.ledgerReads.start(key.jobID, key.run)
+	}
+	ended, err := early.wait(ctx)
 	if err != nil {
 		r.log.Warn("reading the job ledger failed; job handed back", "msg_id", d.MsgID, "err", err)
 		return Outcome{Action: ActionRetry}, false

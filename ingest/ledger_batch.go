@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,6 +193,12 @@ type ledgerReads struct {
 
 // ended reports whether run of jobID ended, through a gathered read.
 func (l *ledgerReads) ended(ctx context.Context, jobID string, run int) (bool, error) {
+	return l.start(jobID, run).wait(ctx)
+}
+
+// start queues the question whether run of jobID ended; its answer comes
+// with wait.
+func (l *ledgerReads) start(jobID string, run int) *ledgerQuery {
 	q := &ledgerQuery{key: runKey{jobID, run}, done: make(chan struct{})}
 	l.mu.Lock()
 	l.pending = append(l.pending, q)
@@ -203,12 +210,30 @@ func (l *ledgerReads) ended(ctx context.Context, jobID string, run int) (bool, e
 	if start {
 		go l.read()
 	}
+	return q
+}
+
+// wait returns the query's answer.
+func (q *ledgerQuery) wait(ctx context.Context) (bool, error) {
 	select {
 	case <-q.done:
 		return q.ended, q.err
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+}
+
+// runOfMsgID guesses, from a job message's id alone, the ledger key its
+// delivery will be checked under: "<job id>~r<n>" is run n of the job, any
+// other id run 0 of the job of that id. prepare checks the guess against
+// the parsed job.
+func runOfMsgID(msgID string) runKey {
+	if i := strings.LastIndex(msgID, "~r"); i > 0 {
+		if n := RunOf(msgID, msgID[:i]); n > 0 {
+			return runKey{msgID[:i], n}
+		}
+	}
+	return runKey{msgID, 0}
 }
 
 // read answers queued queries until none is left. It runs on its own

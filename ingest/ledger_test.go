@@ -282,3 +282,28 @@ func TestGatheredLedgerReads(t *testing.T) {
 		t.Errorf("run 0 of %s recorded after its delete: ended %v, err %v; want true, nil", id(0), again, err)
 	}
 }
+
+// TestRunOfMsgIDGuessesTheLedgerKey: the key a fetched job's ledger read
+// starts under, from its message id alone, is the one prepare checks for
+// the usual ids; for the others prepare reads again under the job's own.
+func TestRunOfMsgIDGuessesTheLedgerKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		msgID string
+		want  runKey
+	}{
+		{"inv-1", runKey{"inv-1", 0}},
+		{"inv-1~r3", runKey{"inv-1", 3}},
+		{"a~rb~r12", runKey{"a~rb", 12}},
+		{"a~r", runKey{"a~r", 0}},
+		{"a~rx", runKey{"a~rx", 0}},
+		{"~r2", runKey{"~r2", 0}},
+	} {
+		if got := runOfMsgID(tc.msgID); got != tc.want {
+			t.Errorf("runOfMsgID(%q) = %+v, want %+v", tc.msgID, got, tc.want)
+		}
+		if tc.want.run > 0 && RunMsgID(tc.want.jobID, tc.want.run) != tc.msgID {
+			t.Errorf("runOfMsgID(%q) does not invert RunMsgID", tc.msgID)
+		}
+	}
+}

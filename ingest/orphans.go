@@ -134,7 +134,7 @@ func (r *runner) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	if raw.Header != nil {
 		d.MsgID = raw.Header.Get(jetstream.MsgIDHeader)
 	}
-	pre, ok := r.prepare(d, raw.Header, raw.Data, raw.Sequence)
+	pre, ok := r.prepare(d, raw.Header, raw.Data, raw.Sequence, nil)
 	switch {
 	case !ok && pre.Action == actionDone:
 		if err := r.removeJob(d, raw.Sequence); err != nil {

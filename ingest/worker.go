@@ -47,6 +47,10 @@ type inflight struct {
 type delivered struct {
 	msg jetstream.Msg
 	j   *inflight
+	// ledger is the ledger read started when the job was fetched, under
+	// the key its message id names (nil without one): it runs while the
+	// job waits for a handler goroutine.
+	ledger *ledgerQuery
 }
 
 // settling is one handled job on its way to a settler goroutine.
@@ -340,7 +344,12 @@ func (r *runner) fetch(ctx context.Context, n int) (int, error) {
 		// Tracked from now on, so heartbeats reach it while it waits.
 		j := &inflight{msg: msg}
 		r.track(j)
-		r.queue <- delivered{msg: msg, j: j} // room: one slot per place
+		q := delivered{msg: msg, j: j}
+		if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
+			k := runOfMsgID(id)
+			q.ledger = r.c.ledgerReads.start(k.jobID, k.run)
+		}
+		r.queue <- q // room: one slot per place
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		return got, fmt.Errorf("fetching %d jobs: %w", n, err)
@@ -468,7 +477,7 @@ func (r *runner) handleLoop() {
 			r.handBack(q)
 			continue
 		}
-		d, out := r.handleMsg(q.msg)
+		d, out := r.handleMsg(q.msg, q.ledger)
 		if out.Action == ActionStop {
 			// Stop here, before this goroutine takes another job: a
 			// handler that cannot go on (auth) is not called again.
@@ -529,7 +538,7 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 }
 
 // handleMsg runs the handler for one delivered job; the caller settles it.
-func (r *runner) handleMsg(msg jetstream.Msg) (*Delivery, Outcome) {
+func (r *runner) handleMsg(msg jetstream.Msg, ledger *ledgerQuery) (*Delivery, Outcome) {
 	d := &Delivery{
 		SchemaToken: lastToken(msg.Subject()),
 		MsgID:       msg.Headers().Get(jetstream.MsgIDHeader),
@@ -541,7 +550,7 @@ func (r *runner) handleMsg(msg jetstream.Msg) (*Delivery, Outcome) {
 		d.NumDelivered = int(meta.NumDelivered)
 		seq = meta.Sequence.Stream
 	}
-	if out, ok := r.prepare(d, msg.Headers(), msg.Data(), seq); !ok {
+	if out, ok := r.prepare(d, msg.Headers(), msg.Data(), seq, ledger); !ok {
 		return d, out
 	}
 
