@@ -9,6 +9,7 @@ package main
 // headers too).
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -151,7 +152,8 @@ func (s *limitServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.tok.at(time.Now())
 	s.tok.level = math.Min(s.tok.capacity, s.tok.level+float64(req.MaxTokens-100)) // about 100 tokens written
 	s.mu.Unlock()
-	s.chat.ServeHTTP(w, r.WithContext(r.Context()))
+	r.Body = io.NopCloser(bytes.NewReader(body)) // read above; the chat server reads it again
+	s.chat.ServeHTTP(w, r)
 }
 
 // setHeaders writes OpenAI's six rate-limit headers; s.mu held.
@@ -216,6 +218,7 @@ func runLimitCase(ctx context.Context, pipeline string, chat *chatServer, mode s
 	}
 	fail := func(err error) limitCase { c.Err = err.Error(); return c }
 	srv := newLimitServer(chat, mode != "reactive")
+	refused0 := chat.refused.Load()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fail(err)
@@ -288,6 +291,9 @@ func runLimitCase(ctx context.Context, pipeline string, chat *chatServer, mode s
 		if err := cmd.Wait(); err != nil && c.Err == "" {
 			c.Err = fmt.Sprintf("run %d: %v", i, err)
 		}
+	}
+	if n := chat.refused.Load() - refused0; n > 0 && c.Err == "" {
+		c.Err = fmt.Sprintf("the chat server refused %d calls (400 or 404): the case measured nothing", n)
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()

@@ -25,6 +25,9 @@ type chatServer struct {
 	latency time.Duration
 	answers [][]byte // complete response bodies
 	n       atomic.Uint64
+	// refused counts the requests answered 404 or 400: a case whose
+	// calls the server refused measured nothing.
+	refused atomic.Int64
 }
 
 // chatRequest is the part of a request the server checks.
@@ -138,16 +141,19 @@ func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Respon
 
 func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+		s.refused.Add(1)
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
+		s.refused.Add(1)
 		http.Error(w, `{"error":{"message":"reading the request"}}`, http.StatusBadRequest)
 		return
 	}
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" || len(req.Messages) == 0 {
+		s.refused.Add(1)
 		http.Error(w, `{"error":{"message":"bad request: need model and messages"}}`, http.StatusBadRequest)
 		return
 	}
