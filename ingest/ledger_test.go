@@ -117,13 +117,19 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 	// the window's period, so an id lives up to twice the window.
 	deadline := submitted.Add(time.Second)
 	eventually(t, 5*time.Second, "the duplicate window to pass", func() bool { return time.Now().After(deadline) })
-	// The first copy has the job's message id, the others none (they would
-	// deduplicate each other): the worker keys them on the job's id.
-	for i := range 3 {
+	// The first copy has the job's message id, the next two none (they
+	// would deduplicate each other): the worker keys them on the job's id.
+	// The last one has a message id of its own, which names another key
+	// than the job's: the read started at fetch asks about the wrong run,
+	// and the worker must ask again under the job's.
+	for i := range 4 {
 		for _, it := range items {
 			msgID := it.MsgID
-			if i > 0 {
+			switch i {
+			case 1, 2:
 				msgID = ""
+			case 3:
+				msgID = "copy-" + it.MsgID
 			}
 			ack, err := c.JetStream().PublishMsg(t.Context(), newMsg(SubjectJobs+"."+it.Schema, msgID, it.Data))
 			if err != nil {
@@ -145,6 +151,9 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 		}
 		if n := done.get(it.MsgID); n != 3 {
 			t.Errorf("%s acked as already done %d times, want 3", it.MsgID, n)
+		}
+		if n, m := done.get("copy-"+it.MsgID), calls.get("copy-"+it.MsgID); n != 1 || m != 0 {
+			t.Errorf("the copy of %s under another message id: acked as already done %d times, handled %d; want 1, 0", it.MsgID, n, m)
 		}
 	}
 	if got := len(readAll(t, c, StreamResults, "")); got != len(items) {
