@@ -206,10 +206,9 @@ func (r *Runner) sweep(ctx context.Context, rec Record, rev uint64) error {
 		if it.State != itemBatched || it.Batch != rec.Key || (it.Attempt == 1 && len(it.CustomIDs) == 1) {
 			continue
 		}
-		if err := r.queue(ctx, it, irev); err != nil {
+		if err := r.requeue(ctx, it, irev, OutcomeRequeued); err != nil {
 			return err
 		}
-		r.outcome(OutcomeRequeued)
 	}
 	rec.Status.Message = "swept"
 	rev, err := r.st.put(ctx, prefixBatch+rec.Key, rec, rev, false)
@@ -231,11 +230,7 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 			return r.finish(ctx, it, rev, &heal.Error{Kind: heal.KindTransport, Provider: "batch",
 				Message: fmt.Sprintf("unanswered by %d batches (expired or cancelled)", it.Requeues)})
 		}
-		if err := r.queue(ctx, it, rev); err != nil {
-			return err
-		}
-		r.outcome(OutcomeRequeued)
-		return nil
+		return r.requeue(ctx, it, rev, OutcomeRequeued)
 	case res.Type == llm.ResultSucceeded:
 		if r.cfg.Paid != nil {
 			r.cfg.Paid(res.Response.Usage)
@@ -248,22 +243,24 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		return r.finish(ctx, it, rev, res.Err)
 	case heal.KindAuth:
 		r.log.Error("a batch request was refused for its credentials; it is queued again", "item", it.Key, "err", res.Err)
-		return r.retry(ctx, it, rev)
+		return r.requeue(ctx, it, rev, OutcomeRetry)
 	}
 	it.Transport++
 	if it.Transport > r.cfg.TransportRetries {
 		return r.finish(ctx, it, rev, res.Err)
 	}
-	return r.retry(ctx, it, rev)
+	return r.requeue(ctx, it, rev, OutcomeRetry)
 }
 
-// retry queues an item whose request failed (inside a batch, or its
-// synchronous heal turn) to be sent again.
-func (r *Runner) retry(ctx context.Context, it Item, rev uint64) error {
+// requeue queues an item to be sent again and reports why: outcome is
+// OutcomeRetry (its request failed, inside a batch or as a synchronous
+// heal turn), OutcomeHeal (a heal turn follows) or OutcomeRequeued (its
+// batch left it unanswered).
+func (r *Runner) requeue(ctx context.Context, it Item, rev uint64, outcome string) error {
 	if err := r.queue(ctx, it, rev); err != nil {
 		return err
 	}
-	r.outcome(OutcomeRetry)
+	r.outcome(outcome)
 	return nil
 }
 
@@ -279,11 +276,7 @@ func (r *Runner) judge(ctx context.Context, it Item, rev uint64) error {
 	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
 	if s.captured != nil {
 		it.Attempt, it.Transport, it.Requeues = s.captured.Attempt, 0, 0
-		if err := r.queue(ctx, it, rev); err != nil {
-			return err
-		}
-		r.outcome(OutcomeHeal)
-		return nil
+		return r.requeue(ctx, it, rev, OutcomeHeal)
 	}
 	return r.store(ctx, it, out)
 }
@@ -307,7 +300,7 @@ func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 		// The loop could not finish (a synchronous heal turn failed in
 		// transport): the next attempt goes into a batch.
 		it.Attempt = len(it.Answers) + 1
-		return r.retry(ctx, it, 0)
+		return r.requeue(ctx, it, 0, OutcomeRetry)
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()
