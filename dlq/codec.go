@@ -18,7 +18,11 @@ import (
 // message as they are spelled (numbers too) but without their whitespace,
 // and U+2028 and U+2029, which some line readers take for line breaks, are
 // escaped. Invalid UTF-8 in a model's raw output becomes U+FFFD, as
-// encoding/json writes it, instead of failing the outcome.
+// encoding/json writes it, instead of failing the outcome. A member the
+// data or the job spells twice stays twice: it is JSON (names SHOULD be
+// unique, RFC 8259), the job parser and the validator read it with the
+// last one counting, as encoding/json does, and an outcome that failed to
+// encode would be retried with a model call each time.
 //
 // Decoding takes any outcome encoding/json would have written or read: a
 // member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
@@ -30,7 +34,7 @@ func decodeOptions() json.Options { return decodeOpts }
 
 // The options joined once (JoinOptions allocates); never changed.
 var (
-	encodeOpts = json.JoinOptions(jsontext.AllowInvalidUTF8(true), jsontext.EscapeForJS(true))
+	encodeOpts = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true), jsontext.EscapeForJS(true))
 	decodeOpts = json.JoinOptions(jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 )
 
