@@ -2,9 +2,11 @@ package report
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
@@ -280,9 +282,20 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 		}
 	}
 
-	// The funnel rows first: they say which versions the report covers.
-	rows, err := s.Funnel(ctx, f)
-	if err != nil {
+	// The funnel rows say which versions the report covers; the cluster
+	// counts do not depend on them (they are kept by version below), so
+	// the two scans, the report's longest, run at once on two of the
+	// store's read connections.
+	var (
+		wg                sync.WaitGroup
+		rows              []dlq.FunnelRow
+		all               []dlq.ClusterCount
+		funnelErr, cntErr error
+	)
+	wg.Go(func() { all, cntErr = s.ClusterCounts(ctx, f) })
+	rows, funnelErr = s.Funnel(ctx, f)
+	wg.Wait()
+	if err := errors.Join(funnelErr, cntErr); err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
 	switch o.Version {
@@ -309,10 +322,6 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	r.Funnel = funnel(rows, healed)
 	r.cover(rows)
 
-	all, err := s.ClusterCounts(ctx, f)
-	if err != nil {
-		return nil, fmt.Errorf("building the report: %w", err)
-	}
 	counts := all[:0]
 	for _, c := range all {
 		if covered[[2]string{c.Schema, c.Version}] {
