@@ -34,7 +34,8 @@ func (e *env) submitCommand() *cli.Command {
 		Usage:     "check JSONL jobs and publish them on the jobs stream",
 		ArgsUsage: "[FILE|-]",
 		Description: `Every line is checked first (valid JSON, required fields id/schema/input, known schema, id not
-repeated in the file, at most --max-job-bytes). Bad lines are reported as FILE:LINE: reason and
+repeated in the file, at most --max-job-bytes); a leading UTF-8 byte order mark and CRLF line ends are
+accepted. Bad lines are reported as FILE:LINE: reason and
 nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
 publish it, so memory stays flat whatever its size; stdin is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,

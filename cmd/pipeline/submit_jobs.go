@@ -118,8 +118,13 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 		return err
 	}
 	defer r.Close()
+	first := true // before the first line that is not blank
 	return readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
 		j, line, reason := jc.parse(raw, size)
+		if first && reason != "" {
+			reason += notJSONLines(raw)
+		}
+		first = first && reason == "" && line == nil
 		switch {
 		case reason != "":
 			bad(n, reason)
@@ -135,6 +140,23 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 		}
 		return nil
 	})
+}
+
+// notJSONLines is a hint for a first line that is refused because the
+// input is one JSON document over several lines (pretty-printed, or a JSON
+// array of jobs) instead of JSON Lines: how to convert it. A JSON Lines
+// file whose first line is cut short gets none.
+func notJSONLines(raw []byte) string {
+	line := bytes.TrimSpace(raw)
+	switch {
+	case len(line) == 0:
+		return ""
+	case line[0] == '[':
+		return "; the input is a JSON array: submit reads JSON Lines, one job object per line (convert it with: jq -c '.[]' FILE)"
+	case string(line) == "{": // how pretty-printers start an object
+		return "; the object goes on past this line: submit reads JSON Lines, one job object per line (convert a pretty-printed file with: jq -c . FILE)"
+	}
+	return ""
 }
 
 // itemsFrom is the second pass: each is called with every line the first
@@ -233,6 +255,8 @@ func (e *env) progress(what string, total int) func(int) {
 	}
 }
 
+var utf8BOM = []byte("\ufeff")
+
 // readLines calls fn with every line of r (its number from 1, its bytes
 // without the line break, and its size) until fn returns an error. A line
 // longer than limit is not held in memory: fn gets its size and only a
@@ -266,6 +290,12 @@ func readLines(r io.Reader, limit int64, fn func(n int, line []byte, size int64)
 		}
 		if eof && size == 0 {
 			return nil
+		}
+		if n == 1 && bytes.HasPrefix(buf, utf8BOM) {
+			// Written by some Windows tools: a mark of the encoding, not
+			// part of the first job.
+			buf = buf[len(utf8BOM):]
+			size -= int64(len(utf8BOM))
 		}
 		// The line break is not the job's.
 		brk := len(last) - len(bytes.TrimRight(last, "\r\n"))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,5 +163,66 @@ func TestSubmitFromStdin(t *testing.T) {
 		if bar := strings.Contains(e.String(), "submitted"); bar != tty {
 			t.Errorf("stderr a terminal %v: progress bar drawn %v (stderr %q)", tty, bar, e.String())
 		}
+	}
+}
+
+// TestSubmitReadsWhatEditorsWrite: a file that starts with a UTF-8 byte
+// order mark and ends its lines with CRLF (as Windows tools write JSON
+// Lines) is read as its jobs, none of them holding the mark or the CR;
+// a pretty-printed file or a JSON array is refused with how to convert it.
+func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
+	reg, err := schemas.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "\ufeff{\"id\":\"w1\",\"schema\":\"invoice\",\"input\":\"x\"}\r\n{\"id\":\"w2\",\"schema\":\"invoice\",\"input\":\"y\"}\r\n\r\n"
+	jc := newJobCheck(reg, 1<<20)
+	var bad []string
+	if err := jc.scanFrom(bytesSource([]byte(in)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) > 0 || jc.valid != 2 {
+		t.Fatalf("BOM and CRLF: %d valid, refused %q; want 2 valid", jc.valid, bad)
+	}
+	var got []string
+	if err := jc.itemsFrom(bytesSource([]byte(in)), false, func(it ingest.SubmitItem) error {
+		got = append(got, string(it.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"id":"w1","schema":"invoice","input":"x"}`, `{"id":"w2","schema":"invoice","input":"y"}`}
+	if !slices.Equal(got, want) {
+		t.Errorf("published %q, want %q", got, want)
+	}
+
+	for _, tc := range []struct{ name, in, hint string }{
+		{"pretty-printed", "\n{\n  \"id\": \"p1\",\n  \"schema\": \"invoice\",\n  \"input\": \"x\"\n}\n", "convert a pretty-printed file with: jq -c . FILE"},
+		{"array", `[{"id":"a1","schema":"invoice","input":"x"}]`, "the input is a JSON array"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jc := newJobCheck(reg, 1<<20)
+			var bad []string
+			if err := jc.scanFrom(bytesSource([]byte(tc.in)), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) == 0 || !strings.Contains(bad[0], tc.hint) {
+				t.Fatalf("first refusal %q, want the hint %q", bad, tc.hint)
+			}
+			for _, b := range bad[1:] {
+				if strings.Contains(b, "JSON Lines") {
+					t.Errorf("the hint is repeated past the first line: %q", b)
+				}
+			}
+		})
+	}
+	// A JSON Lines file whose first line is broken gets no hint.
+	jc = newJobCheck(reg, 1<<20)
+	bad = nil
+	if err := jc.scanFrom(bytesSource([]byte("{\"id\":\"b1\",\"schema\":\"invoice\",\"input\":\"x\"\n{\"id\":\"b2\",\"schema\":\"invoice\",\"input\":\"y\"}\n")), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 1 || strings.Contains(bad[0], "JSON Lines") {
+		t.Errorf("a truncated first line of JSON Lines: refusals %q, want one without the hint", bad)
 	}
 }
