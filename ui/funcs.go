@@ -26,6 +26,8 @@ func funcs() template.FuncMap {
 			}
 			return fmt.Sprintf("%.2f", float64(n)*100/float64(of))
 		},
+		// seg is v as one segment of a URL path: a job id may hold / ? #.
+		"seg": url.PathEscape,
 		"short": func(v string) string {
 			if len(v) > 8 {
 				return v[:8]

@@ -340,3 +340,23 @@ func TestCostShown(t *testing.T) {
 	mustContain(t, "tk-2's page", text(f.get(t, "/dead-letters/tk-2", http.StatusOK)),
 		"cost $0.003000", "openai:gpt-4o-mini · $0.002100", "openai:gpt-4o-mini · $0.000900")
 }
+
+// TestPathLikeJobID: a job id may hold / ? # (a file path, a URL): the
+// list links to its page with the id as one path segment, and the page
+// finds it.
+func TestPathLikeJobID(t *testing.T) {
+	f := newFixture(t, nil)
+	id := "scans/2024/inv?7#b.pdf"
+	o := dataset()[2]
+	o.JobID, o.Job = id, job(id, "invoice")
+	o.FinishedAt = t0.Add(10*time.Minute + 30*time.Second) // the newest, first in the list
+	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+		t.Fatal(err)
+	}
+	page := f.get(t, "/dead-letters", http.StatusOK)
+	href := `href="/dead-letters/` + url.PathEscape(id) + `"`
+	if !strings.Contains(page, href) {
+		t.Fatalf("the list has no link %s:\n%s", href, page)
+	}
+	mustContain(t, id+"'s page", text(f.get(t, "/dead-letters/"+url.PathEscape(id), http.StatusOK)), id, "dead_lettered (exhausted)", "text of "+id)
+}

@@ -392,3 +392,59 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an event
 	}
 }
+
+// TestFileNameJobIDs: ids as batch inputs have them (file paths, dotted
+// names, emails, non-ASCII) are submitted, answered once each, listed by
+// by dlq list under the same id and shown by dlq show, and remembered by
+// the ledger past the duplicate window.
+func TestFileNameJobIDs(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	schemaDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(schemaDir, "person.json"), []byte(`{"type":"object","required":["name","age"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`) // no age: every job is dead-lettered
+	dir := t.TempDir()
+	ids := []string{"scans/2024/inv-7.pdf", "ana.lopez@example.com", "請求書-7.txt", "a.b*>"}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the ids as a file has them, > unescaped
+	for _, id := range ids {
+		if err := enc.Encode(map[string]string{"id": id, "schema": "person", "input": "about " + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := []string{"--data-dir", dir, "--duplicate-window", "1s"}
+	common := append([]string{"--schemas", schemaDir}, conn...)
+	first := time.Now()
+	if s := jsonLines(t, mustCLI(t, b.String(), append(append([]string{"submit", "--json"}, common...), "-")...))[0]; s["published"] != float64(len(ids)) {
+		t.Fatalf("submit %v, want %d published", s, len(ids))
+	}
+	mustCLI(t, "", append([]string{"run", "--until-idle", "--max-attempts", "1", "--model", "openai:m", "--llm-url", srv.URL + "/v1"}, common...)...)
+	if srv.calls() != len(ids) {
+		t.Fatalf("%d model calls, want %d", srv.calls(), len(ids))
+	}
+	got := map[string]bool{}
+	for _, r := range jsonLines(t, mustCLI(t, "", "dlq", "list", "--json", "--data-dir", dir)) {
+		got[fmt.Sprint(r["job_id"])] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("dlq list lacks %q: %v", id, got)
+		}
+		show := mustCLI(t, "", "dlq", "show", "--json", "--data-dir", dir, id)
+		var o struct {
+			JobID string `json:"job_id"`
+			Job   struct {
+				Input string `json:"input"`
+			} `json:"job"`
+		}
+		if err := json.Unmarshal([]byte(show), &o); err != nil || o.JobID != id || o.Job.Input != "about "+id {
+			t.Errorf("dlq show %q: job_id %q, input %q (%v):\n%s", id, o.JobID, o.Job.Input, err, show)
+		}
+	}
+	eventually(t, 10*time.Second, "the duplicate window to pass", func() bool { return time.Since(first) > 1500*time.Millisecond })
+	if s := jsonLines(t, mustCLI(t, b.String(), append(append([]string{"submit", "--json"}, common...), "-")...))[0]; s["published"] != float64(0) || s["already_done"] != float64(len(ids)) {
+		t.Errorf("second submit %v, want published 0 and already_done %d", s, len(ids))
+	}
+}
