@@ -294,6 +294,16 @@ func (r *Runner) finish(ctx context.Context, it Item, rev uint64, err error) err
 	return r.store(ctx, it, out)
 }
 
+// inputDigest is the ledger's digest of a held job, "" when it is not a
+// valid job.
+func inputDigest(job []byte) string {
+	j, err := ingest.ParseJob(job)
+	if err != nil {
+		return ""
+	}
+	return ingest.InputDigest(j)
+}
+
 // store stores an outcome the loop decided, then drops the item.
 func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 	if out.Action != ingest.ActionResult && out.Action != ingest.ActionDeadLetter {
@@ -304,7 +314,7 @@ func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()
-	if _, err := r.cfg.Conn.StoreOutcome(ctx, ingest.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out}, r.cfg.Stored); err != nil {
+	if _, err := r.cfg.Conn.StoreOutcome(ctx, ingest.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out, Input: inputDigest(it.Job)}, r.cfg.Stored); err != nil {
 		return fmt.Errorf("storing the outcome of %s: %w", it.MsgID, err)
 	}
 	if out.Action == ingest.ActionResult {

@@ -263,6 +263,16 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 		t.Errorf("%d first-attempt requests, want %d (six jobs, one retry)", fails, want)
 	}
 	r.noCustomIDTwice()
+	// The ledger keeps what each job asked, so a resubmit can tell an
+	// edited job from a done one.
+	e, _, err := r.conn.Ledger(t.Context(), "ok-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ingest.InputDigest(ingest.Job{ID: "ok-1", Schema: "thing", Input: "FATE:ok"})
+	if len(e.Runs) != 1 || e.Runs[0].Input != want {
+		t.Errorf("ledger of ok-1: %+v, want one run with input digest %s", e.Runs, want)
+	}
 }
 
 func TestBatchHealSync(t *testing.T) {

@@ -80,8 +80,14 @@ type SubmitStats struct {
 	// AlreadyDone: items whose run already ended (the job ledger says so),
 	// not published.
 	AlreadyDone int
-	// Reruns: items published as a new run of a job that had ended (Rerun).
+	// Reruns: items published as a new run of a job that had ended (Rerun,
+	// or RerunChanged for a changed one).
 	Reruns int
+	// Changed: items whose job id ended with another input (the run the
+	// item names and the job's last run both ran another InputDigest), not
+	// published; the first 1000 of their job ids in ChangedIDs.
+	Changed    int
+	ChangedIDs []string
 }
 
 // SubmitItem is one job to publish: its raw JSON, its schema (the subject
@@ -96,6 +102,11 @@ type SubmitItem struct {
 	// after the last one that ended (message id RunMsgID(JobID, last+1)).
 	JobID string
 	Rerun bool
+	// Input is the InputDigest of the item's job ("" when not known): an
+	// item whose job id ended with another input is counted as Changed,
+	// not AlreadyDone, and RerunChanged publishes it as a new run.
+	Input        string
+	RerunChanged bool
 }
 
 // Delivery is one job message handed to a Handler.

@@ -46,6 +46,8 @@ type HandedOutcome struct {
 	// Outcome is ActionResult or ActionDeadLetter with its payload, as a
 	// handler returns it.
 	Outcome Outcome
+	// Input is the job's InputDigest ("" when it is not a valid job).
+	Input string
 }
 
 // StoreOutcome stores the outcome of a handed-off job: published with
@@ -93,7 +95,7 @@ func (c *Conn) StoreOutcome(ctx context.Context, h HandedOutcome, stored func(Si
 	if ack.Duplicate {
 		c.dropIfUnreferenced(ctx, ack.Stream, ack.Sequence, object)
 	}
-	ours := LedgerRun{Run: run, MsgID: h.MsgID, Stream: ack.Stream, Seq: ack.Sequence, At: time.Now().UTC()}
+	ours := LedgerRun{Run: run, MsgID: h.MsgID, Stream: ack.Stream, Seq: ack.Sequence, At: time.Now().UTC(), Input: h.Input}
 	have, err := c.recordRun(ctx, jobID, ours)
 	if err != nil {
 		return false, err

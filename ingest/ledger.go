@@ -11,9 +11,13 @@ package ingest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +39,25 @@ type LedgerRun struct {
 	Stream string    `json:"stream"`
 	Seq    uint64    `json:"seq"`
 	At     time.Time `json:"at"`
+	// Input is the InputDigest of the job that ran ("" for a run recorded
+	// without it, or of a message that was not a valid job): submit tells
+	// a job whose id ended with another input from one that is done.
+	Input string `json:"input,omitempty"`
+}
+
+// InputDigest names what a job asks for: its schema, input and
+// instructions (not its id or metadata), as the first 16 bytes of their
+// SHA-256 in hex. Two jobs with one digest extract the same thing.
+func InputDigest(j Job) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range [...]string{j.Schema, j.Input, j.Instructions} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		io.WriteString(h, s)
+	}
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
 // LedgerEntry is the ledger's value for one job id.
@@ -217,7 +240,7 @@ func (c *Conn) Ended(ctx context.Context, jobIDs []string) (map[string]LedgerEnt
 
 // runsEnded reports, for each item that carries a job id, whether the run
 // its message id names ended.
-func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) ([]bool, error) {
+func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) (ended []bool, inputs []string, err error) {
 	keys := make([]runKey, 0, len(items))
 	at := make([]int, 0, len(items))
 	for i, it := range items {
@@ -226,42 +249,68 @@ func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) ([]bool, error
 			at = append(at, i)
 		}
 	}
-	got, err := c.endedRuns(ctx, keys)
+	in := make([]string, len(keys))
+	got, err := c.endedRunsInputs(ctx, keys, in)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ended := make([]bool, len(items))
+	ended, inputs = make([]bool, len(items)), make([]string, len(items))
 	for k, i := range at {
-		ended[i] = got[k]
+		ended[i], inputs[i] = got[k], in[k]
 	}
-	return ended, nil
+	return ended, inputs, nil
 }
 
+// maxChangedIDs bounds SubmitStats.ChangedIDs.
+const maxChangedIDs = 1000
+
 // filterEnded applies the ledger to the items that carry a job id: an
-// item whose run already ended is dropped (counted in done) or, with
-// Rerun, given the message id of the run after the last one that ended.
-func (c *Conn) filterEnded(ctx context.Context, items []SubmitItem) (kept []SubmitItem, done, reruns int, err error) {
-	ended, err := c.runsEnded(ctx, items)
+// item whose run already ended is dropped (counted in stats.AlreadyDone,
+// or in stats.Changed when both that run and the job's last run ran
+// another input) or, with Rerun (RerunChanged for a changed one), given
+// the message id of the run after the last one that ended. Only an item
+// that looks changed costs a second read (the job's runs).
+func (c *Conn) filterEnded(ctx context.Context, items []SubmitItem, stats *SubmitStats) ([]SubmitItem, error) {
+	ended, inputs, err := c.runsEnded(ctx, items)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("checking the job ledger: %w", err)
+		return nil, fmt.Errorf("checking the job ledger: %w", err)
 	}
-	kept = make([]SubmitItem, 0, len(items))
+	kept := make([]SubmitItem, 0, len(items))
 	for i, it := range items {
 		if !ended[i] {
 			kept = append(kept, it)
 			continue
 		}
-		if !it.Rerun {
-			done++
+		maybeChanged := it.Input != "" && inputs[i] != "" && inputs[i] != it.Input
+		if !it.Rerun && !maybeChanged {
+			stats.AlreadyDone++
 			continue
 		}
 		e, _, err := c.Ledger(ctx, it.JobID)
 		if err != nil {
-			return nil, 0, 0, fmt.Errorf("checking the job ledger: %w", err)
+			return nil, fmt.Errorf("checking the job ledger: %w", err)
 		}
-		it.MsgID = RunMsgID(it.JobID, e.LastRun()+1)
-		reruns++
-		kept = append(kept, it)
+		if len(e.Runs) == 0 { // purged since the first read
+			kept = append(kept, it)
+			continue
+		}
+		// A rerun of the changed job may have run the input the item
+		// has now: then it is done.
+		last := e.Runs[len(e.Runs)-1]
+		changed := maybeChanged && last.Input != "" && last.Input != it.Input
+		switch {
+		case it.Rerun || changed && it.RerunChanged:
+			it.MsgID = RunMsgID(it.JobID, e.LastRun()+1)
+			stats.Reruns++
+			kept = append(kept, it)
+		case changed:
+			stats.Changed++
+			if len(stats.ChangedIDs) < maxChangedIDs {
+				stats.ChangedIDs = append(stats.ChangedIDs, it.JobID)
+			}
+		default:
+			stats.AlreadyDone++
+		}
 	}
-	return kept, done, reruns, nil
+	return kept, nil
 }

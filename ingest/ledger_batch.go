@@ -54,17 +54,27 @@ func (k runKey) subject() string { return ledgerSubject + ledgerRunKey(k.jobID, 
 // direct get per ledgerBatch keys. A key that was deleted or purged (its
 // last message a delete marker) did not end.
 func (c *Conn) endedRuns(ctx context.Context, keys []runKey) ([]bool, error) {
+	return c.endedRunsInputs(ctx, keys, nil)
+}
+
+// endedRunsInputs is endedRuns that also sets inputs[i], when inputs is not
+// nil, to the input digest the ended run of keys[i] recorded.
+func (c *Conn) endedRunsInputs(ctx context.Context, keys []runKey, inputs []string) ([]bool, error) {
 	ended := make([]bool, len(keys))
 	for lo := 0; lo < len(keys); lo += ledgerBatch {
 		hi := min(lo+ledgerBatch, len(keys))
-		if err := c.endedChunk(ctx, keys[lo:hi], ended[lo:hi]); err != nil {
+		var in []string
+		if inputs != nil {
+			in = inputs[lo:hi]
+		}
+		if err := c.endedChunk(ctx, keys[lo:hi], ended[lo:hi], in); err != nil {
 			return nil, fmt.Errorf("reading the job ledger: %w", err)
 		}
 	}
 	return ended, nil
 }
 
-func (c *Conn) endedChunk(ctx context.Context, keys []runKey, ended []bool) error {
+func (c *Conn) endedChunk(ctx context.Context, keys []runKey, ended []bool, inputs []string) error {
 	at := make(map[string][]int, len(keys))
 	req := multiLastRequest{Subjects: make([]string, 0, len(keys))}
 	for i, k := range keys {
@@ -105,8 +115,19 @@ func (c *Conn) endedChunk(ctx context.Context, keys []runKey, ended []bool) erro
 		case "DEL", "PURGE":
 			continue
 		}
+		var v struct {
+			Input string `json:"input"`
+		}
+		if inputs != nil {
+			// A value that does not decode names no input: the run counts
+			// as ended, whatever it ran.
+			_ = json.Unmarshal(m.Data, &v)
+		}
 		for _, i := range at[m.Header.Get(jetstream.SubjectHeader)] {
 			ended[i] = true
+			if inputs != nil {
+				inputs[i] = v.Input
+			}
 		}
 	}
 }

@@ -316,3 +316,65 @@ func TestRunOfMsgIDGuessesTheLedgerKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitTellsChangedFromDone: an item whose job id ended is already
+// done when its input is the last run's, changed (not published, its id
+// named) when it is another, published as the next run with RerunChanged,
+// and already done again once that run ended (as is the first input: it
+// ran too). Runs recorded without a digest, and items without one, are
+// never taken for changed.
+func TestSubmitTellsChangedFromDone(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ctx := t.Context()
+	jobA := Job{ID: "doc.pdf", Schema: "invoice", Input: "total 12 EUR"}
+	jobB := jobA
+	jobB.Input = "total 13 EUR"
+	if InputDigest(jobA) == InputDigest(jobB) || InputDigest(jobA) != InputDigest(Job{ID: "other", Schema: "invoice", Input: "total 12 EUR"}) {
+		t.Fatal("InputDigest must differ with the input and not with the id")
+	}
+	if InputDigest(Job{Schema: "ab", Input: "c"}) == InputDigest(Job{Schema: "a", Input: "bc"}) {
+		t.Fatal("InputDigest must keep the fields apart")
+	}
+	for _, id := range []string{"doc.pdf", "old-run"} {
+		in := InputDigest(jobA)
+		if id == "old-run" {
+			in = "" // recorded before the ledger kept digests
+		}
+		if _, err := c.recordRun(ctx, id, LedgerRun{Run: 0, MsgID: id, Stream: StreamResults, Seq: 1, At: time.Now(), Input: in}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item := func(id string, j Job, rerunChanged bool) SubmitItem {
+		return SubmitItem{Data: []byte(`{"id":"` + id + `","schema":"invoice","input":"` + j.Input + `"}`), Schema: "invoice",
+			MsgID: id, JobID: id, Input: InputDigest(j), RerunChanged: rerunChanged}
+	}
+	noDigest := item("doc.pdf", jobB, false)
+	noDigest.Input = ""
+	s, err := c.Submit(ctx, []SubmitItem{item("doc.pdf", jobA, false), item("doc.pdf", jobB, false), item("old-run", jobB, false), noDigest}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AlreadyDone != 3 || s.Changed != 1 || len(s.ChangedIDs) != 1 || s.ChangedIDs[0] != "doc.pdf" || s.Published != 0 {
+		t.Fatalf("same, changed, no digest recorded, none given: %+v; want 3 already done, doc.pdf changed, none published", s)
+	}
+
+	s, err = c.Submit(ctx, []SubmitItem{item("doc.pdf", jobB, true)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Reruns != 1 || s.Published != 1 || s.Changed != 0 {
+		t.Fatalf("RerunChanged of a changed job: %+v, want it published as a rerun", s)
+	}
+	// The rerun (doc.pdf~r1) ends with the new input.
+	if _, err := c.recordRun(ctx, "doc.pdf", LedgerRun{Run: 1, MsgID: RunMsgID("doc.pdf", 1), Stream: StreamResults, Seq: 2, At: time.Now(), Input: InputDigest(jobB)}); err != nil {
+		t.Fatal(err)
+	}
+	s, err = c.Submit(ctx, []SubmitItem{item("doc.pdf", jobB, true), item("doc.pdf", jobA, false)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.AlreadyDone != 2 || s.Changed != 0 || s.Published != 0 {
+		t.Fatalf("after the rerun ended: %+v; want the input of either run already done", s)
+	}
+}

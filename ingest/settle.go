@@ -170,7 +170,11 @@ func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
 }
 
 func (r *runner) ledgerRun(d *Delivery, stream string, seq uint64) LedgerRun {
-	return LedgerRun{Run: ledgerRunOf(d), MsgID: d.MsgID, Stream: stream, Seq: seq, At: time.Now().UTC()}
+	run := LedgerRun{Run: ledgerRunOf(d), MsgID: d.MsgID, Stream: stream, Seq: seq, At: time.Now().UTC()}
+	if d.JobErr == nil {
+		run.Input = InputDigest(d.Job)
+	}
+	return run
 }
 
 // ledgerKeyOf is the job id a delivery is recorded under in the ledger: the

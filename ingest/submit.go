@@ -90,11 +90,10 @@ func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done
 		}
 	}
 	var stats SubmitStats
-	jobs, done, reruns, err := c.filterEnded(ctx, jobs)
+	jobs, err := c.filterEnded(ctx, jobs, &stats)
 	if err != nil {
 		return stats, fmt.Errorf("submitting jobs: %w", err)
 	}
-	stats.AlreadyDone, stats.Reruns = done, reruns
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 

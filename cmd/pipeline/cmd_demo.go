@@ -64,7 +64,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			stats, err := submitChecked(ctx, conn, jc, src, false, e.progress("submitted", jc.valid))
+			stats, err := submitChecked(ctx, conn, jc, src, rerunNone, e.progress("submitted", jc.valid))
 			conn.Close()
 			if err != nil {
 				return withCode(exitRuntime, err)

@@ -41,11 +41,15 @@ publish it, so memory stays flat whatever its size; stdin is first copied to a t
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
 bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
 window) is counted as already done and not published; --rerun publishes it again as a new run
-(message id <job id>~r<n>). A job id already in the stream within the duplicate window is counted
-as a duplicate, not published again. Exit 1 when lines were rejected without --skip-invalid.`,
+(message id <job id>~r<n>). A job id whose last run ran another input (schema, input or instructions
+differ; the ledger keeps a digest of them) is counted as changed, named on stderr and not published;
+--rerun-changed publishes those, and only those, as a new run. A job id already in the stream
+within the duplicate window is counted as a duplicate, not published again. Exit 1 when lines were
+rejected without --skip-invalid.`,
 		Flags: flags(natsFlags(), streamLimitFlags(), []cli.Flag{schemasFlag(), jsonFlag(), maxJobBytesFlag(),
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "publish the valid lines and report the bad ones"},
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
+			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
@@ -97,10 +101,24 @@ as a duplicate, not published again. Exit 1 when lines were rejected without --s
 					return err
 				}
 				// Second pass: read the input again and publish it.
-				stats, err = submitChecked(c.Context, conn, jc, open, c.Bool("rerun"), e.progress("submitted", jc.valid))
+				rerun := rerunNone
+				switch {
+				case c.Bool("rerun"):
+					rerun = rerunAll
+				case c.Bool("rerun-changed"):
+					rerun = rerunChanged
+				}
+				stats, err = submitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.valid))
 				if err != nil {
 					return withCode(exitRuntime, fmt.Errorf("%s: %w", name, err))
 				}
+			}
+			for i, id := range stats.ChangedIDs {
+				if i == c.Int("max-errors") {
+					fmt.Fprintf(e.stderr, "%s: ... and %d more changed jobs\n", name, stats.Changed-i)
+					break
+				}
+				fmt.Fprintf(e.stderr, "%s: job id %q already ended with another input; not published (--rerun-changed runs it again)\n", name, id)
 			}
 			e.printSubmit(c, stats, bad)
 			return nil
@@ -111,7 +129,7 @@ as a duplicate, not published again. Exit 1 when lines were rejected without --s
 func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
 	if c.Bool("json") {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
-			"already_done": s.AlreadyDone, "reruns": s.Reruns, "rejected": rejected})
+			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})
 		fmt.Fprintf(e.stdout, "%s\n", b)
 		return
 	}
@@ -119,5 +137,9 @@ func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
 	if s.Reruns > 0 {
 		reruns = fmt.Sprintf(" (%d as a new run)", s.Reruns)
 	}
-	fmt.Fprintf(e.stdout, "published %d%s, duplicates %d, already done %d, rejected %d\n", s.Published, reruns, s.Duplicates, s.AlreadyDone, rejected)
+	changed := ""
+	if s.Changed > 0 {
+		changed = fmt.Sprintf(", changed %d", s.Changed)
+	}
+	fmt.Fprintf(e.stdout, "published %d%s, duplicates %d, already done %d%s, rejected %d\n", s.Published, reruns, s.Duplicates, s.AlreadyDone, changed, rejected)
 }

@@ -448,3 +448,72 @@ func TestFileNameJobIDs(t *testing.T) {
 		t.Errorf("second submit %v, want published 0 and already_done %d", s, len(ids))
 	}
 }
+
+// TestResubmitEditedFile: a file run once, then one line edited: submit
+// counts that job as changed and names it (publishing nothing), the
+// others as already done; --rerun-changed runs only the edited job again,
+// as a new run with the new input; after that the edited file is done.
+func TestResubmitEditedFile(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	schemaDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(schemaDir, "person.json"), []byte(`{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`)
+	dir := t.TempDir()
+	file := func(edited string) string {
+		var b strings.Builder
+		for i := range 3 {
+			in := fmt.Sprintf("person %d", i)
+			if i == 1 && edited != "" {
+				in = edited
+			}
+			fmt.Fprintf(&b, `{"id":"p-%d.txt","schema":"person","input":%q}`+"\n", i, in)
+		}
+		return b.String()
+	}
+	common := []string{"--schemas", schemaDir, "--data-dir", dir}
+	submit := func(in string, extra ...string) (map[string]any, string) {
+		t.Helper()
+		out, errs, code := runCLI(t, in, append(append(append([]string{"submit", "--json"}, common...), extra...), "-")...)
+		if code != 0 {
+			t.Fatalf("submit exit %d: %s", code, errs)
+		}
+		return jsonLines(t, out)[0], errs
+	}
+	run := func() {
+		t.Helper()
+		mustCLI(t, "", append([]string{"run", "--until-idle", "--model", "openai:m", "--llm-url", srv.URL + "/v1"}, common...)...)
+	}
+	if s, _ := submit(file("")); s["published"] != float64(3) {
+		t.Fatalf("first submit %v", s)
+	}
+	run()
+	edited := file("person 1, now called Bea")
+	s, errs := submit(edited)
+	if s["published"] != float64(0) || s["already_done"] != float64(2) || s["changed"] != float64(1) {
+		t.Errorf("edited file: %v, want 2 already done, 1 changed, none published", s)
+	}
+	if !strings.Contains(errs, `job id "p-1.txt" already ended with another input`) {
+		t.Errorf("stderr does not name the changed job:\n%s", errs)
+	}
+	if s, _ := submit(edited, "--rerun-changed"); s["published"] != float64(1) || s["reruns"] != float64(1) || s["already_done"] != float64(2) {
+		t.Errorf("--rerun-changed: %v, want the changed job alone published as a rerun", s)
+	}
+	run()
+	if srv.calls() != 4 {
+		t.Errorf("%d model calls, want 4 (3 jobs, then the edited one)", srv.calls())
+	}
+	var rerun []map[string]any
+	for _, r := range jsonLines(t, mustCLI(t, "", "results", "--json", "--data-dir", dir)) {
+		if r["run"] == float64(1) {
+			rerun = append(rerun, r)
+		}
+	}
+	if len(rerun) != 1 || rerun[0]["job_id"] != "p-1.txt" || !strings.Contains(fmt.Sprint(rerun[0]["job"]), "now called Bea") {
+		t.Errorf("results of run 1: %v, want one, of p-1.txt with the edited input", rerun)
+	}
+	if s, _ := submit(edited); s["published"] != float64(0) || s["already_done"] != float64(3) || s["changed"] != float64(0) {
+		t.Errorf("the edited file after its rerun: %v, want all 3 already done", s)
+	}
+}

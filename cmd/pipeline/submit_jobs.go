@@ -26,6 +26,9 @@ const (
 	submitBatchBytes = 16 << 20
 )
 
+// maxChangedShown bounds the changed job ids a submit keeps to name.
+const maxChangedShown = 1000
+
 // opener opens the job input again for each pass.
 type opener func() (io.ReadCloser, error)
 
@@ -159,10 +162,20 @@ func notJSONLines(raw []byte) string {
 	return ""
 }
 
+// rerunMode says which jobs whose run already ended submit publishes again,
+// as a new run.
+type rerunMode int
+
+const (
+	rerunNone    rerunMode = iota
+	rerunChanged           // those whose input changed since their last run
+	rerunAll
+)
+
 // itemsFrom is the second pass: each is called with every line the first
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
-func (jc *jobCheck) itemsFrom(open opener, rerun bool, each func(ingest.SubmitItem) error) error {
+func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.SubmitItem) error) error {
 	r, err := open()
 	if err != nil {
 		return err
@@ -182,7 +195,8 @@ func (jc *jobCheck) itemsFrom(open opener, rerun bool, each func(ingest.SubmitIt
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
-		return each(ingest.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Rerun: rerun})
+		return each(ingest.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ingest.InputDigest(j),
+			Rerun: rerun == rerunAll, RerunChanged: rerun == rerunChanged})
 	})
 	if err == nil && seen != jc.valid {
 		err = fmt.Errorf("the input changed since it was checked: %d jobs now, %d then", seen, jc.valid)
@@ -193,7 +207,7 @@ func (jc *jobCheck) itemsFrom(open opener, rerun bool, each func(ingest.SubmitIt
 // submitChecked publishes what the first pass accepted, reading the input
 // again, submitBatch jobs at a time. progress, if not nil, gets the count
 // published so far, and -1 at the end.
-func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open opener, rerun bool, progress func(int)) (ingest.SubmitStats, error) {
+func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open opener, rerun rerunMode, progress func(int)) (ingest.SubmitStats, error) {
 	var total ingest.SubmitStats
 	var batch []ingest.SubmitItem
 	done, size := 0, 0
@@ -211,6 +225,10 @@ func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open op
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
 		total.Reruns += s.Reruns
+		total.Changed += s.Changed
+		if room := maxChangedShown - len(total.ChangedIDs); room > 0 {
+			total.ChangedIDs = append(total.ChangedIDs, s.ChangedIDs[:min(room, len(s.ChangedIDs))]...)
+		}
 		done += len(batch)
 		clear(batch) // let the published jobs go
 		batch, size = batch[:0], 0

@@ -50,7 +50,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	}
 	defer conn.Close()
 	var last int
-	stats, err := submitChecked(t.Context(), conn, jc, src, false, func(n int) {
+	stats, err := submitChecked(t.Context(), conn, jc, src, rerunNone, func(n int) {
 		if n >= 0 {
 			last = n
 		}
@@ -84,7 +84,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	changed := func() (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(`{"id":"other","schema":"invoice","input":"x"}` + "\n")), nil
 	}
-	if _, err := submitChecked(t.Context(), conn, jc, changed, false, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
+	if _, err := submitChecked(t.Context(), conn, jc, changed, rerunNone, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
 		t.Errorf("changed input: %v", err)
 	}
 }
@@ -185,7 +185,7 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 		t.Fatalf("BOM and CRLF: %d valid, refused %q; want 2 valid", jc.valid, bad)
 	}
 	var got []string
-	if err := jc.itemsFrom(bytesSource([]byte(in)), false, func(it ingest.SubmitItem) error {
+	if err := jc.itemsFrom(bytesSource([]byte(in)), rerunNone, func(it ingest.SubmitItem) error {
 		got = append(got, string(it.Data))
 		return nil
 	}); err != nil {
