@@ -1,11 +1,14 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/llmpipeline/pipeline/heal"
@@ -155,11 +158,82 @@ type openAIResponse struct {
 
 type openAIChoice struct {
 	Message struct {
-		Content   *string          `json:"content"`
+		Content   openAIContent    `json:"content"`
 		Refusal   *string          `json:"refusal"`
 		ToolCalls []openAIToolCall `json:"tool_calls"`
 	} `json:"message"`
 	FinishReason *string `json:"finish_reason"`
+}
+
+// openAIContent is an answer's content: a string, null, or an array of
+// parts, as Mistral's reasoning models and some compatible servers send it
+// ([{"type":"thinking","thinking":[...]},{"type":"text","text":"..."}]):
+// then the answer is its text parts, joined, and the reasoning is not.
+type openAIContent string
+
+// UnmarshalJSON reads a content as encoding/json sees it (the test's
+// reference parse); UnmarshalJSONFrom is the same for json v2.
+func (c *openAIContent) UnmarshalJSON(b []byte) error {
+	if b := bytes.TrimLeft(b, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		var parts []openAIContentPart
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		*c = joinText(parts)
+		return nil
+	}
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	if s != nil {
+		*c = openAIContent(*s)
+	}
+	return nil
+}
+
+func (c *openAIContent) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	switch dec.PeekKind() {
+	case '[':
+		var parts []openAIContentPart
+		if err := jsonv2.UnmarshalDecode(dec, &parts); err != nil {
+			return err
+		}
+		*c = joinText(parts)
+		return nil
+	case 'n':
+		_, err := dec.ReadToken()
+		return err
+	case '"':
+		tok, err := dec.ReadToken()
+		if err != nil {
+			return err
+		}
+		*c = openAIContent(tok.String())
+		return nil
+	}
+	var s string
+	if err := jsonv2.UnmarshalDecode(dec, &s); err != nil {
+		return err
+	}
+	*c = openAIContent(s)
+	return nil
+}
+
+// openAIContentPart is one part of an array content.
+type openAIContentPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+func joinText(parts []openAIContentPart) openAIContent {
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type == "text" {
+			b.WriteString(p.Text)
+		}
+	}
+	return openAIContent(b.String())
 }
 
 type openAIErrorBody struct {
@@ -268,9 +342,7 @@ func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
 	}
 	ch := r.Choices[0]
 	var out heal.Response
-	if ch.Message.Content != nil {
-		out.Content = *ch.Message.Content
-	}
+	out.Content = string(ch.Message.Content)
 	if calls := ch.Message.ToolCalls; len(calls) > 0 {
 		out.Content = calls[0].Function.Arguments
 		out.ToolCallID = calls[0].ID

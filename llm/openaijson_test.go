@@ -20,8 +20,8 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content   *string `json:"content"`
-				Refusal   *string `json:"refusal"`
+				Content   openAIContent `json:"content"`
+				Refusal   *string       `json:"refusal"`
 				ToolCalls []struct {
 					ID       string `json:"id"`
 					Function struct {
@@ -57,9 +57,7 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 	}
 	ch := r.Choices[0]
 	var out heal.Response
-	if ch.Message.Content != nil {
-		out.Content = *ch.Message.Content
-	}
+	out.Content = string(ch.Message.Content)
 	if len(ch.Message.ToolCalls) > 0 {
 		out.Content, out.ToolCallID = ch.Message.ToolCalls[0].Function.Arguments, ch.Message.ToolCalls[0].ID
 	}
@@ -117,6 +115,11 @@ var unusual = []string{
 	`{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":9223372036854775808}}`,
 	`{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":"1"}}`,
 	`{"choices":[{"message":{"content":1}}]}`,
+	`{"choices":[{"message":{"content":[{"type":"text","text":"a"},{"type":"image_url","text":"b"},{"text":"c"},{"type":"text"}]}}]}`,
+	`{"choices":[{"message":{"content":[{"type":"text","text":1}]}}]}`,
+	`{"choices":[{"message":{"content":[1]}}]}`,
+	`{"choices":[{"message":{"content":{"type":"text","text":"a"}}}]}`,
+	`{"choices":[{"message":{"content":[{"TYPE":"text","Text":"a"}]}}]}`,
 	`{"choices":[{"message":{"content":"x"}},{"message":{"content":1}}]}`,
 	`{"choices":[{"message":{"content":"x"},"finish_reason":false}]}`,
 	`{"choices":{}}`,
@@ -153,6 +156,10 @@ func TestParseOpenAIResponse(t *testing.T) {
 			heal.Response{Refusal: "I can't help with that.", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
 		{"tool calls", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
 			heal.Response{Content: "{}", ToolCallID: "call_1", FinishReason: heal.FinishStop, RawFinishReason: "tool_calls"}},
+		{"content as parts (Mistral reasoning models)", `{"choices":[{"message":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"The total is {12}."}]},{"type":"text","text":"{\"total\":"},{"type":"text","text":"12}"}]},"finish_reason":"stop"}]}`,
+			heal.Response{Content: `{"total":12}`, FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+		{"empty parts", `{"choices":[{"message":{"content":[]},"finish_reason":"stop"}]}`,
+			heal.Response{FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
 		{"usage", openAIOK("x", "length").body,
 			heal.Response{Content: "x", FinishReason: heal.FinishLength, RawFinishReason: "length",
 				Usage: heal.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}}},
