@@ -297,10 +297,7 @@ func TestWorkerDeadLettersJobOverLimit(t *testing.T) {
 // the workers without a model call; --rerun makes a second run.
 func TestResubmitAfterDuplicateWindow(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	schemaDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(schemaDir, "person.json"), []byte(`{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	schemaDir := personSchemas(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`)
 	dir := t.TempDir()
 	var b strings.Builder
@@ -393,16 +390,23 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// personSchemas is a schema directory holding person.json.
+func personSchemas(t *testing.T, schema string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "person.json"), []byte(schema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestFileNameJobIDs: ids as batch inputs have them (file paths, dotted
 // names, emails, non-ASCII) are submitted, answered once each, listed by
 // by dlq list under the same id and shown by dlq show, and remembered by
 // the ledger past the duplicate window.
 func TestFileNameJobIDs(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	schemaDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(schemaDir, "person.json"), []byte(`{"type":"object","required":["name","age"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	schemaDir := personSchemas(t, `{"type":"object","required":["name","age"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`) // no age: every job is dead-lettered
 	dir := t.TempDir()
 	ids := []string{"scans/2024/inv-7.pdf", "ana.lopez@example.com", "請求書-7.txt", "a.b*>"}
@@ -455,10 +459,7 @@ func TestFileNameJobIDs(t *testing.T) {
 // as a new run with the new input; after that the edited file is done.
 func TestResubmitEditedFile(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
-	schemaDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(schemaDir, "person.json"), []byte(`{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	schemaDir := personSchemas(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`)
 	dir := t.TempDir()
 	file := func(edited string) string {
