@@ -181,3 +181,42 @@ func BenchmarkInputDigest(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSubmitLedgerCheck is submit's ledger check per line of a file
+// that ran before: every line done, every line changed (its input edited;
+// each needs its job's last run too), every line rerun.
+func BenchmarkSubmitLedgerCheck(b *testing.B) {
+	const n = 2000
+	c := newConn(b)
+	ctx := b.Context()
+	for i := range n {
+		id := fmt.Sprintf("j-%d", i)
+		if _, err := c.recordRun(ctx, id, LedgerRun{Run: 0, MsgID: id, Stream: StreamResults, Seq: uint64(i + 1), Input: "a"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		input string
+		rerun bool
+	}{{"done", "a", false}, {"changed", "b", false}, {"rerun", "a", true}} {
+		items := make([]SubmitItem, n)
+		for i := range items {
+			id := fmt.Sprintf("j-%d", i)
+			items[i] = SubmitItem{Data: []byte(`{}`), Schema: "invoice", MsgID: id, JobID: id, Input: tc.input, Rerun: tc.rerun}
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				var s SubmitStats
+				kept, err := c.filterEnded(ctx, items, &s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if s.AlreadyDone+s.Changed+len(kept) != n {
+					b.Fatalf("%+v, %d kept: want %d lines accounted for", s, len(kept), n)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/line")
+		})
+	}
+}

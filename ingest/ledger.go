@@ -270,6 +270,49 @@ func (c *Conn) runsEnded(ctx context.Context, items []SubmitItem) (ended []bool,
 	return ended, inputs, nil
 }
 
+// lastRuns finds the last ended run of each key's job, and the input it
+// ran, from the key's run (ended, with input in[k]) on: it reads run+1 of
+// every job at once, then run+2 of those that had one, and so on (a job's
+// runs are numbered on from its last ended one, so the first missing number
+// ends the search). One gathered read per round, whatever the number of
+// jobs: a file of reruns costs what its first check did.
+func (c *Conn) lastRuns(ctx context.Context, keys []runKey, in []string) (last []int, inputs []string, err error) {
+	last, inputs = make([]int, len(keys)), slices.Clone(in)
+	open := make([]int, len(keys)) // the keys whose next run is not read yet
+	for k, key := range keys {
+		last[k], open[k] = key.run, k
+	}
+	for len(open) > 0 {
+		next := make([]runKey, len(open))
+		for j, k := range open {
+			next[j] = runKey{keys[k].jobID, last[k] + 1}
+		}
+		got := make([]string, len(next))
+		ended, err := c.endedRunsInputs(ctx, next, got)
+		if err != nil {
+			return nil, nil, err
+		}
+		still := open[:0]
+		for j, k := range open {
+			if ended[j] {
+				last[k], inputs[k] = next[j].run, got[j]
+				still = append(still, k)
+			}
+		}
+		open = still
+	}
+	return last, inputs, nil
+}
+
+// pick is xs at the indices at.
+func pick[T any](xs []T, at []int) []T {
+	out := make([]T, len(at))
+	for k, i := range at {
+		out[k] = xs[i]
+	}
+	return out
+}
+
 // maxChangedIDs bounds SubmitStats.ChangedIDs.
 const maxChangedIDs = 1000
 
@@ -277,14 +320,15 @@ const maxChangedIDs = 1000
 // item whose run already ended is dropped (counted in stats.AlreadyDone,
 // or in stats.Changed when both that run and the job's last run ran
 // another input) or, with Rerun (RerunChanged for a changed one), given
-// the message id of the run after the last one that ended. Only an item
-// that looks changed costs a second read (the job's runs).
+// the message id of the run after the last one that ended. Only reruns and
+// items that look changed cost more reads (see lastRuns), gathered too.
 func (c *Conn) filterEnded(ctx context.Context, items []SubmitItem, stats *SubmitStats) ([]SubmitItem, error) {
 	ended, inputs, err := c.runsEnded(ctx, items)
 	if err != nil {
 		return nil, fmt.Errorf("checking the job ledger: %w", err)
 	}
 	kept := make([]SubmitItem, 0, len(items))
+	var look []int // ended items that need the job's last run
 	for i, it := range items {
 		if !ended[i] {
 			kept = append(kept, it)
@@ -295,21 +339,24 @@ func (c *Conn) filterEnded(ctx context.Context, items []SubmitItem, stats *Submi
 			stats.AlreadyDone++
 			continue
 		}
-		e, _, err := c.Ledger(ctx, it.JobID)
-		if err != nil {
-			return nil, fmt.Errorf("checking the job ledger: %w", err)
-		}
-		if len(e.Runs) == 0 { // purged since the first read
-			kept = append(kept, it)
-			continue
-		}
-		// A rerun of the changed job may have run the input the item
-		// has now: then it is done.
-		last := e.Runs[len(e.Runs)-1]
-		changed := maybeChanged && last.Input != "" && last.Input != it.Input
+		look = append(look, i)
+	}
+	// The items that need the job's last run: reruns (numbered after it)
+	// and the ones that look changed (a rerun may have run their input).
+	keys := make([]runKey, len(look))
+	for k, i := range look {
+		keys[k] = runKey{items[i].JobID, RunOf(items[i].MsgID, items[i].JobID)}
+	}
+	last, lastIn, err := c.lastRuns(ctx, keys, pick(inputs, look))
+	if err != nil {
+		return nil, fmt.Errorf("checking the job ledger: %w", err)
+	}
+	for k, i := range look {
+		it := items[i]
+		changed := it.Input != "" && inputs[i] != it.Input && lastIn[k] != "" && lastIn[k] != it.Input
 		switch {
 		case it.Rerun || changed && it.RerunChanged:
-			it.MsgID = RunMsgID(it.JobID, e.LastRun()+1)
+			it.MsgID = RunMsgID(it.JobID, last[k]+1)
 			stats.Reruns++
 			kept = append(kept, it)
 		case changed:
