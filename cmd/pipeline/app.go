@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +119,15 @@ type env struct {
 	// secrets holds every secret the command knows of; logs and stored
 	// outcomes pass through it.
 	secrets *secret.Redactor
+}
+
+// jsonEncoder writes JSON to stdout as the stored outcomes are written:
+// < > & as they are (encoding/json escapes them for HTML by default, so a
+// model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D).
+func (e *env) jsonEncoder() *json.Encoder {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {

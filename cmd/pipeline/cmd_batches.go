@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"text/tabwriter"
@@ -122,7 +121,7 @@ func (e *env) batchesCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(e.stdout)
+				enc := e.jsonEncoder()
 				for _, r := range recs {
 					r.Requests = nil
 					if err := enc.Encode(r); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,7 +71,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return withCode(exitRuntime, err)
 					}
 					if c.Bool("json") {
-						enc := json.NewEncoder(e.stdout)
+						enc := e.jsonEncoder()
 						for _, en := range entries {
 							if err := enc.Encode(en); err != nil {
 								return err
@@ -111,7 +110,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return withCode(exitRuntime, err)
 					}
 					if c.Bool("json") {
-						enc := json.NewEncoder(e.stdout)
+						enc := e.jsonEncoder()
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}

@@ -42,7 +42,7 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 			if s := c.String("schema"); s != "" {
 				filter = ingest.SubjectResults + "." + s
 			}
-			enc := json.NewEncoder(e.stdout)
+			enc := e.jsonEncoder()
 			var line bytes.Buffer
 			err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error {
 				if c.Bool("json") {
@@ -96,7 +96,7 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
 	if asJSON {
-		return json.NewEncoder(e.stdout).Encode(s)
+		return e.jsonEncoder().Encode(s)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)

@@ -402,8 +402,8 @@ func personSchemas(t *testing.T, schema string) string {
 
 // TestFileNameJobIDs: ids as batch inputs have them (file paths, dotted
 // names, emails, non-ASCII) are submitted, answered once each, listed by
-// by dlq list under the same id and shown by dlq show, and remembered by
-// the ledger past the duplicate window.
+// by dlq list under the same id and shown by dlq show (< > & unescaped),
+// and remembered by the ledger past the duplicate window.
 func TestFileNameJobIDs(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	schemaDir := personSchemas(t, `{"type":"object","required":["name","age"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`)
@@ -445,6 +445,10 @@ func TestFileNameJobIDs(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(show), &o); err != nil || o.JobID != id || o.Job.Input != "about "+id {
 			t.Errorf("dlq show %q: job_id %q, input %q (%v):\n%s", id, o.JobID, o.Job.Input, err, show)
+		}
+		// As the file has it: "a.b*>", not "a.b*\u003e".
+		if !strings.Contains(show, `"about `+id+`"`) {
+			t.Errorf("dlq show --json escapes the input of %q:\n%s", id, show)
 		}
 	}
 	eventually(t, 10*time.Second, "the duplicate window to pass", func() bool { return time.Since(first) > 1500*time.Millisecond })
