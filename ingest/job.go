@@ -59,9 +59,10 @@ const maxIDBytes = 200
 // isJobID reports whether s can be a job id: 1 to maxIDBytes bytes of
 // UTF-8 whose every character is printable (a letter, mark, digit,
 // punctuation or symbol) and not a space. A job id is never a subject token
-// itself (the ledger escapes it into its key, see LedgerKey), so ids as the
-// field has them, "scans/2024/inv 7.pdf" aside, pass as they are:
-// "inv-0001.pdf", "docs/2024/a.json", "user@example.com", "façade-7". Spaces,
+// itself (the ledger escapes it into its key, see LedgerKey), so the ids
+// batch inputs come with pass as they are: "inv-0001.pdf",
+// "docs/2024/a.json", "user@example.com", "façade-7" ("inv 7.pdf" does not,
+// for its space). Spaces,
 // control and format characters (zero-width, bidirectional overrides) are
 // refused: they hide in logs and terminals, and a line break would end the
 // Nats-Msg-Id header. So is U+FFFD, what invalid UTF-8 decodes to: two ids

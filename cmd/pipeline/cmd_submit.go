@@ -41,8 +41,9 @@ publish it, so memory stays flat whatever its size; stdin is first copied to a t
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
 bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
 window) is counted as already done and not published; --rerun publishes it again as a new run
-(message id <job id>~r<n>). A job id whose last run ran another input (schema, input or instructions
-differ; the ledger keeps a digest of them) is counted as changed, named on stderr and not published;
+(message id <job id>~r<n>). A job id whose first and last runs both ran another input (schema, input
+or instructions differ; the ledger keeps a digest of them) is counted as changed, named on stderr and
+not published;
 --rerun-changed publishes those, and only those, as a new run. A job id already in the stream
 within the duplicate window is counted as a duplicate, not published again. Exit 1 when lines were
 rejected without --skip-invalid.`,
