@@ -304,6 +304,31 @@ func (c *Conn) lastRuns(ctx context.Context, keys []runKey, in []string) (last [
 	return last, inputs, nil
 }
 
+// JobRun names one run of a job.
+type JobRun struct {
+	JobID string
+	Run   int
+}
+
+// Superseded reports, for each run, whether a later run of its job ended
+// (a rerun, a replay), in gathered reads of the ledger: what `results
+// --latest` leaves out.
+func (c *Conn) Superseded(ctx context.Context, runs []JobRun) ([]bool, error) {
+	keys := make([]runKey, len(runs))
+	for i, r := range runs {
+		keys[i] = runKey{r.JobID, r.Run}
+	}
+	last, _, err := c.lastRuns(ctx, keys, make([]string, len(keys)))
+	if err != nil {
+		return nil, fmt.Errorf("checking the job ledger: %w", err)
+	}
+	out := make([]bool, len(runs))
+	for i, r := range runs {
+		out[i] = last[i] > r.Run
+	}
+	return out, nil
+}
+
 // pick is xs at the indices at.
 func pick[T any](xs []T, at []int) []T {
 	out := make([]T, len(at))

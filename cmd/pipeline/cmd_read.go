@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/dlq"
@@ -24,10 +25,13 @@ func (e *env) resultsCommand() *cli.Command {
 		Usage: "print the results stored on the RESULTS stream, one JSON object per line",
 		Description: `Each line: {"job_id","schema","schema_version","attempts","data",...}. Without --json only
 job_id, schema, attempts and data are printed; --json prints the whole outcome with its attempt trace,
-as stored on the stream. Either way one compact JSON object per line, whatever the model wrote.`,
+as stored on the stream. Either way one compact JSON object per line, whatever the model wrote.
+--latest leaves out the results of runs a later run of the same job superseded (a rerun or a
+replay that ended), so an edited file run again with submit --rerun-changed prints each job once.`,
 		ArgsUsage: " ",
 		Flags: flags(natsFlags(), []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
+			&cli.BoolFlag{Name: "latest", Usage: "only each job's latest run: leave out a result whose job ran again later (--rerun, --rerun-changed, dlq replay), as the job ledger says"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
 			if err := requireStore(c); err != nil {
@@ -44,7 +48,7 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 			}
 			enc := e.jsonEncoder()
 			var line bytes.Buffer
-			err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error {
+			emit := func(m ingest.SinkMsg) error {
 				if c.Bool("json") {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
@@ -67,7 +71,16 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 					Attempts int             `json:"attempts"`
 					Data     json.RawMessage `json:"data"`
 				}{o.JobID, o.Schema, o.Attempts, o.Data})
-			})
+			}
+			if c.Bool("latest") {
+				latest := &latestFilter{conn: conn, emit: emit, batch: latestBatch}
+				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.add(c.Context, m) })
+				if err == nil {
+					err = latest.flush(c.Context)
+				}
+			} else {
+				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, emit)
+			}
 			return withCode(exitRuntime, err)
 		},
 	}
@@ -228,4 +241,46 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 		return withCode(exitRuntime, fmt.Errorf("building the report: %w", err))
 	}
 	return withCode(exitRuntime, r.Render(e.stdout, format))
+}
+
+// latestFilter passes on the results of each job's latest run, in stream
+// order: it holds up to latestBatch results, asks the ledger which of them
+// a later run superseded (one gathered read for all), and prints the rest.
+type latestFilter struct {
+	conn  *ingest.Conn
+	emit  func(ingest.SinkMsg) error
+	batch int // results held per ledger read
+	held  []ingest.SinkMsg
+	runs  []ingest.JobRun
+}
+
+const latestBatch = 256
+
+func (l *latestFilter) add(ctx context.Context, m ingest.SinkMsg) error {
+	l.held = append(l.held, m)
+	l.runs = append(l.runs, ingest.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
+	if len(l.held) < l.batch {
+		return nil
+	}
+	return l.flush(ctx)
+}
+
+func (l *latestFilter) flush(ctx context.Context) error {
+	if len(l.held) == 0 {
+		return nil
+	}
+	later, err := l.conn.Superseded(ctx, l.runs)
+	if err != nil {
+		return err
+	}
+	for i, m := range l.held {
+		if !later[i] {
+			if err := l.emit(m); err != nil {
+				return err
+			}
+		}
+	}
+	clear(l.held)
+	l.held, l.runs = l.held[:0], l.runs[:0]
+	return nil
 }

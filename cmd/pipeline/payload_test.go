@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tidwall/gjson"
 
 	"github.com/llmpipeline/pipeline/ingest"
 )
@@ -460,7 +462,8 @@ func TestFileNameJobIDs(t *testing.T) {
 // TestResubmitEditedFile: a file run once, then one line edited: submit
 // counts that job as changed and names it (publishing nothing), the
 // others as already done; --rerun-changed runs only the edited job again,
-// as a new run with the new input; after that the edited file is done.
+// as a new run with the new input; after that the edited file is done,
+// and results --latest prints each job once, from its latest run.
 func TestResubmitEditedFile(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	schemaDir := personSchemas(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
@@ -520,5 +523,37 @@ func TestResubmitEditedFile(t *testing.T) {
 	}
 	if s, _ := submit(edited); s["published"] != float64(0) || s["already_done"] != float64(3) || s["changed"] != float64(0) {
 		t.Errorf("the edited file after its rerun: %v, want all 3 already done", s)
+	}
+	// --latest: one result per job, the edited job's from its new run.
+	latest := jsonLines(t, mustCLI(t, "", "results", "--latest", "--json", "--data-dir", dir))
+	byJob := map[string]map[string]any{}
+	for _, r := range latest {
+		byJob[fmt.Sprint(r["job_id"])] = r
+	}
+	if len(latest) != 3 || len(byJob) != 3 || byJob["p-1.txt"]["run"] != float64(1) || !strings.Contains(fmt.Sprint(byJob["p-1.txt"]["job"]), "now called Bea") {
+		t.Errorf("results --latest: %v, want the 3 jobs once each, p-1.txt from run 1", latest)
+	}
+	if all := jsonLines(t, mustCLI(t, "", "results", "--json", "--data-dir", dir)); len(all) != 4 {
+		t.Errorf("results without --latest: %d lines, want 4 (both runs of p-1.txt)", len(all))
+	}
+	// The same one result at a time (a ledger read per result), so the
+	// held results are let go and checked batch by batch.
+	c := connFor(t, common)
+	var one []string
+	lf := &latestFilter{conn: c, batch: 1, emit: func(m ingest.SinkMsg) error {
+		one = append(one, fmt.Sprintf("%s/%d", gjson.GetBytes(m.Data, "job_id"), gjson.GetBytes(m.Data, "run").Int()))
+		return nil
+	}}
+	err := c.ReadStream(t.Context(), ingest.StreamResults, "", func(m ingest.SinkMsg) error { return lf.add(t.Context(), m) })
+	if err == nil {
+		err = lf.flush(t.Context())
+	}
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(one)
+	if want := []string{"p-0.txt/0", "p-1.txt/1", "p-2.txt/0"}; !slices.Equal(one, want) {
+		t.Errorf("latest one at a time: %v, want %v", one, want)
 	}
 }
