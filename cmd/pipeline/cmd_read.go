@@ -244,7 +244,7 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 }
 
 // latestFilter passes on the results of each job's latest run, in stream
-// order: it holds up to latestBatch results, asks the ledger which of them
+// order: it holds up to batch results, asks the ledger which of them
 // a later run superseded (one gathered read for all), and prints the rest.
 type latestFilter struct {
 	conn  *ingest.Conn
