@@ -34,9 +34,9 @@ func (e *env) submitCommand() *cli.Command {
 		Usage:     "check JSONL jobs and publish them on the jobs stream",
 		ArgsUsage: "[FILE|-]",
 		Description: `Every line is checked first (valid JSON, required fields id/schema/input, known schema, id not
-repeated in the file, at most --max-job-bytes); a leading UTF-8 byte order mark and CRLF line ends are
-accepted. Bad lines are reported as FILE:LINE: reason and
-nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
+repeated in the file, at most --max-job-bytes, UTF-8); a leading UTF-8 byte order mark and CRLF
+line ends are accepted, and a line that is not UTF-8 (a Latin-1 export) is refused at its first such
+byte. Bad lines are reported as FILE:LINE: reason and nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
 publish it, so memory stays flat whatever its size; stdin is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
 bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate

@@ -9,7 +9,9 @@ import (
 	"hash/maphash"
 	"io"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
@@ -87,6 +89,8 @@ type jobCheck struct {
 	seed  maphash.Seed
 	first map[uint64]int
 	valid int // lines that passed the first pass
+
+	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
 }
 
 func newJobCheck(reg *schemas.Registry, limit int64) *jobCheck {
@@ -107,6 +111,12 @@ func (jc *jobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
 	if err != nil {
 		return j, nil, err.Error()
 	}
+	if i := invalidUTF8At(line); i >= 0 {
+		// The parser reads such bytes as U+FFFD, as encoding/json does: the
+		// model would see "M\ufffdller" for "Müller". JSON is UTF-8 (RFC
+		// 8259, 8.1), so the line is refused rather than changed.
+		return j, nil, fmt.Sprintf("%s at byte %d (0x%02X)", notUTF8, i, line[i])
+	}
 	if _, ok := jc.reg.Get(j.Schema); !ok {
 		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
 	}
@@ -125,7 +135,11 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 	return readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
 		j, line, reason := jc.parse(raw, size)
 		if first && reason != "" {
-			reason += notJSONLines(raw)
+			reason += firstLineHint(raw)
+		}
+		if !jc.toldEncoding && strings.HasPrefix(reason, notUTF8) {
+			jc.toldEncoding = true
+			reason += "; JSON Lines are UTF-8: save the file as UTF-8 (a Latin-1 or Windows-1252 export converts with: iconv -f windows-1252 -t utf-8 FILE)"
 		}
 		first = first && reason == "" && line == nil
 		switch {
@@ -145,15 +159,37 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 	})
 }
 
-// notJSONLines is a hint for a first line that is refused because the
-// input is one JSON document over several lines (pretty-printed, or a JSON
-// array of jobs) instead of JSON Lines: how to convert it. A JSON Lines
-// file whose first line is cut short gets none.
-func notJSONLines(raw []byte) string {
+// notUTF8 starts the refusal of a line that is not UTF-8.
+const notUTF8 = "not UTF-8"
+
+// invalidUTF8At is the offset of the first byte of b that is not part of
+// a UTF-8 character, -1 when b is UTF-8.
+func invalidUTF8At(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// firstLineHint is a hint for a first line that is refused because the
+// input is not JSON Lines in UTF-8: one JSON document over several lines
+// (pretty-printed, or a JSON array of jobs), or UTF-16 text (what Windows
+// PowerShell 5 redirects to a file). It says how to convert it. A JSON
+// Lines file whose first line is cut short gets none.
+func firstLineHint(raw []byte) string {
 	line := bytes.TrimSpace(raw)
 	switch {
 	case len(line) == 0:
 		return ""
+	case bytes.HasPrefix(line, []byte{0xff, 0xfe}) || bytes.HasPrefix(line, []byte{0xfe, 0xff}):
+		return "; the file is UTF-16 (it starts with a UTF-16 byte order mark): submit reads UTF-8 (convert it with: iconv -f utf-16 -t utf-8 FILE)"
 	case line[0] == '[':
 		return "; the input is a JSON array: submit reads JSON Lines, one job object per line (convert it with: jq -c '.[]' FILE)"
 	case string(line) == "{": // how pretty-printers start an object

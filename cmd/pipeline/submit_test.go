@@ -169,7 +169,8 @@ func TestSubmitFromStdin(t *testing.T) {
 // TestSubmitReadsWhatEditorsWrite: a file that starts with a UTF-8 byte
 // order mark and ends its lines with CRLF (as Windows tools write JSON
 // Lines) is read as its jobs, none of them holding the mark or the CR;
-// a pretty-printed file or a JSON array is refused with how to convert it.
+// a pretty-printed file, a JSON array, a UTF-16 file and a line that is
+// not UTF-8 are refused with how to convert them.
 func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	reg, err := schemas.Builtin()
 	if err != nil {
@@ -216,6 +217,41 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 			}
 		})
 	}
+	// UTF-16 with its byte order mark (Windows PowerShell 5's redirect):
+	// the first line says so and how to convert.
+	utf16 := []byte{0xff, 0xfe}
+	for _, c := range "{\"id\":\"u1\",\"schema\":\"invoice\",\"input\":\"x\"}\n" {
+		utf16 = append(utf16, byte(c), 0)
+	}
+	jc = newJobCheck(reg, 1<<20)
+	bad = nil
+	if err := jc.scanFrom(bytesSource(utf16), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) == 0 || !strings.Contains(bad[0], "iconv -f utf-16 -t utf-8 FILE") || jc.valid != 0 {
+		t.Errorf("UTF-16 file: %d valid, refusals %q; want the first to say how to convert", jc.valid, bad)
+	}
+
+	// Latin-1 bytes (an export from a spreadsheet) are refused, where they
+	// are, not read as U+FFFD; the conversion is told once. UTF-8 passes.
+	latin1 := "{\"id\":\"l1\",\"schema\":\"invoice\",\"input\":\"M\xfcller GmbH, total 3 EUR\"}\n" +
+		"{\"id\":\"l2\",\"schema\":\"invoice\",\"input\":\"M\u00fcller GmbH, total 3 EUR\"}\n" +
+		"{\"id\":\"l3\",\"schema\":\"invoice\",\"input\":\"x\",\"metadata\":{\"city\":\"K\xf6ln\"}}\n"
+	jc = newJobCheck(reg, 1<<20)
+	bad = nil
+	if err := jc.scanFrom(bytesSource([]byte(latin1)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(bad) != 2 || jc.valid != 1 {
+		t.Fatalf("Latin-1 lines: %d valid, refused %q; want lines 1 and 3 refused, line 2 valid", jc.valid, bad)
+	}
+	if !strings.HasPrefix(bad[0], "1: not UTF-8 at byte 40 (0xFC)") || !strings.Contains(bad[0], "iconv -f windows-1252 -t utf-8 FILE") {
+		t.Errorf("line 1 refused with %q; want the byte, its value and the conversion", bad[0])
+	}
+	if !strings.HasPrefix(bad[1], "3: not UTF-8 at byte 63 (0xF6)") || strings.Contains(bad[1], "iconv") {
+		t.Errorf("line 3 refused with %q; want the byte and its value, without the conversion told again", bad[1])
+	}
+
 	// A JSON Lines file whose first line is broken gets no hint.
 	jc = newJobCheck(reg, 1<<20)
 	bad = nil
