@@ -300,8 +300,12 @@ func readResource(fsys fs.FS, name, file string, cfg Config) (*resource, error) 
 }
 
 // parseResource checks the depth of raw with a streaming token reader, then
-// parses it and makes its canonical text.
+// parses it and makes its canonical text. A leading UTF-8 byte order mark
+// is dropped.
 func parseResource(raw []byte, file string, cfg Config) (*resource, error) {
+	// Windows editors save UTF-8 with a byte order mark; JSON parsers may
+	// ignore it (RFC 8259, 8.1), and the version hashes the canonical text.
+	raw = bytes.TrimPrefix(raw, []byte("\ufeff"))
 	if int64(len(raw)) > cfg.MaxFileBytes {
 		return nil, &LimitError{File: file, Limit: "size", Max: cfg.MaxFileBytes, Size: int64(len(raw))}
 	}

@@ -185,6 +185,38 @@ func TestLoadVersionCoversReferencedFiles(t *testing.T) {
 	}
 }
 
+// TestLoadSchemaWithByteOrderMark: a schema file that starts with a UTF-8
+// byte order mark (as Windows editors save UTF-8) loads, and so does a file
+// it references, with the version the same files have without the mark.
+func TestLoadSchemaWithByteOrderMark(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"invoice.json": `{"type":"object","properties":{"addr":{"$ref":"address.json"}},"required":["addr"]}`,
+		"address.json": `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`,
+	}
+	plain, err := Load(writeFiles(t, files))
+	if err != nil || plain.Err() != nil {
+		t.Fatalf("Load: %v, %v", err, plain.Err())
+	}
+	for name, text := range files {
+		files[name] = "\ufeff" + text
+	}
+	r, err := Load(writeFiles(t, files))
+	if err != nil || r.Err() != nil {
+		t.Fatalf("Load with byte order marks: %v, %v", err, r.Err())
+	}
+	inv, ok := r.Get("invoice")
+	if !ok {
+		t.Fatalf("invoice not loaded; ids %v", r.IDs())
+	}
+	if want, _ := plain.Get("invoice"); inv.Version != want.Version {
+		t.Errorf("version %s with the mark, %s without", inv.Version, want.Version)
+	}
+	if d, _, err := inv.Validate([]byte(`{"addr":{}}`), 10); err != nil || len(d) != 1 || d[0].Path != "/addr/city" {
+		t.Errorf("the referenced file's rule: diagnostics %+v (%v), want one at /addr/city", d, err)
+	}
+}
+
 // TestLoadBroken: a file that cannot be a schema is reported with the file
 // and the reason; the other files of the directory load.
 func TestLoadBroken(t *testing.T) {
