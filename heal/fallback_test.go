@@ -29,6 +29,7 @@ func TestFallback(t *testing.T) {
 	transport := reply{err: &Error{Kind: KindTransport, Provider: "openai", Message: "circuit breaker open after repeated transport failures"}}
 	request := reply{err: &Error{Kind: KindRequest, Provider: "openai", StatusCode: 400, Message: "context_length_exceeded"}}
 	auth := reply{err: &Error{Kind: KindAuth, Provider: "openai", StatusCode: 401}}
+	notFound := reply{err: &Error{Kind: KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `p` does not exist"}}
 
 	cases := []struct {
 		name      string
@@ -56,6 +57,10 @@ func TestFallback(t *testing.T) {
 			class: ClassNone, models: "openai:p", final: "openai:p", primCalls: 1},
 		{name: "both exhausted", primary: []reply{bad, bad2}, fallback: []reply{bad, bad2}, fbAtt: 2,
 			class: ClassExhausted, models: "openai:p,openai:p,openai:f,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
+		{name: "no such model on the primary, fallback answers", primary: []reply{notFound}, fallback: []reply{good},
+			class: ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
+		{name: "no such model on either", primary: []reply{notFound}, fallback: []reply{notFound},
+			class: ClassNotFound, models: "", final: "openai:p", skipped: 1, fbTurns: 2, primCalls: 1},
 		{name: "auth stops, no fallback", primary: []reply{auth}, fallback: nil,
 			class: ClassAuth, models: "", final: "openai:p", primCalls: 1},
 		{name: "fallback unavailable too", primary: []reply{transport}, fallback: []reply{transport},

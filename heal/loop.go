@@ -186,12 +186,13 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 
 // unavailable reports whether a model error hands the job to the next
 // model of the chain: the model could not be reached (transport, its
-// breaker open) or refused the request as such (request_error: the
-// context window exceeded, an unknown model). Credentials refused (auth)
-// stop the worker instead.
+// breaker open), refused the request as such (request_error: the context
+// window exceeded) or does not exist there (not_found: a model name or
+// URL the provider does not know). Credentials refused (auth) stop the
+// worker instead.
 func unavailable(err error) bool {
 	switch KindOf(err) {
-	case KindTransport, KindRequest:
+	case KindTransport, KindRequest, KindNotFound:
 		return true
 	}
 	return false
@@ -382,6 +383,10 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 			res.Hint += " in " + me.KeyEnv
 		}
 		res.Hint += "; no job is dead-lettered for this"
+	case KindNotFound:
+		res.Class = ClassNotFound
+		res.Reason = "the provider has no such endpoint or model: " + err.Error()
+		res.Hint = "check the base URL and the model name; no job is dead-lettered for this"
 	case KindRequest:
 		res.Class = ClassRequest
 		res.Reason = "model rejected the request: " + err.Error()

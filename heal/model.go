@@ -103,8 +103,14 @@ const (
 	KindTransport ErrorKind = "transport"
 	// KindAuth: 401, 403. The worker stops taking jobs.
 	KindAuth ErrorKind = "auth"
-	// KindRequest: 400, unknown model and the like. Dead-lettered, not retried.
+	// KindRequest: 400, 422 and the like: the provider refused this
+	// request (its context window exceeded, say). Dead-lettered, not retried.
 	KindRequest ErrorKind = "request_error"
+	// KindNotFound: 404, 405, 501: the provider has no such endpoint or model
+	// (a wrong base URL or model name), whatever the job. The next model
+	// of a chain takes the job; without one the worker stops taking jobs
+	// and dead-letters none.
+	KindNotFound ErrorKind = "not_found"
 )
 
 // Error is a model failure the loop branches on. Message must never hold a

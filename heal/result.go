@@ -17,8 +17,11 @@ const (
 	ClassNoProgress Class = "no_progress"
 	ClassTransport  Class = "transport"
 	ClassAuth       Class = "auth"
-	ClassRequest    Class = "request_error"
-	ClassExhausted  Class = "exhausted"
+	// ClassNotFound: the provider knows no such endpoint or model; as with
+	// ClassAuth the worker stops and no job is dead-lettered.
+	ClassNotFound  Class = "not_found"
+	ClassRequest   Class = "request_error"
+	ClassExhausted Class = "exhausted"
 	// ClassRefused: the model declined the task (a refusal, not an
 	// answer). Never healed or retried: the same input would be refused
 	// again.
@@ -38,7 +41,8 @@ type Result struct {
 	Hint   string
 	// Attempts has one entry per model call that returned an answer.
 	Attempts []Attempt
-	// Err is the model error behind ClassTransport, ClassAuth, ClassRequest.
+	// Err is the model error behind ClassTransport, ClassAuth,
+	// ClassNotFound, ClassRequest.
 	Err error
 	// Model is the spec of the model of the last attempt: the one that
 	// produced the final answer (Config.Model when no model answered).

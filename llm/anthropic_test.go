@@ -42,7 +42,7 @@ func TestAnthropicStatuses(t *testing.T) {
 		{name: "400", script: []reply{anthropicError(400, "invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\"")}, wantCalls: 1,
 			wantKind: heal.KindRequest, wantStatus: 400, wantMessage: "roles must alternate"},
 		{name: "404 unknown model", script: []reply{anthropicError(404, "not_found_error", "model: claude-9")}, wantCalls: 1,
-			wantKind: heal.KindRequest, wantStatus: 404, wantMessage: "not_found_error: model: claude-9"},
+			wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "not_found_error: model: claude-9 (POST http://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,13 +23,15 @@
 // # Failures
 //
 // The HTTP clients classify every failure. Timeouts, connection errors,
-// 408, 409, 429 and 5xx (Anthropic's 529 included) are transport failures:
+// 408, 409, 429 and 5xx but 501 (Anthropic's 529 included) are transport failures:
 // retried here, on Config.TransportRetries (default 3), with exponential
 // backoff and full jitter, honouring Retry-After (seconds or an HTTP date)
 // and retry-after-ms; Response.TransportRetries counts them, and none of
 // them is a heal attempt. When the budget is spent the error is
 // *heal.Error{Kind: heal.KindTransport}. 401 and 403 are KindAuth (never
-// retried; the error names Config.KeyEnv); 400, 404, 422 and other 4xx are
+// retried; the error names Config.KeyEnv); 404, 405 and 501 are KindNotFound
+// (no such route or model, whatever the job: a wrong base URL or model
+// name; the message names the URL called); 400, 422 and other 4xx are
 // KindRequest with the provider's own message. A cancelled ctx returns at
 // once with ctx's error wrapped. Finish reasons are normalised: length,
 // max_tokens and MAX_TOKENS become heal.FinishLength (truncation).

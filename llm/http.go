@@ -183,8 +183,16 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	if f.message == "" {
 		f.message = http.StatusText(resp.StatusCode)
 	}
-	if f.kind == heal.KindTransport {
-		f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
+	switch resp.StatusCode {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		// No such route or model (a server that does not take POST there
+		// answers 405 or 501): every job would get the same answer.
+		f.kind = heal.KindNotFound
+		f.message += " (POST " + redactURL(url) + ")"
+	default:
+		if f.kind == heal.KindTransport {
+			f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
+		}
 	}
 	return heal.Response{}, f
 }

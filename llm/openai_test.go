@@ -86,7 +86,11 @@ func TestOpenAIStatuses(t *testing.T) {
 		{name: "400", script: []reply{openAIError(400, "invalid_request_error", "", "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.")},
 			wantCalls: 1, wantKind: heal.KindRequest, wantStatus: 400, wantMessage: "must contain the word 'json'"},
 		{name: "404 unknown model", script: []reply{openAIError(404, "invalid_request_error", "model_not_found", "The model `gpt-9` does not exist or you do not have access to it.")},
-			wantCalls: 1, wantKind: heal.KindRequest, wantStatus: 404, wantMessage: "The model `gpt-9` does not exist"},
+			wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "The model `gpt-9` does not exist or you do not have access to it. (POST http://"},
+		{name: "404 no such route", script: []reply{{status: 404, body: "404 page not found"}},
+			wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "/chat/completions)"},
+		{name: "405", script: []reply{{status: 405, body: ""}}, wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 405, wantMessage: "Method Not Allowed (POST http://"},
+		{name: "501 not retried", script: []reply{{status: 501, body: "<p>Unsupported method ('POST')</p>"}, ok}, wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 501, wantMessage: "Unsupported method"},
 		{name: "422", script: []reply{{status: 422, body: `{"error": "unknown field max_tokens"}`}}, wantCalls: 1, wantKind: heal.KindRequest, wantStatus: 422, wantMessage: "unknown field max_tokens"},
 	}
 	for _, tt := range tests {

@@ -28,7 +28,7 @@ const (
 	exitOK       = 0 // success
 	exitNegative = 1 // the command ran and the answer is no: invalid output, refusal, lint findings, rejected lines, jobs left
 	exitUsage    = 2 // bad flag, argument or input file
-	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile
+	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile, no such model endpoint or model
 	exitAuth     = 4 // the model provider rejected the credentials; the worker stopped
 	exitBudget   = 5 // run: the budget (--budget-usd, --budget-tokens) is reached; the jobs not started stay queued
 )
@@ -153,7 +153,8 @@ server with its store under --data-dir. 'pipeline demo' shows it all on the buil
 
 Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
-(NATS, SQLite, a schema that does not compile); 4 the model provider rejected the credentials;
+(NATS, SQLite, a schema that does not compile, a model URL or model name the provider does not
+know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the credentials;
 5 budget reached (run --budget-usd / --budget-tokens; the jobs not started stay queued).`,
 		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
 		Writer:               stdout,

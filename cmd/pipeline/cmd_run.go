@@ -259,8 +259,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if be := budgetExit(err); be != nil {
 		return be
 	}
-	if heal.KindOf(err) == heal.KindAuth {
+	switch heal.KindOf(err) {
+	case heal.KindAuth:
 		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
+	case heal.KindNotFound:
+		return &exitError{code: exitRuntime, err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
 	}
 	return withCode(exitRuntime, err)
 }

@@ -180,3 +180,60 @@ func TestRunStopsOnAuthFailure(t *testing.T) {
 		t.Errorf("%d jobs dead-lettered for an auth failure, want 0", len(dead))
 	}
 }
+
+// TestRunStopsOnNotFound: a model name the provider does not know (404
+// model_not_found) and a base URL without its /v1 (404 on the path) stop
+// the worker with exit 3 and an error naming the URL called; no job is
+// dead-lettered, and the next run, with a fallback model or the right URL,
+// answers every job.
+func TestRunStopsOnNotFound(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test-not-found")
+	srv := newModelServer(t, map[string]reply{"backup": {content: validTicket}})
+	dir := t.TempDir()
+	ids := ticketJobs(t, dir, "nf", 6)
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-9", "--llm-url", srv.URL+"/v1", "--concurrency", "1")
+	if code != exitRuntime {
+		t.Fatalf("unknown model: exit %d, want %d\n%s", code, exitRuntime, errs)
+	}
+	for _, want := range []string{"not_found (HTTP 404)", "The model `gpt-9` does not exist", "POST " + srv.URL + "/v1/chat/completions", "none dead-lettered", "--llm-url"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if byModel, _ := srv.counts(); byModel["gpt-9"] != 1 {
+		t.Errorf("%d calls to the unknown model, want 1 (stop taking jobs)", byModel["gpt-9"])
+	}
+	if dead := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dir, "--json")); len(dead) != 0 {
+		t.Errorf("%d jobs dead-lettered for an unknown model, want 0", len(dead))
+	}
+	if res := results(t, dir); len(res) != 0 {
+		t.Errorf("%d results after the stop, want 0", len(res))
+	}
+	// With a fallback, the unknown model's jobs go to it at once.
+	_, errs, code = runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-9", "--fallback-model", "openai:backup", "--llm-url", srv.URL+"/v1")
+	if code != 0 {
+		t.Fatalf("run with a fallback: exit %d\n%s", code, errs)
+	}
+	res := results(t, dir)
+	if len(res) != len(ids) {
+		t.Fatalf("%d results, want %d", len(res), len(ids))
+	}
+	for _, o := range res {
+		if o["model"] != "openai:backup" || traceModels(o) != "openai:backup" {
+			t.Errorf("job %v: model %v, attempts %s; want the fallback's only", o["job_id"], o["model"], traceModels(o))
+		}
+	}
+
+	// The base URL without /v1: the server has no such path.
+	plain := newOpenAIServer(t, http.StatusOK, validTicket)
+	dir = t.TempDir()
+	ticketJobs(t, dir, "url", 2)
+	_, errs, code = runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", plain.URL, "--concurrency", "1")
+	if code != exitRuntime || !strings.Contains(errs, "POST "+plain.URL+"/chat/completions") {
+		t.Fatalf("base URL without /v1: exit %d, want %d and the URL called\n%s", code, exitRuntime, errs)
+	}
+	_, errs, code = runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", plain.URL+"/v1")
+	if code != 0 || len(results(t, dir)) != 2 {
+		t.Fatalf("the right base URL: exit %d, %d results, want 0 and 2\n%s", code, len(results(t, dir)), errs)
+	}
+}
