@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/heal"
 )
@@ -344,11 +345,16 @@ func normaliseFinish(raw string) string {
 	}
 }
 
-// truncate cuts s to n bytes for messages.
+// truncate makes s a message of one line: its runs of white space (an
+// HTML error page's line breaks and indentation) become one space, and it
+// is cut to at most n bytes, at a character's start.
 func truncate(s string, n int) string {
-	s = strings.TrimSpace(s)
+	s = strings.Join(strings.Fields(s), " ")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

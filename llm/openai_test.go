@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/heal"
 )
@@ -459,5 +460,31 @@ func TestBackoffIsBoundedFullJitter(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want within [0, %v]", n, d, limit)
 			}
 		}
+	}
+}
+
+// TestErrorPageIsOneLine: a proxy's HTML error page (nginx, a load
+// balancer) becomes a message of one line, and a message cut in the middle
+// of a character stays UTF-8, so the log line and the dead letter's reason
+// read as one.
+func TestErrorPageIsOneLine(t *testing.T) {
+	t.Parallel()
+	page := "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
+	p := newProvider(t, reply{status: 502, body: page})
+	o := newTestOpenAI(t, p.URL, func(c *Config) { c.TransportRetries = -1 })
+	_, err := o.Complete(t.Context(), testRequest())
+	var he *heal.Error
+	if !errors.As(err, &he) {
+		t.Fatalf("error %v, want a *heal.Error", err)
+	}
+	if want := "<html> <head><title>502 Bad Gateway</title></head> <body> <center><h1>502 Bad Gateway</h1></center> <hr><center>nginx</center> </body> </html>"; he.Message != want {
+		t.Errorf("message %q, want %q", he.Message, want)
+	}
+	long := "x" + strings.Repeat("é", 400) // 801 bytes: byte 300 is inside a character
+	p = newProvider(t, reply{status: 400, body: long})
+	o = newTestOpenAI(t, p.URL, nil)
+	_, err = o.Complete(t.Context(), testRequest())
+	if !errors.As(err, &he) || !strings.HasSuffix(he.Message, "...") || !utf8.ValidString(he.Message) || len(he.Message) > 303 {
+		t.Errorf("a long message cut to %d bytes, valid UTF-8 %v: %q", len(he.Message), utf8.ValidString(he.Message), he.Message)
 	}
 }
