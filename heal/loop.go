@@ -110,6 +110,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 				}
 				return l.modelFailed(res, n+1, err)
 			}
+			resp = filtered(resp)
 			n++
 			a := Attempt{
 				N:                n,
@@ -312,6 +313,17 @@ func trimSpace(b []byte) []byte {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// filtered turns an answer the provider's content filter stopped (finish
+// reason content_filter: OpenAI, Azure OpenAI, Gemini's OpenAI-compatible
+// API) into a refusal: the same input meets the same filter, so healing
+// it would only pay for more filtered answers.
+func filtered(r Response) Response {
+	if r.Refusal == "" && r.RawFinishReason == "content_filter" {
+		r.Refusal = "finish_reason content_filter: the provider's content filter stopped the answer"
+	}
+	return r
+}
 
 // isTruncation: the normalised finish reason, or any provider's own
 // spelling of "stopped at the token limit".
