@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -238,9 +239,20 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		it.Answers = append(it.Answers, res.Response)
 		return r.judge(ctx, it, rev)
 	}
+	var he *heal.Error
 	switch heal.KindOf(res.Err) {
 	case heal.KindRequest:
-		return r.finish(ctx, it, rev, res.Err)
+		if !errors.As(res.Err, &he) || he.Param == "" {
+			return r.finish(ctx, it, rev, res.Err)
+		}
+		// The model refused a parameter (temperature, max_tokens) that the
+		// client reading the answer now leaves out of every request: sent
+		// again in a later batch, on the transport budget.
+		level := slog.LevelDebug
+		if _, seen := r.refusedParams.LoadOrStore(he.Param, true); !seen {
+			level = slog.LevelWarn
+		}
+		r.log.Log(ctx, level, "the model does not take this parameter: its requests go into a later batch without it", "item", it.Key, "param", he.Param, "err", he.Message)
 	case heal.KindAuth:
 		r.log.Error("a batch request was refused for its credentials; it is queued again", "item", it.Key, "err", res.Err)
 		return r.requeue(ctx, it, rev, OutcomeRetry)

@@ -185,6 +185,8 @@ type Runner struct {
 
 	mu      sync.Mutex
 	pending map[string]bool // item keys gathered and not yet submitted
+
+	refusedParams sync.Map // request parameters a model refused, warned about once
 }
 
 var _ ingest.Handler = (*Runner)(nil)

@@ -125,6 +125,9 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			if a.FinishReason == "" {
 				a.FinishReason = resp.FinishReason
 			}
+			if resp.Temperature != nil {
+				a.Temperature = *resp.Temperature
+			}
 			if a.Latency == 0 {
 				a.Latency = time.Since(start)
 			}

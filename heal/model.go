@@ -75,6 +75,10 @@ type Response struct {
 	// TransportRetries counts the calls that failed with a transport error
 	// before this one succeeded.
 	TransportRetries int
+	// Temperature, when set, is the temperature the answer came at instead
+	// of the request's: the model takes only its default and was sent none.
+	// The attempt records it.
+	Temperature *float64
 }
 
 // Usage is token accounting for one attempt, as the provider reported it.
@@ -124,6 +128,9 @@ type Error struct {
 	Retries int
 	// KeyEnv names the environment variable holding the key (for auth errors).
 	KeyEnv string
+	// Param is the request parameter a request_error says the model does
+	// not take ("temperature", "max_tokens"), when the provider names one.
+	Param string
 }
 
 func (e *Error) Error() string {

@@ -59,7 +59,7 @@ func BenchmarkOpenAICodec(b *testing.B) {
 	body := openAIRequest{
 		Model:       "gpt-4o-mini",
 		Messages:    heal.Messages(heal.Task{JobID: "inv-42", Schema: sc, Input: text}),
-		Temperature: 0.7,
+		Temperature: new(0.7),
 		Format:      &openAIFormat{Type: "json_object"},
 	}
 	// An invoice indented as the simulator writes it, with eight lines.

@@ -36,6 +36,12 @@
 // once with ctx's error wrapped. Finish reasons are normalised: length,
 // max_tokens and MAX_TOKENS become heal.FinishLength (truncation).
 //
+// A 400 that names a parameter the model does not take (OpenAI's
+// reasoning models: any temperature but the default, and max_tokens;
+// heal.Error.Param) is learned by the OpenAI client: the call is sent
+// again without it, and so is every later call; the answer's
+// Response.Temperature says it came at the default, 1.
+//
 // The API key is never logged and never part of an error: a provider
 // message that echoes it is redacted.
 //

@@ -57,6 +57,9 @@ type caller struct {
 	header func(h http.Header)
 	// errMessage extracts the provider's message from an error body.
 	errMessage func(body []byte) string
+	// errParam, when set, names the request parameter an error body says
+	// the model does not take ("" for none).
+	errParam func(body []byte) string
 }
 
 // failure is one failed HTTP exchange, classified.
@@ -64,6 +67,7 @@ type failure struct {
 	kind       heal.ErrorKind
 	status     int
 	message    string
+	param      string // a parameter the model does not take (heal.Error.Param)
 	retryAfter time.Duration
 	hasAfter   bool
 }
@@ -124,6 +128,7 @@ func (c *caller) fail(f *failure, retries int) *heal.Error {
 		StatusCode: f.status,
 		Message:    c.redact(f.message),
 		Retries:    retries,
+		Param:      f.param,
 	}
 	if f.kind == heal.KindAuth {
 		e.KeyEnv = c.cfg.KeyEnv
@@ -193,6 +198,9 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	default:
 		if f.kind == heal.KindTransport {
 			f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
+		}
+		if f.kind == heal.KindRequest && c.errParam != nil {
+			f.param = c.errParam(data)
 		}
 	}
 	return heal.Response{}, f

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -29,6 +32,13 @@ type OpenAI struct {
 	c   caller
 	url string
 	own bool // the HTTP client is ours (Close releases its connections)
+
+	// What the model refused with a 400, learned once for the client's
+	// life: any temperature but its default (OpenAI's reasoning models,
+	// gpt-5 and the o-series, run at 1 only), and max_tokens for
+	// max_completion_tokens.
+	defaultTemperature atomic.Bool
+	completionTokens   atomic.Bool
 }
 
 var _ heal.Model = (*OpenAI)(nil)
@@ -58,6 +68,7 @@ func openAICaller(cfg Config) caller {
 			}
 		},
 		errMessage: openAIErrorMessage,
+		errParam:   openAIRefusedParam,
 	}
 }
 
@@ -74,13 +85,14 @@ func (o *OpenAI) Close() error {
 }
 
 type openAIRequest struct {
-	Model       string            `json:"model"`
-	Messages    []heal.Message    `json:"messages"`
-	Temperature float64           `json:"temperature"`
-	MaxTokens   int               `json:"max_tokens,omitempty"`
-	Format      *openAIFormat     `json:"response_format,omitempty"`
-	Tools       []openAITool      `json:"tools,omitempty"`
-	ToolChoice  *openAIToolChoice `json:"tool_choice,omitempty"`
+	Model               string            `json:"model"`
+	Messages            []heal.Message    `json:"messages"`
+	Temperature         *float64          `json:"temperature,omitempty"`
+	MaxTokens           int               `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
+	Format              *openAIFormat     `json:"response_format,omitempty"`
+	Tools               []openAITool      `json:"tools,omitempty"`
+	ToolChoice          *openAIToolChoice `json:"tool_choice,omitempty"`
 }
 
 // openAIToolTurns is a request whose conversation holds tool calls: the
@@ -240,11 +252,14 @@ type openAIErrorBody struct {
 	Message string `json:"message"`
 }
 
-// Complete sends one chat completion. It sends max_tokens rather than
-// max_completion_tokens: every OpenAI-compatible server (vLLM, Ollama,
-// llama.cpp) and OpenAI's non-reasoning models accept it, while the newer
-// field is OpenAI-only. (OpenAI's o-series reject max_tokens with a 400,
-// which surfaces as a request_error naming the field.)
+// Complete sends one chat completion, with the heal loop's temperature and
+// max_tokens: every OpenAI-compatible server (vLLM, Ollama, llama.cpp) and
+// OpenAI's non-reasoning models take them. A model that refuses either
+// with a 400 naming it (OpenAI's reasoning models take only their default
+// temperature, 1, and want max_completion_tokens) gets the call again
+// without it, and every later call of the client is sent so: no job is
+// dead-lettered for it, and the response's Temperature says the answer
+// came at the default.
 //
 // In tool mode (FormatTool, with a schema in the request) it sends one
 // function whose parameters are the schema, forced by tool_choice, and no
@@ -253,14 +268,70 @@ type openAIErrorBody struct {
 // came as a tool call is sent as the assistant's tool call followed by a
 // "tool" message with the diagnostics, as the API requires.
 func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
-	body := openAIRequest{
-		Model:       o.cfg.Model,
-		Messages:    req.Messages,
-		Temperature: req.Temperature,
-		MaxTokens:   req.MaxTokens,
+	for {
+		body, data, limit, err := o.request(req)
+		if err != nil {
+			return heal.Response{}, err
+		}
+		resp, err := o.c.post(ctx, o.url, data, limit, parseOpenAIResponse)
+		if err != nil && o.learn(err, body) {
+			continue // each pass drops a parameter: two at most
+		}
+		if err == nil && body.Temperature == nil {
+			one := 1.0
+			resp.Temperature = &one
+		}
+		return resp, err
+	}
+}
+
+// learn reads err for a 400 refusing a parameter the client can do
+// without (heal.Error.Param): from now on no request holds it. It reports
+// whether body held it, so that the call is worth sending again. (A batch
+// reads its answers through a client of its own: that client learns from
+// the refusal it reads, and the batch's later lines are written without
+// the parameter.)
+func (o *OpenAI) learn(err error, body *openAIRequest) bool {
+	var he *heal.Error
+	if !errors.As(err, &he) {
+		return false
+	}
+	var flag *atomic.Bool
+	var held bool
+	switch he.Param {
+	case "temperature":
+		flag, held = &o.defaultTemperature, body.Temperature != nil
+	case "max_tokens":
+		flag, held = &o.completionTokens, body.MaxTokens != 0
+	default:
+		return false
+	}
+	if !flag.Swap(true) {
+		o.cfg.Logger.Warn("the model does not take this parameter: sent without it from now on",
+			slog.String("provider", ProviderOpenAI), slog.String("model", o.cfg.Model),
+			slog.String("param", he.Param), slog.String("error", he.Message))
+	}
+	return held
+}
+
+// request builds the body of a call for req, as the client now sends it,
+// and returns it encoded with its completion limit (0: none).
+func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, error) {
+	body := &openAIRequest{
+		Model:     o.cfg.Model,
+		Messages:  req.Messages,
+		MaxTokens: req.MaxTokens,
+	}
+	if !o.defaultTemperature.Load() {
+		t := req.Temperature
+		body.Temperature = &t
 	}
 	if body.MaxTokens == 0 {
 		body.MaxTokens = o.cfg.MaxTokens
+	}
+	limit := body.MaxTokens
+	if o.completionTokens.Load() {
+		body.MaxCompletionTokens, body.MaxTokens = body.MaxTokens, 0
 	}
 	tool := false
 	switch o.cfg.ResponseFormat {
@@ -286,14 +357,14 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 	var data []byte
 	var err error
 	if tool && hasToolTurns(req.Messages) {
-		data, err = json.Marshal(openAIToolTurns{openAIRequest: &body, Messages: openAIToolMessages(req.Messages, body.ToolChoice.Function.Name)})
+		data, err = json.Marshal(openAIToolTurns{openAIRequest: body, Messages: openAIToolMessages(req.Messages, body.ToolChoice.Function.Name)})
 	} else {
-		data, err = encodeOpenAIRequest(&body)
+		data, err = encodeOpenAIRequest(body)
 	}
 	if err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+		return nil, nil, 0, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
-	return o.c.post(ctx, o.url, data, body.MaxTokens, parseOpenAIResponse)
+	return body, data, limit, nil
 }
 
 // openAIToolMessages writes a conversation in the tool-call shape: an
@@ -361,6 +432,38 @@ func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
 		ReasoningTokens:  r.Usage.CompletionTokensDetails.ReasoningTokens,
 	}
 	return out, nil
+}
+
+// openAIRefusedParam names the parameter a 400's body says the model does
+// not take, of those the client can do without: "temperature" or
+// "max_tokens" ("" for any other error). OpenAI names it in error.param
+// with the code unsupported_value or unsupported_parameter; compatible
+// servers may say it in the message only ("invalid temperature: only 1 is
+// allowed for this model").
+func openAIRefusedParam(body []byte) string {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Param   string `json:"param"`
+			Code    any    `json:"code"`
+		} `json:"error"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	msg := strings.ToLower(e.Error.Message + " " + e.Message)
+	code, _ := e.Error.Code.(string)
+	for _, p := range []string{"temperature", "max_tokens"} {
+		named := e.Error.Param == p || strings.Contains(msg, p)
+		refused := code == "unsupported_value" || code == "unsupported_parameter" ||
+			strings.Contains(msg, "unsupported") || strings.Contains(msg, "not supported") ||
+			strings.Contains(msg, "only 1 is allowed") || strings.Contains(msg, "only the default")
+		if named && refused {
+			return p
+		}
+	}
+	return ""
 }
 
 // openAIErrorMessage reads {"error":{"message":...}} (or a bare string

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -486,5 +489,103 @@ func TestErrorPageIsOneLine(t *testing.T) {
 	_, err = o.Complete(t.Context(), testRequest())
 	if !errors.As(err, &he) || !strings.HasSuffix(he.Message, "...") || !utf8.ValidString(he.Message) || len(he.Message) > 303 {
 		t.Errorf("a long message cut to %d bytes, valid UTF-8 %v: %q", len(he.Message), utf8.ValidString(he.Message), he.Message)
+	}
+}
+
+// reasoningServer answers as OpenAI's reasoning models (gpt-5, o-series)
+// do: a 400 naming max_tokens (unsupported_parameter) when the request has
+// it, a 400 naming temperature (unsupported_value) when it has one other
+// than 1, else the answer. It records every request body.
+type reasoningServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []map[string]any
+}
+
+func newReasoningServer(t *testing.T, tempMessage string) *reasoningServer {
+	t.Helper()
+	s := &reasoningServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, body)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		refuse := func(param, code, msg string) {
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": param, "code": code}})
+		}
+		if _, ok := body["max_tokens"]; ok {
+			refuse("max_tokens", "unsupported_parameter", "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.")
+			return
+		}
+		if t, ok := body["temperature"]; ok && t != 1.0 {
+			if tempMessage != "" { // a compatible server that says it in words only
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]any{"message": tempMessage, "type": "invalid_request_error"})
+				return
+			}
+			refuse("temperature", "unsupported_value", fmt.Sprintf("Unsupported value: 'temperature' does not support %v with this model. Only the default (1) value is supported.", t))
+			return
+		}
+		_, _ = io.WriteString(w, openAIOK(`{"total": 12.5}`, "stop").body)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *reasoningServer) sent() []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.bodies)
+}
+
+// TestOpenAIReasoningModelParameters: a model that takes only its default
+// temperature and wants max_completion_tokens answers the first call once
+// the client has dropped what it refused, and every later call is sent
+// right at once; the response says the answer came at temperature 1. A 400
+// about a temperature's value out of range is not taken for that.
+func TestOpenAIReasoningModelParameters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, tempMessage string }{
+		{"OpenAI", ""},
+		{"words only", "invalid temperature: only 1 is allowed for this model"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newReasoningServer(t, tc.tempMessage)
+			o := newTestOpenAI(t, s.URL, func(c *Config) { c.Model = "gpt-5-mini"; c.MaxTokens = 1024 })
+			for call := 1; call <= 2; call++ {
+				resp, err := o.Complete(t.Context(), testRequest())
+				if err != nil {
+					t.Fatalf("call %d: %v", call, err)
+				}
+				if resp.Content != `{"total": 12.5}` || resp.Temperature == nil || *resp.Temperature != 1 {
+					t.Fatalf("call %d: response %+v, want the answer at temperature 1", call, resp)
+				}
+			}
+			bodies := s.sent()
+			if len(bodies) != 4 {
+				t.Fatalf("%d requests, want 4: the first call sent three times (max_tokens, then temperature refused), the second once", len(bodies))
+			}
+			last := bodies[3]
+			if _, ok := last["temperature"]; ok {
+				t.Errorf("the second call sent temperature %v", last["temperature"])
+			}
+			if _, ok := last["max_tokens"]; ok || last["max_completion_tokens"] != 1024.0 {
+				t.Errorf("the second call sent max_tokens %v, max_completion_tokens %v; want only max_completion_tokens 1024", last["max_tokens"], last["max_completion_tokens"])
+			}
+		})
+	}
+
+	p := newProvider(t, openAIError(400, "invalid_request_error", "decimal_above_max_value", "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead."))
+	o := newTestOpenAI(t, p.URL, nil)
+	_, err := o.Complete(t.Context(), testRequest())
+	if heal.KindOf(err) != heal.KindRequest || len(p.requests()) != 1 {
+		t.Errorf("a temperature out of range: %v after %d calls, want one request_error", err, len(p.requests()))
+	}
+	if body := p.requests()[0].body; body["temperature"] != 0.5 {
+		t.Errorf("temperature sent %v, want the request's 0.5", body["temperature"])
 	}
 }

@@ -189,12 +189,12 @@ func TestEncodeOpenAIRequest(t *testing.T) {
 	req := testRequest()
 	schema := &openAIJSONSchema{Name: "invoice", Schema: req.Schema, Strict: true}
 	bodies := []openAIRequest{
-		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: 0.5},
-		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: 0.7, MaxTokens: 2048, Format: &openAIFormat{Type: "json_object"}},
-		{Model: "m", Messages: req.Messages, Temperature: 1e-7, MaxTokens: -1, Format: &openAIFormat{Type: "json_schema", JSONSchema: schema}},
-		{Model: "m", Temperature: math.Copysign(0, -1), Format: &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: "x", Schema: json.RawMessage(" {\"a\" : [ 1 , \"<b>&\u2028\" ] }\n")}}},
-		{Model: "m", Messages: []heal.Message{}, Temperature: 1e21, Format: &openAIFormat{JSONSchema: &openAIJSONSchema{}}},
-		{Model: "<\xff>", Messages: []heal.Message{{Role: "\u2029", Content: "\x00\x1f\"\\"}}, Temperature: 123456789.125},
+		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: new(0.5)},
+		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: new(0.7), MaxTokens: 2048, Format: &openAIFormat{Type: "json_object"}},
+		{Model: "m", Messages: req.Messages, Temperature: new(1e-7), MaxTokens: -1, Format: &openAIFormat{Type: "json_schema", JSONSchema: schema}},
+		{Model: "m", Temperature: new(math.Copysign(0, -1)), Format: &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: "x", Schema: json.RawMessage(" {\"a\" : [ 1 , \"<b>&\u2028\" ] }\n")}}},
+		{Model: "m", Messages: []heal.Message{}, Temperature: new(1e21), Format: &openAIFormat{JSONSchema: &openAIJSONSchema{}}},
+		{Model: "<\xff>", Messages: []heal.Message{{Role: "\u2029", Content: "\x00\x1f\"\\"}}, Temperature: new(123456789.125)},
 	}
 	for _, body := range bodies {
 		want, err := json.Marshal(body)
@@ -207,8 +207,8 @@ func TestEncodeOpenAIRequest(t *testing.T) {
 		}
 	}
 	for _, body := range []openAIRequest{
-		{Temperature: math.NaN()},
-		{Temperature: math.Inf(-1)},
+		{Temperature: new(math.NaN())},
+		{Temperature: new(math.Inf(-1))},
 		{Format: &openAIFormat{JSONSchema: &openAIJSONSchema{Schema: json.RawMessage(`{"a":}`)}}},
 		{Format: &openAIFormat{JSONSchema: &openAIJSONSchema{Schema: json.RawMessage{}}}},
 		{Format: &openAIFormat{JSONSchema: &openAIJSONSchema{Schema: json.RawMessage(`1 2`)}}},

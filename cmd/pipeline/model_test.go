@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
 // openAIServer answers chat completions in the OpenAI wire format with the
@@ -235,5 +237,77 @@ func TestRunStopsOnNotFound(t *testing.T) {
 	_, errs, code = runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", plain.URL+"/v1")
 	if code != 0 || len(results(t, dir)) != 2 {
 		t.Fatalf("the right base URL: exit %d, %d results, want 0 and 2\n%s", code, len(results(t, dir)), errs)
+	}
+}
+
+// reasoningAnswers answers chat completions as OpenAI's reasoning models
+// (gpt-5, o-series) do: a 400 naming max_tokens or temperature when the
+// request holds it, else a valid ticket. refused counts the refusals.
+func reasoningAnswers(refused map[string]int, mu *sync.Mutex) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		w.Header().Set("Content-Type", "application/json")
+		for _, p := range []string{"max_tokens", "temperature"} {
+			if _, ok := body[p]; ok {
+				mu.Lock()
+				refused[p]++
+				mu.Unlock()
+				w.WriteHeader(http.StatusBadRequest)
+				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "Unsupported parameter: '" + p + "' is not supported with this model.", "type": "invalid_request_error", "param": p, "code": "unsupported_parameter"}})
+				return
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-r", "object": "chat.completion", "model": body["model"],
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": validTicket}}},
+			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 400, "completion_tokens_details": map[string]any{"reasoning_tokens": 360}}})
+	})
+}
+
+// TestRunOnReasoningModel: OpenAI's reasoning models take only their
+// default temperature and refuse max_tokens. Every job ends as a result,
+// with --batch too: the first refusal of each parameter is learned, every
+// later request is sent without it, one warning names each parameter, and
+// the trace records the temperature the answers came at.
+func TestRunOnReasoningModel(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "sync", true: "batch"}[batch], func(t *testing.T) {
+			var mu sync.Mutex
+			refused := map[string]int{}
+			srv := batchtest.New(batchtest.Config{Answer: reasoningAnswers(refused, &mu), Key: "sk-test"})
+			t.Cleanup(srv.Close)
+			dir := t.TempDir()
+			ids := ticketJobs(t, dir, "rm", 8)
+			args := []string{"run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-5-mini", "--llm-url", srv.URL + "/v1", "--max-tokens", "2048", "--concurrency", "1"}
+			if batch {
+				args = append(args, "--batch", "--batch-wait", "50ms", "--batch-poll", "50ms")
+			}
+			_, errs, code := runCLI(t, "", args...)
+			if code != 0 {
+				t.Fatalf("run: exit %d\n%s", code, errs)
+			}
+			res := results(t, dir)
+			if len(res) != len(ids) {
+				t.Fatalf("%d results, want %d\n%s", len(res), len(ids), errs)
+			}
+			for _, o := range res {
+				tr := o["trace"].([]any)
+				if len(tr) != 1 || tr[0].(map[string]any)["temperature"] != 1.0 {
+					t.Errorf("job %v: trace %v, want one attempt at temperature 1", o["job_id"], tr)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !batch && (refused["max_tokens"] != 1 || refused["temperature"] != 1) {
+				t.Errorf("refused calls %v, want one per parameter", refused)
+			}
+			if batch && (refused["max_tokens"] == 0 || refused["temperature"] == 0 || srv.Creates() < 3) {
+				t.Errorf("refused requests %v in %d batches, want the first batch refused for max_tokens, the next for temperature", refused, srv.Creates())
+			}
+			if n := strings.Count(errs, "does not take this parameter"); n != 2 {
+				t.Errorf("%d warnings, want one per parameter:\n%s", n, errs)
+			}
+		})
 	}
 }
