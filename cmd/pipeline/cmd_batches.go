@@ -54,7 +54,10 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: bm.name, KV: kv, Conn: conn, Inner: h,
 		Size: c.Int("batch-size"), Wait: c.Duration("batch-wait"), Poll: c.Duration("batch-poll"), Heal: c.String("batch-heal"),
-		TransportRetries: c.Int("transport-retries"), Paid: paid, Observe: observe, Logger: log})
+		TransportRetries: c.Int("transport-retries"), Paid: paid, Observe: observe, Logger: log,
+		// The run's status counts the batches' outcomes too (its summary
+		// line, its progress); the sink reads them from the streams.
+		Stored: cfg.Workers.Stored})
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)
 	}

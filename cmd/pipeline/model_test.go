@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -304,6 +305,9 @@ func TestRunOnReasoningModel(t *testing.T) {
 			}
 			if batch && (refused["max_tokens"] == 0 || refused["temperature"] == 0 || srv.Creates() < 3) {
 				t.Errorf("refused requests %v in %d batches, want the first batch refused for max_tokens, the next for temperature", refused, srv.Creates())
+			}
+			if want := fmt.Sprintf("run: %d jobs in", len(ids)); !strings.Contains(errs, want) || !strings.Contains(errs, fmt.Sprintf("%d succeeded", len(ids))) {
+				t.Errorf("the summary line does not count the %d results:\n%s", len(ids), errs)
 			}
 			if n := strings.Count(errs, "does not take this parameter"); n != 2 {
 				t.Errorf("%d warnings, want one per parameter:\n%s", n, errs)
