@@ -73,6 +73,8 @@ type Sink struct {
 	waiting    atomic.Int64 // offers waiting for room now
 	handed     int64        // messages written from an offer (loop only)
 	read       int64        // messages written from the streams (loop only)
+
+	fetchHook func(cons jetstream.Consumer, n int) (jetstream.MessageBatch, error) // tests only: see sinkLoop.fetch
 }
 
 // NewSink returns a sink writing into idx; Run starts it.
@@ -280,6 +282,15 @@ type sinkLoop struct {
 	fails   int
 }
 
+// fetch reads up to n messages of cons without waiting; a test replaces
+// it (Sink.fetch) to answer as a server in the middle of a leader change.
+func (l *sinkLoop) fetch(cons jetstream.Consumer, n int) (jetstream.MessageBatch, error) {
+	if l.fetchHook != nil {
+		return l.fetchHook(cons, n)
+	}
+	return cons.FetchNoWait(n)
+}
+
 func (l *sinkLoop) stream(name string) *sinkStream {
 	for _, st := range l.streams {
 		if st.name == name {
@@ -439,7 +450,7 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 	if err != nil {
 		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
 	}
-	res, err := cons.FetchNoWait(n)
+	res, err := l.fetch(cons, n)
 	if err != nil {
 		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
 	}
@@ -486,13 +497,41 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 	if broken {
 		return fmt.Errorf("reading stream %s from %d: a delivery was lost; reading again", st.name, lo)
 	}
-	if next == lo || pendingAfter == 0 {
-		// Nothing at or after next: what is due from there is absent.
-		for ; next <= st.due; next++ {
+	if next <= st.due && (next == lo || pendingAfter == 0) {
+		// The read brought nothing (more): what is due from next is absent,
+		// but only as far as the stream itself says. A fetch can come back
+		// empty from a stream that holds next (a cluster electing a leader
+		// answers before the consumer is ready), and a sequence marked
+		// absent is never read again.
+		have, err := l.firstFrom(ctx, s, st, next)
+		if err != nil {
+			return fmt.Errorf("reading stream %s from %d: %w", st.name, next, err)
+		}
+		if have == lo {
+			return fmt.Errorf("reading stream %s from %d: the stream holds it but the read brought nothing; reading again", st.name, lo)
+		}
+		for ; next < have; next++ {
 			l.absent(st, next)
 		}
 	}
 	return nil
+}
+
+// firstFrom is the sequence of the first message s holds at or after lo,
+// or one past st.due when it holds none up to there.
+func (l *sinkLoop) firstFrom(ctx context.Context, s jetstream.Stream, st *sinkStream, lo uint64) (uint64, error) {
+	subject := SubjectResults + ".>"
+	if st.name == StreamDLQ {
+		subject = SubjectDLQ + ".>"
+	}
+	m, err := s.GetMsg(ctx, lo, jetstream.WithGetMsgSubject(subject))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return st.due + 1, nil
+	case err != nil:
+		return 0, err
+	}
+	return min(m.Sequence, st.due+1), nil
 }
 
 // absent marks a sequence the stream does not hold (deleted, purged).
