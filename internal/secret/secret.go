@@ -46,12 +46,27 @@ func (r *Redactor) Add(secrets ...string) {
 
 // AddURL registers the credentials of each URL in a comma-separated list:
 // the password (or a token given as the user), "user:password" and its
-// HTTP Basic form. A URL without user info adds nothing.
+// HTTP Basic form, and the values of query parameters named for a
+// credential (key, token, secret, sig, pass, auth). A URL with neither
+// adds nothing.
 func (r *Redactor) AddURL(list string) {
 	var forms []string
 	for _, raw := range strings.Split(list, ",") {
 		u, err := url.Parse(strings.TrimSpace(raw))
-		if err != nil || u.User == nil {
+		if err != nil {
+			continue
+		}
+		// A key carried in the query (?key=..., ?sig=..., a gateway's token).
+		for name, values := range u.Query() {
+			if secretQuery(name) {
+				for _, v := range values {
+					if len(v) >= MinLen {
+						forms = append(forms, variants(v)...)
+					}
+				}
+			}
+		}
+		if u.User == nil {
 			continue
 		}
 		user := u.User.Username()
@@ -74,6 +89,18 @@ func (r *Redactor) AddURL(list string) {
 		}
 	}
 	r.addForms(forms)
+}
+
+// secretQuery reports whether a URL query parameter's name says it holds
+// a credential.
+func secretQuery(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"key", "token", "secret", "sig", "pass", "auth", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Redactor) addForms(forms []string) {

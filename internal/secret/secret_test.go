@@ -18,6 +18,7 @@ func TestRedact(t *testing.T) {
 	basic := base64.StdEncoding.EncodeToString([]byte("alice:s3cr3t/pass"))
 	r := secret.New(key, "", "abc") // empty and short ones are ignored on their own
 	r.AddURL("http://example.com/v1, https://alice:s3cr3t%2Fpass@llm.internal/v1, nats://tok_0123456789@n1:4222")
+	r.AddURL("https://gw.example/v1?api-version=2024-10-21&key=AIzaSyQueryKey123&sig=sv%3D1%2Fabc")
 
 	tests := []struct {
 		name, in, want string
@@ -31,6 +32,9 @@ func TestRedact(t *testing.T) {
 		{"basic header", "Authorization: Basic " + basic, "Authorization: Basic [REDACTED]"},
 		{"userinfo in url text", "https://alice:s3cr3t%2Fpass@llm.internal", "https://[REDACTED]@llm.internal"},
 		{"token as user", "nats://tok_0123456789@n1", "nats://[REDACTED]@n1"},
+		{"key in a query", "POST https://gw.example/v1?key=AIzaSyQueryKey123", "POST https://gw.example/v1?key=[REDACTED]"},
+		{"signature in a query, as written", "sig=sv%3D1%2Fabc and sv=1/abc", "sig=[REDACTED] and [REDACTED]"},
+		{"other query values left alone", "api-version=2024-10-21", "api-version=2024-10-21"},
 		{"short secret left alone", "abc abc", "abc abc"},
 		{"nothing", "plain text", "plain text"},
 	}
