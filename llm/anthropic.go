@@ -27,7 +27,7 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 	if err := cfg.validate(ProviderAnthropic); err != nil {
 		return nil, err
 	}
-	a := &Anthropic{cfg: cfg, url: cfg.BaseURL + "/v1/messages", own: own}
+	a := &Anthropic{cfg: cfg, url: cfg.endpoint("/v1/messages"), own: own}
 	a.c = anthropicCaller(cfg)
 	return a, nil
 }

@@ -109,7 +109,7 @@ func (b *AnthropicBatch) Create(ctx context.Context, key string, reqs []BatchReq
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("anthropic batch %s: %w", key, err)
 	}
-	out, err := b.http.do(ctx, http.MethodPost, b.cfg.BaseURL+"/v1/messages/batches", "application/json", data, batchObjectLimit)
+	out, err := b.http.do(ctx, http.MethodPost, b.cfg.endpoint("/v1/messages/batches"), "application/json", data, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("anthropic batch %s: creating the batch: %w", key, err)
 	}
@@ -118,7 +118,7 @@ func (b *AnthropicBatch) Create(ctx context.Context, key string, reqs []BatchReq
 
 // Get reads a batch.
 func (b *AnthropicBatch) Get(ctx context.Context, id string) (BatchStatus, error) {
-	data, err := b.http.do(ctx, http.MethodGet, b.cfg.BaseURL+"/v1/messages/batches/"+url.PathEscape(id), "", nil, batchObjectLimit)
+	data, err := b.http.do(ctx, http.MethodGet, b.cfg.endpoint("/v1/messages/batches/"+url.PathEscape(id)), "", nil, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("reading anthropic batch %s: %w", id, err)
 	}
@@ -127,7 +127,7 @@ func (b *AnthropicBatch) Get(ctx context.Context, id string) (BatchStatus, error
 
 // Cancel cancels a batch (canceling, then ended with canceled results).
 func (b *AnthropicBatch) Cancel(ctx context.Context, id string) (BatchStatus, error) {
-	data, err := b.http.do(ctx, http.MethodPost, b.cfg.BaseURL+"/v1/messages/batches/"+url.PathEscape(id)+"/cancel", "", nil, batchObjectLimit)
+	data, err := b.http.do(ctx, http.MethodPost, b.cfg.endpoint("/v1/messages/batches/"+url.PathEscape(id)+"/cancel"), "", nil, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("cancelling anthropic batch %s: %w", id, err)
 	}

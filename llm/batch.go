@@ -315,7 +315,7 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
-	b.c.header(req.Header)
+	b.c.setHeaders(req.Header)
 	resp, err := b.c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return nil, b.c.transportFailure(rctx, err)
@@ -358,7 +358,7 @@ func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) e
 		if err != nil {
 			return &heal.Error{Kind: heal.KindRequest, Provider: b.c.provider, Message: "building the request: " + err.Error()}
 		}
-		b.c.header(req.Header)
+		b.c.setHeaders(req.Header)
 		resp, err := b.c.cfg.HTTPClient.Do(req)
 		var f *failure
 		if err != nil {

@@ -57,7 +57,8 @@ var ErrConfig = errors.New("invalid model config")
 type Config struct {
 	// BaseURL: OpenAI default https://api.openai.com/v1 (the client POSTs
 	// {BaseURL}/chat/completions); Anthropic https://api.anthropic.com (the
-	// client POSTs {BaseURL}/v1/messages).
+	// client POSTs {BaseURL}/v1/messages). A query it has is kept on every
+	// endpoint's URL (an Azure OpenAI deployment's ?api-version=...).
 	BaseURL string
 	// APIKey is sent as a bearer token (OpenAI) or x-api-key (Anthropic). It
 	// is never logged and never part of an error: provider messages that echo
@@ -66,6 +67,12 @@ type Config struct {
 	// KeyEnv names the environment variable the key came from, for auth
 	// errors. Defaults: OPENAI_API_KEY, ANTHROPIC_API_KEY.
 	KeyEnv string
+	// Headers are sent with every request to BaseURL's host, after the
+	// provider's own (so one of the same name replaces it): a gateway's
+	// key (Portkey, Helicone, Cloudflare AI Gateway), Azure OpenAI's
+	// api-key, OpenRouter's attribution. Values of 6 bytes or more are
+	// treated as secrets: redacted, as the key is, from every message.
+	Headers http.Header
 	// Model is the model name sent to the provider. Required.
 	Model string
 	// Timeout bounds one HTTP request, body included (default 60s). A
@@ -190,6 +197,24 @@ func (c Config) validate(provider string) error {
 		return fmt.Errorf("%w: anthropic: no API key (set %s)", ErrConfig, c.KeyEnv)
 	}
 	return nil
+}
+
+// endpoint is the URL of path (which may hold a query of its own) under
+// BaseURL, with BaseURL's query kept.
+func (c Config) endpoint(path string) string {
+	base, query, _ := strings.Cut(c.BaseURL, "?")
+	base = strings.TrimRight(base, "/")
+	path, pq, _ := strings.Cut(path, "?")
+	switch {
+	case query == "":
+		query = pq
+	case pq != "":
+		query += "&" + pq
+	}
+	if query == "" {
+		return base + path
+	}
+	return base + path + "?" + query
 }
 
 // redactURL drops user info from a URL before it is shown.

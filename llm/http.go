@@ -136,11 +136,34 @@ func (c *caller) fail(f *failure, retries int) *heal.Error {
 	return e
 }
 
-// redact removes the API key from s, should a provider or a transport error
-// echo it.
+// setHeaders sets the provider's headers on a request, then
+// Config.Headers.
+func (c *caller) setHeaders(h http.Header) {
+	c.header(h)
+	for name, values := range c.cfg.Headers {
+		h.Del(name)
+		for _, v := range values {
+			h.Add(name, v)
+		}
+	}
+}
+
+// minSecretHeader is the length from which a Config.Headers value is
+// taken for a secret (shorter ones, "1" or "v2", would blank out words).
+const minSecretHeader = 6
+
+// redact removes the API key and the secret header values from s, should
+// a provider or a transport error echo them.
 func (c *caller) redact(s string) string {
 	if k := c.cfg.APIKey; k != "" && strings.Contains(s, k) {
 		s = strings.ReplaceAll(s, k, "[REDACTED]")
+	}
+	for _, values := range c.cfg.Headers {
+		for _, v := range values {
+			if len(v) >= minSecretHeader && strings.Contains(s, v) {
+				s = strings.ReplaceAll(s, v, "[REDACTED]")
+			}
+		}
 	}
 	return s
 }
@@ -155,7 +178,7 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	c.header(req.Header)
+	c.setHeaders(req.Header)
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
 		return heal.Response{}, c.transportFailure(rctx, err)

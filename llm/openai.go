@@ -51,7 +51,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if err := cfg.validate(ProviderOpenAI); err != nil {
 		return nil, err
 	}
-	o := &OpenAI{cfg: cfg, url: cfg.BaseURL + "/chat/completions", own: own}
+	o := &OpenAI{cfg: cfg, url: cfg.endpoint("/chat/completions"), own: own}
 	o.c = openAICaller(cfg)
 	return o, nil
 }

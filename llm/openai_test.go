@@ -589,3 +589,53 @@ func TestOpenAIReasoningModelParameters(t *testing.T) {
 		t.Errorf("temperature sent %v, want the request's 0.5", body["temperature"])
 	}
 }
+
+// TestOpenAIHeadersAndQuery: Config.Headers reach the provider after its
+// own (one of the same name replaces it), a secret header value a
+// provider echoes is redacted, and a base URL's query (an Azure OpenAI
+// deployment's api-version) is kept on the endpoint.
+func TestOpenAIHeadersAndQuery(t *testing.T) {
+	t.Parallel()
+	const gatewayKey = "pk-gateway-0123456789"
+	p := newProvider(t, openAIOK(`{"total": 1}`, "stop"), openAIError(400, "invalid_request_error", "", "bad gateway key "+gatewayKey+" for route v2"))
+	o := newTestOpenAI(t, p.URL, func(c *Config) {
+		c.BaseURL = p.URL + "/openai/deployments/gpt-4o/?api-version=2024-10-21"
+		c.Headers = http.Header{"X-Portkey-Api-Key": {gatewayKey}, "Openai-Beta": {"v2"}, "Authorization": {"Bearer from-the-header"}}
+	})
+	if _, err := o.Complete(t.Context(), testRequest()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := o.Complete(t.Context(), testRequest())
+	reqs := p.requests()
+	r := reqs[0]
+	if r.path != "/openai/deployments/gpt-4o/chat/completions" {
+		t.Errorf("path %q", r.path)
+	}
+	if got := r.header.Get("X-Portkey-Api-Key"); got != gatewayKey {
+		t.Errorf("gateway key header %q", got)
+	}
+	if got := r.header.Get("Openai-Beta"); got != "v2" {
+		t.Errorf("Openai-Beta %q", got)
+	}
+	if got := r.header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer from-the-header" {
+		t.Errorf("Authorization %q, want the header's only", got)
+	}
+	var he *heal.Error
+	if !errors.As(err, &he) || strings.Contains(he.Message, gatewayKey) || !strings.Contains(he.Message, "[REDACTED]") || !strings.Contains(he.Message, "route v2") {
+		t.Errorf("error %v: want the gateway key redacted, the short value kept", err)
+	}
+}
+
+func TestEndpointKeepsTheQuery(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ base, path, want string }{
+		{"https://api.openai.com/v1", "/chat/completions", "https://api.openai.com/v1/chat/completions"},
+		{"https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21", "/chat/completions", "https://x.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21"},
+		{"https://x.example/v1/?k=1", "/batches?after=b_1&limit=100", "https://x.example/v1/batches?k=1&after=b_1&limit=100"},
+		{"https://x.example/v1", "/batches?limit=100", "https://x.example/v1/batches?limit=100"},
+	} {
+		if got := (Config{BaseURL: tc.base}).endpoint(tc.path); got != tc.want {
+			t.Errorf("endpoint(%q, %q) = %q, want %q", tc.base, tc.path, got, tc.want)
+		}
+	}
+}

@@ -131,7 +131,7 @@ func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchReques
 	if err := mw.Close(); err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: writing the upload: %w", key, err)
 	}
-	data, err := b.http.do(ctx, http.MethodPost, b.cfg.BaseURL+"/files", mw.FormDataContentType(), form.Bytes(), batchObjectLimit)
+	data, err := b.http.do(ctx, http.MethodPost, b.cfg.endpoint("/files"), mw.FormDataContentType(), form.Bytes(), batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: uploading the requests: %w", key, err)
 	}
@@ -150,7 +150,7 @@ func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchReques
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: %w", key, err)
 	}
-	data, err = b.http.do(ctx, http.MethodPost, b.cfg.BaseURL+"/batches", "application/json", body, batchObjectLimit)
+	data, err = b.http.do(ctx, http.MethodPost, b.cfg.endpoint("/batches"), "application/json", body, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: creating the batch: %w", key, err)
 	}
@@ -159,7 +159,7 @@ func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchReques
 
 // Get reads a batch.
 func (b *OpenAIBatch) Get(ctx context.Context, id string) (BatchStatus, error) {
-	data, err := b.http.do(ctx, http.MethodGet, b.cfg.BaseURL+"/batches/"+url.PathEscape(id), "", nil, batchObjectLimit)
+	data, err := b.http.do(ctx, http.MethodGet, b.cfg.endpoint("/batches/"+url.PathEscape(id)), "", nil, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("reading openai batch %s: %w", id, err)
 	}
@@ -168,7 +168,7 @@ func (b *OpenAIBatch) Get(ctx context.Context, id string) (BatchStatus, error) {
 
 // Cancel cancels a batch (it goes through cancelling to cancelled).
 func (b *OpenAIBatch) Cancel(ctx context.Context, id string) (BatchStatus, error) {
-	data, err := b.http.do(ctx, http.MethodPost, b.cfg.BaseURL+"/batches/"+url.PathEscape(id)+"/cancel", "", nil, batchObjectLimit)
+	data, err := b.http.do(ctx, http.MethodPost, b.cfg.endpoint("/batches/"+url.PathEscape(id)+"/cancel"), "", nil, batchObjectLimit)
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("cancelling openai batch %s: %w", id, err)
 	}
@@ -187,7 +187,7 @@ func (b *OpenAIBatch) Find(ctx context.Context, key string) (BatchStatus, bool, 
 		if after != "" {
 			q.Set("after", after)
 		}
-		data, err := b.http.do(ctx, http.MethodGet, b.cfg.BaseURL+"/batches?"+q.Encode(), "", nil, 64<<20)
+		data, err := b.http.do(ctx, http.MethodGet, b.cfg.endpoint("/batches?"+q.Encode()), "", nil, 64<<20)
 		if err != nil {
 			return BatchStatus{}, false, fmt.Errorf("listing openai batches: %w", err)
 		}
@@ -304,7 +304,7 @@ func (b *OpenAIBatch) Results(ctx context.Context, st BatchStatus, fn func(Batch
 		if id == "" {
 			continue
 		}
-		err := b.http.stream(ctx, b.cfg.BaseURL+"/files/"+url.PathEscape(id)+"/content", func(r io.Reader) error {
+		err := b.http.stream(ctx, b.cfg.endpoint("/files/"+url.PathEscape(id)+"/content"), func(r io.Reader) error {
 			return readLines(r, batchLineLimit, func(line []byte) error {
 				res, err := b.result(ctx, line)
 				if err != nil {

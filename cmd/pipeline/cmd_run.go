@@ -33,6 +33,8 @@ func modelFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "model", EnvVars: []string{"PIPELINE_MODEL"}, Value: "sim",
 			Usage: "openai:<model> (any OpenAI-compatible server), anthropic:<model>, or sim (the built-in simulator)"},
+		&cli.StringSliceFlag{Name: "llm-header", EnvVars: []string{"PIPELINE_LLM_HEADERS"},
+			Usage: "'Name: value' header sent with every request to --llm-url, after the provider's own (repeatable; in the variable, comma-separated): a gateway's key, Azure OpenAI's api-key. Values of 6 bytes or more are redacted like the API key"},
 		&cli.StringFlag{Name: "llm-url", EnvVars: []string{"PIPELINE_LLM_URL"},
 			Usage: "provider base URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1 for openai; $ANTHROPIC_BASE_URL or https://api.anthropic.com for anthropic)"},
 		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "json_object, json_schema (openai: the job's schema as a strict response format), tool (openai and anthropic: a forced tool call whose parameters are the job's schema) or none; anthropic sends plain text unless tool"},
@@ -338,8 +340,13 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 	if c.Duration("rate-window") <= 0 {
 		return builtModel{}, fail(exitUsage, "--rate-window must be positive, got %s", c.Duration("rate-window"))
 	}
+	headers, err := llmHeaders(c, provider)
+	if err != nil {
+		return builtModel{}, err
+	}
 	cfg := llm.Config{
 		Model:            name,
+		Headers:          headers,
 		Timeout:          c.Duration("request-timeout"),
 		MaxTokens:        c.Int("max-tokens"),
 		ResponseFormat:   c.String("response-format"),
@@ -447,6 +454,51 @@ func llmURL(c *cli.Context, provider string) string {
 		return c.String("llm-url")
 	}
 	return ""
+}
+
+// llmHeaders is --llm-header for the provider of --model (the headers go
+// where --llm-url goes; a fallback of another provider gets none). A bad
+// header is a usage error naming it, never its value.
+func llmHeaders(c *cli.Context, provider string) (http.Header, error) {
+	if p, _, err := llm.Parse(c.String("model")); err != nil || p != provider {
+		return nil, nil
+	}
+	var h http.Header
+	for i, raw := range c.StringSlice("llm-header") {
+		name, value, ok := strings.Cut(raw, ":")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		switch {
+		case !ok || !validHeaderName(name):
+			// Never shown: without its colon the whole flag may be a value.
+			return nil, fail(exitUsage, "--llm-header #%d: want 'Name: value', a header name of letters, digits and -_.", i+1)
+		case strings.ContainsAny(value, "\r\n\x00"):
+			return nil, fail(exitUsage, "--llm-header %s: the value holds a line break or a NUL", name)
+		}
+		switch http.CanonicalHeaderKey(name) {
+		case "Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection":
+			return nil, fail(exitUsage, "--llm-header %s: the client sets this header itself", http.CanonicalHeaderKey(name))
+		}
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Add(name, value)
+	}
+	return h, nil
+}
+
+// validHeaderName reports whether s is an HTTP header name (an RFC 9110
+// token), of at most 64 bytes.
+func validHeaderName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func firstNonEmpty(s ...string) string {

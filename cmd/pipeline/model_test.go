@@ -315,3 +315,52 @@ func TestRunOnReasoningModel(t *testing.T) {
 		})
 	}
 }
+
+// TestRunSendsLLMHeaders: --llm-header (or PIPELINE_LLM_HEADERS) reaches
+// the provider with every call; a malformed one is a usage error that
+// never shows what was given, and a header the client sets itself is
+// refused by name.
+func TestRunSendsLLMHeaders(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	const gwKey = "gw-secret-0123456789"
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Gateway-Key")+"|"+r.URL.RawQuery)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-h", "object": "chat.completion",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": validTicket}}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 10}})
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ticketJobs(t, dir, "hd", 2)
+	t.Setenv("PIPELINE_LLM_HEADERS", "X-Gateway-Key: "+gwKey)
+	_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1?api-version=2024-10-21")
+	if code != 0 || len(results(t, dir)) != 2 {
+		t.Fatalf("run: exit %d, %d results\n%s", code, len(results(t, dir)), errs)
+	}
+	mu.Lock()
+	for _, s := range seen {
+		if s != gwKey+"|api-version=2024-10-21" {
+			t.Errorf("a call carried %q, want the gateway key and the base URL's query", s)
+		}
+	}
+	mu.Unlock()
+	t.Setenv("PIPELINE_LLM_HEADERS", "")
+
+	for _, tc := range []struct{ flag, want string }{
+		{"sk-live-abcdefghijklmnop", "--llm-header #1: want 'Name: value'"},
+		{"Content-Length: 5", "--llm-header Content-Length: the client sets this header itself"},
+	} {
+		_, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1", "--llm-header", tc.flag)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("--llm-header %q: exit %d, want %d and %q\n%s", tc.flag, code, exitUsage, tc.want, errs)
+		}
+		if strings.Contains(errs, "abcdefghijklmnop") {
+			t.Errorf("the flag's value reached stderr:\n%s", errs)
+		}
+	}
+}

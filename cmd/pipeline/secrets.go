@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strings"
 
 	"github.com/nats-io/nkeys"
 	"github.com/urfave/cli/v2"
@@ -20,14 +21,20 @@ var (
 )
 
 // learnSecrets registers with e.secrets every secret the command's
-// settings hold: API keys, the user info of the model's and NATS's URLs,
-// and the JWT and seed of a NATS credentials file.
+// settings hold: API keys, the user info (and a query's key or token) of
+// the model's and NATS's URLs, the values of --llm-header, and the JWT and
+// seed of a NATS credentials file.
 func (e *env) learnSecrets(c *cli.Context) {
 	for _, k := range secretEnv {
 		e.secrets.Add(os.Getenv(k))
 	}
 	for _, f := range secretURLFlags {
 		e.secrets.AddURL(c.String(f))
+	}
+	for _, h := range c.StringSlice("llm-header") {
+		if _, v, ok := strings.Cut(h, ":"); ok {
+			e.secrets.Add(strings.TrimSpace(v))
+		}
 	}
 	for _, k := range secretURLEnv {
 		e.secrets.AddURL(os.Getenv(k))

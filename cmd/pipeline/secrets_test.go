@@ -64,14 +64,17 @@ func TestSecretsNeverStored(t *testing.T) {
 	const key = "sk-proj-echo-0123456789abcdef"
 	const user, pass = "llmuser", "p4ss-w0rd-echo"
 	basic := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+	const gateway = "gw-header-echo-0123456789"
 	tests := []struct {
 		name    string
 		key     string
 		userURL bool
+		header  string // --llm-header
 		leaks   []string
 	}{
-		{"api key", key, false, []string{key}},
-		{"url user info", "", true, []string{pass, user + ":" + pass, basic}},
+		{"api key", key, false, "", []string{key}},
+		{"url user info", "", true, "", []string{pass, user + ":" + pass, basic}},
+		{"llm header", key, false, "Authorization: Bearer " + gateway, []string{gateway, key}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,8 +91,12 @@ func TestSecretsNeverStored(t *testing.T) {
 				`{"id":"s-bad","schema":"ticket","input":"bad"}` + "\n" +
 				`{"id":"s-reject","schema":"ticket","input":"reject"}` + "\n"
 			mustCLI(t, jobs, "submit", "--data-dir", dir, "-")
-			_, logs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m",
-				"--llm-url", llmURL, "--max-attempts", "2", "--log-level", "debug")
+			args := []string{"run", "--data-dir", dir, "--until-idle", "--model", "openai:m",
+				"--llm-url", llmURL, "--max-attempts", "2", "--log-level", "debug"}
+			if tc.header != "" {
+				args = append(args, "--llm-header", tc.header)
+			}
+			_, logs, code := runCLI(t, "", args...)
 			if code != 0 {
 				t.Fatalf("run: exit %d\n%s", code, logs)
 			}
