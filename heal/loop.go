@@ -202,6 +202,21 @@ func unavailable(err error) bool {
 	return false
 }
 
+// tooLong reports whether a request error says the prompt is longer than
+// the model's context window, in the words of OpenAI and vLLM ("maximum
+// context length"), Anthropic ("prompt is too long"), llama.cpp
+// ("context size"), Gemini ("exceeds the maximum number of tokens").
+func tooLong(err error) bool {
+	msg := strings.ToLower(err.Error())
+	for _, s := range []string{"context_length_exceeded", "maximum context length", "context window", "context size",
+		"prompt is too long", "input is too long", "exceeds the maximum number of tokens"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // attemptsUsed says how many attempts were made, by model when more than
 // one model answered: "3 attempts (2 openai:a, 1 openai:b)".
 func attemptsUsed(as []Attempt) string {
@@ -406,6 +421,9 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 		res.Class = ClassRequest
 		res.Reason = "model rejected the request: " + err.Error()
 		res.Hint = "check the model name and request options (--model, --response-format, --max-tokens)"
+		if tooLong(err) {
+			res.Hint = "the job does not fit the model's context window: a --fallback-model with a larger one takes such jobs at once, or split the input into smaller jobs"
+		}
 	default:
 		res.Class = ClassTransport
 		res.Reason = "model unreachable: " + err.Error()

@@ -120,6 +120,7 @@ func TestRun(t *testing.T) {
 	transportErr := &Error{Kind: KindTransport, Provider: "openai", StatusCode: 503, Message: "overloaded", Retries: 3}
 	authErr := &Error{Kind: KindAuth, Provider: "openai", StatusCode: 401, Message: "bad key", KeyEnv: "OPENAI_API_KEY"}
 	reqErr := &Error{Kind: KindRequest, Provider: "openai", StatusCode: 400, Message: "unknown model gpt-9"}
+	longErr := &Error{Kind: KindRequest, Provider: "anthropic", StatusCode: 400, Message: "invalid_request_error: prompt is too long: 210412 tokens > 200000 maximum"}
 	notFound := &Error{Kind: KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `gpt-9` does not exist (POST https://api.example.com/chat/completions)"}
 
 	tests := []struct {
@@ -190,6 +191,8 @@ func TestRun(t *testing.T) {
 			class: ClassAuth, calls: 1, errKind: KindAuth, hintHas: []string{"OPENAI_API_KEY"}},
 		{name: "request error", cfg: cliConfig, script: []reply{{content: badTotal}, {err: reqErr}},
 			class: ClassRequest, calls: 2, attempts: []Class{ClassSchema}, errKind: KindRequest, reasonHas: []string{"gpt-9"}},
+		{name: "input over the context window", cfg: cliConfig, script: []reply{{err: longErr}},
+			class: ClassRequest, calls: 1, errKind: KindRequest, reasonHas: []string{"prompt is too long"}, hintHas: []string{"context window", "--fallback-model", "split the input"}},
 		{name: "no such endpoint or model", cfg: cliConfig, script: []reply{{err: notFound}},
 			class: ClassNotFound, calls: 1, errKind: KindNotFound, reasonHas: []string{"gpt-9", "/chat/completions"}, hintHas: []string{"base URL", "no job is dead-lettered"}},
 		{name: "unknown model error counts as transport", cfg: cliConfig, script: []reply{{err: errors.New("boom")}},
