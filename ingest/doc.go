@@ -166,10 +166,10 @@
 // every message up to it is indexed. Workers of the same process hand each
 // outcome they stored over with its stream sequence (WorkerConfig.Stored →
 // Sink.Offer), so it is not delivered a second time; a sequence the stream
-// holds and the sink still lacks after GapGrace (250ms) is read with an
-// ordered consumer from the stream (other processes' outcomes, what a
-// crash lost between the publish and the hand-over, an offer dropped when
-// the sink was behind). After a restart the sink starts from the stored
+// holds and the sink still lacks after GapGrace (250ms) is read from the
+// stream with direct gets, which any replica answers (other processes'
+// outcomes, what a crash lost between the publish and the hand-over, an
+// offer dropped when the sink was behind). After a restart the sink starts from the stored
 // cursors. Write is called from one goroutine; a failed write is retried,
 // with a growing delay, until it succeeds. After RunWorkers returns in
 // until-idle mode, call Sink.Idle, then cancel the sink. ReadStream

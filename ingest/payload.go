@@ -214,6 +214,18 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 	return context.WithTimeout(ctx, d)
 }
 
+// rawSinkMsg is a message of stream read by a direct get, with its body
+// resolved from the object store when it names one.
+func (c *Conn) rawSinkMsg(ctx context.Context, stream string, m *jetstream.RawStreamMsg) (SinkMsg, error) {
+	sm := SinkMsg{Subject: m.Subject, Data: m.Data, MsgID: m.Header.Get(jetstream.MsgIDHeader), Stream: stream, Sequence: m.Sequence, Time: m.Time}
+	body, err := c.Payload(ctx, m.Header, m.Data)
+	if err != nil {
+		return sm, fmt.Errorf("message %s (%s seq %d): %w", sm.MsgID, stream, sm.Sequence, err)
+	}
+	sm.Data = body
+	return sm, nil
+}
+
 // toSinkMsgResolved is toSinkMsg with the body resolved from the object
 // store when the message names one.
 func (c *Conn) toSinkMsgResolved(ctx context.Context, m jetstream.Msg) (SinkMsg, error) {

@@ -56,7 +56,7 @@ func (cfg SinkConfig) withDefaults() SinkConfig {
 // processes' outcomes, what a crash lost between the publish and the hand
 // over, an offer dropped while the sink was busy) is a gap: a sequence the
 // stream holds, missing for longer than a short grace. The sink reads gaps
-// from the stream with an ordered consumer. Writing a message twice
+// from the stream with direct gets (sinkread.go). Writing a message twice
 // changes nothing, so an outcome that arrives both ways is harmless.
 type Sink struct {
 	c      *Conn
@@ -73,8 +73,6 @@ type Sink struct {
 	waiting    atomic.Int64 // offers waiting for room now
 	handed     int64        // messages written from an offer (loop only)
 	read       int64        // messages written from the streams (loop only)
-
-	fetchHook func(cons jetstream.Consumer, n int) (jetstream.MessageBatch, error) // tests only: see sinkLoop.fetch
 }
 
 // NewSink returns a sink writing into idx; Run starts it.

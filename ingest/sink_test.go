@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/llmpipeline/pipeline/dlq"
 )
 
@@ -206,57 +204,6 @@ func TestSinkResumesFromTheIndexCursor(t *testing.T) {
 	runSink(t, c, idx, SinkConfig{})
 	if !maps.Equal(before, idx.stored) {
 		t.Errorf("a run with nothing new wrote: %v -> %v", before, idx.stored)
-	}
-}
-
-// emptyBatch is what a fetch answered before the consumer was ready
-// brings: no message and no error.
-type emptyBatch struct{ ch chan jetstream.Msg }
-
-func (b emptyBatch) Messages() <-chan jetstream.Msg { return b.ch }
-func (emptyBatch) Error() error                     { return nil }
-
-// TestSinkTakesNoEmptyReadForAbsence: reads that come back empty from a
-// stream holding the messages (a cluster electing a leader answers so)
-// leave the messages to a later read; none is skipped for good. The
-// stream's own holes are still passed over.
-func TestSinkTakesNoEmptyReadForAbsence(t *testing.T) {
-	t.Parallel()
-	c := newConn(t)
-	ids := publishOutcomes(t, c, 10, 4)
-	s, err := c.js.Stream(t.Context(), StreamResults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.DeleteMsg(t.Context(), 5); err != nil {
-		t.Fatal(err)
-	}
-	idx := newMemIndex(t)
-	cfg := SinkConfig{UntilIdle: true, MaxWait: 10 * time.Millisecond, GapGrace: 10 * time.Millisecond}
-	sink := c.NewSink(idx, cfg)
-	var mu sync.Mutex
-	fetches := 0
-	sink.fetchHook = func(cons jetstream.Consumer, n int) (jetstream.MessageBatch, error) {
-		mu.Lock()
-		fetches++
-		empty := fetches <= 3 || fetches%2 == 0 // the first three, then every other one
-		mu.Unlock()
-		if empty {
-			ch := make(chan jetstream.Msg)
-			close(ch)
-			return emptyBatch{ch}, nil
-		}
-		return cons.FetchNoWait(min(n, 3)) // a few at a time: empty reads fall between
-	}
-	if err := sink.Run(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	idx.check(t, slices.Delete(slices.Clone(ids), 4, 5))
-	if got := idx.cursor(StreamResults); got != 10 {
-		t.Errorf("results cursor %d, want 10", got)
-	}
-	if got := idx.cursor(StreamDLQ); got != 4 {
-		t.Errorf("dead-letter cursor %d, want 4", got)
 	}
 }
 

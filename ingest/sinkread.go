@@ -1,8 +1,8 @@
 package ingest
 
 // How the sink reads what no worker handed it: each stream's first and
-// last sequence, and the due sequences it lacks, read with an ordered
-// consumer and passed over only where the stream holds nothing.
+// last sequence, and the due sequences it lacks, read with direct gets and
+// passed over only where the stream holds nothing.
 
 import (
 	"context"
@@ -12,15 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// fetch reads up to n messages of cons without waiting; a test replaces
-// it (Sink.fetchHook) to answer as a server in the middle of a leader change.
-func (l *sinkLoop) fetch(cons jetstream.Consumer, n int) (jetstream.MessageBatch, error) {
-	if l.fetchHook != nil {
-		return l.fetchHook(cons, n)
-	}
-	return cons.FetchNoWait(n)
-}
 
 // observe reads each stream's first and last sequence, moves the cursor
 // past what the stream no longer holds, and updates which sequences are
@@ -87,103 +78,86 @@ func (l *sinkLoop) readGaps(ctx context.Context) error {
 	return nil
 }
 
-// readRange reads up to n messages of st from sequence lo (an ordered,
-// ephemeral consumer; nothing is acked). Sequences it passes over that the
-// stream does not hold are marked absent, so the cursor moves past them.
+// readRange reads up to n due messages of st from sequence lo, one direct
+// get each (the stream's first message at or after a sequence, answered by
+// any of its replicas). No consumer is created: right after a cluster lost
+// a node, a new consumer may be placed on that node and deliver nothing
+// for a minute, while the replicas answer direct gets at once.
+//
+// Replicas apply the stream in order, so the sequences before a message
+// one of them returns are sequences the stream no longer holds: they are
+// marked absent, and the cursor moves past them. "Nothing from here" may
+// come from a replica that lags, so it is checked against the leader's
+// list of deleted sequences before anything is marked absent.
 func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n int) error {
 	s, err := l.c.js.Stream(ctx, st.name)
 	if err != nil {
 		return fmt.Errorf("looking up stream %s: %w", st.name, err)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   lo,
-	})
-	if err != nil {
-		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
-	}
-	res, err := l.fetch(cons, n)
-	if err != nil {
-		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
-	}
-	next := lo // the first sequence not accounted for
-	pendingAfter := uint64(1)
-	dseq := uint64(1) // a fresh consumer delivers 1, 2, ...: a jump is a lost delivery
-	broken := false
-	var readErr error // a body that could not be read from the object store
-	for msg := range res.Messages() {
-		meta, merr := msg.Metadata()
-		if broken || merr != nil || meta.Sequence.Consumer != dseq {
-			broken = true // take nothing more from this read: the next one starts over
-			continue
-		}
-		dseq++
-		m, err := l.c.toSinkMsgResolved(ctx, msg)
-		switch {
-		case errors.Is(err, ErrPayloadMissing):
-			// Gone for good: the index cannot hold it; say so and go on.
-			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
-		case err != nil:
-			readErr = err
-			broken = true // read again from here on the next pass
-			continue
-		}
-		for ; next < m.Sequence; next++ {
-			l.absent(st, next)
-		}
-		next = m.Sequence + 1
-		pendingAfter = meta.NumPending
-		if _, ok := st.held[m.Sequence]; ok || m.Sequence > st.due {
-			continue
-		}
-		st.held[m.Sequence] = false
-		l.batch = append(l.batch, m)
-		l.read++
-	}
-	if err := res.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
-	}
-	if readErr != nil {
-		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, readErr)
-	}
-	if broken {
-		return fmt.Errorf("reading stream %s from %d: a delivery was lost; reading again", st.name, lo)
-	}
-	if next <= st.due && (next == lo || pendingAfter == 0) {
-		// The read brought nothing (more): what is due from next is absent,
-		// but only as far as the stream itself says. A fetch can come back
-		// empty from a stream that holds next (a cluster electing a leader
-		// answers before the consumer is ready), and a sequence marked
-		// absent is never read again.
-		have, err := l.firstFrom(ctx, s, st, next)
-		if err != nil {
-			return fmt.Errorf("reading stream %s from %d: %w", st.name, next, err)
-		}
-		if have == lo {
-			return fmt.Errorf("reading stream %s from %d: the stream holds it but the read brought nothing; reading again", st.name, lo)
-		}
-		for ; next < have; next++ {
-			l.absent(st, next)
-		}
-	}
-	return nil
-}
-
-// firstFrom is the sequence of the first message s holds at or after lo,
-// or one past st.due when it holds none up to there.
-func (l *sinkLoop) firstFrom(ctx context.Context, s jetstream.Stream, st *sinkStream, lo uint64) (uint64, error) {
 	subject := SubjectResults + ".>"
 	if st.name == StreamDLQ {
 		subject = SubjectDLQ + ".>"
 	}
-	m, err := s.GetMsg(ctx, lo, jetstream.WithGetMsgSubject(subject))
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return st.due + 1, nil
-	case err != nil:
-		return 0, err
+	next := lo // the first sequence not accounted for
+	for read := 0; read < n && next <= st.due; {
+		raw, err := s.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return l.absentIfDeleted(ctx, s, st, next)
+		}
+		if err != nil {
+			return fmt.Errorf("reading stream %s at %d: %w", st.name, next, err)
+		}
+		for ; next < raw.Sequence && next <= st.due; next++ {
+			l.absent(st, next)
+		}
+		if raw.Sequence > st.due {
+			return nil
+		}
+		next = raw.Sequence + 1
+		if _, ok := st.held[raw.Sequence]; ok {
+			continue
+		}
+		m, err := l.c.rawSinkMsg(ctx, st.name, raw)
+		switch {
+		case errors.Is(err, ErrPayloadMissing):
+			// Gone for good: the index cannot hold it; say so and go on.
+			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
+			l.absent(st, raw.Sequence)
+			continue
+		case err != nil:
+			return fmt.Errorf("reading stream %s at %d: %w", st.name, raw.Sequence, err)
+		}
+		st.held[m.Sequence] = false
+		l.batch = append(l.batch, m)
+		l.read++
+		read++
 	}
-	return min(m.Sequence, st.due+1), nil
+	return nil
+}
+
+// absentIfDeleted marks absent the due sequences from next on that the
+// stream's leader lists as deleted; when one of them is not deleted (a
+// replica that answered "nothing from here" lags), nothing is marked and
+// the range is read again on the next pass.
+func (l *sinkLoop) absentIfDeleted(ctx context.Context, s jetstream.Stream, st *sinkStream, next uint64) error {
+	info, err := s.Info(ctx, jetstream.WithDeletedDetails(true))
+	if err != nil {
+		return fmt.Errorf("reading stream %s's deleted sequences: %w", st.name, err)
+	}
+	deleted := make(map[uint64]bool, len(info.State.Deleted))
+	for _, seq := range info.State.Deleted {
+		deleted[seq] = true
+	}
+	last := min(st.due, info.State.LastSeq)
+	for seq := next; seq <= last; seq++ {
+		if !deleted[seq] && seq >= info.State.FirstSeq {
+			return fmt.Errorf("reading stream %s at %d: the stream holds it, the replica asked has not got it yet; reading again", st.name, seq)
+		}
+	}
+	for seq := next; seq <= last; seq++ {
+		l.absent(st, seq)
+	}
+	return nil
 }
 
 // absent marks a sequence the stream does not hold (deleted, purged).
