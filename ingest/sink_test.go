@@ -207,6 +207,47 @@ func TestSinkResumesFromTheIndexCursor(t *testing.T) {
 	}
 }
 
+// TestSinkReadsDirectly: the direct-get read, which the sink takes when
+// no consumer delivers (a cluster that just lost a node), takes what the
+// stream holds, passes over its deleted messages in the middle and at the
+// end, and stops at what is due.
+func TestSinkReadsDirectly(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ids := publishOutcomes(t, c, 12, 0)
+	s, err := c.js.Stream(t.Context(), StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{3, 9, 10} { // 9 and 10: at the end of what is due
+		if err := s.DeleteMsg(t.Context(), seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sink := c.NewSink(newMemIndex(t), SinkConfig{})
+	st := &sinkStream{name: StreamResults, held: map[uint64]bool{}, due: 10}
+	l := &sinkLoop{Sink: sink, streams: []*sinkStream{st}}
+	if err := l.readDirect(t.Context(), s, st, 1, 100); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range l.batch {
+		got = append(got, m.MsgID)
+	}
+	if want := []string{ids[0], ids[1], ids[3], ids[4], ids[5], ids[6], ids[7]}; !slices.Equal(got, want) {
+		t.Errorf("read %v, want %v", got, want)
+	}
+	for seq := uint64(1); seq <= 10; seq++ {
+		absent, ok := st.held[seq]
+		if want := seq == 3 || seq == 9 || seq == 10; !ok || absent != want {
+			t.Errorf("sequence %d: held %v (known %v), want absent %v", seq, absent, ok, want)
+		}
+	}
+	if _, ok := st.held[11]; ok {
+		t.Error("sequence 11 was taken, beyond what is due")
+	}
+}
+
 func TestSinkMovesPastMessagesTheStreamNoLongerHolds(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)

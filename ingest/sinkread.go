@@ -78,27 +78,98 @@ func (l *sinkLoop) readGaps(ctx context.Context) error {
 	return nil
 }
 
-// readRange reads up to n due messages of st from sequence lo, one direct
-// get each (the stream's first message at or after a sequence, answered by
-// any of its replicas). No consumer is created: right after a cluster lost
-// a node, a new consumer may be placed on that node and deliver nothing
-// for a minute, while the replicas answer direct gets at once.
-//
-// Replicas apply the stream in order, so the sequences before a message
-// one of them returns are sequences the stream no longer holds: they are
-// marked absent, and the cursor moves past them. "Nothing from here" may
-// come from a replica that lags, so it is checked against the leader's
-// list of deleted sequences before anything is marked absent.
+// readRange reads up to n due messages of st from sequence lo with an
+// ordered, ephemeral consumer (nothing is acked), the fast way. Sequences
+// it passes over that the stream does not hold are marked absent, so the
+// cursor moves past them. When the consumer cannot be made or brings
+// nothing (more) of what is due, the rest is read with direct gets
+// (readDirect): right after a cluster lost a node a new consumer may be
+// placed on that node and deliver nothing for a minute, while the
+// replicas answer direct gets at once.
 func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n int) error {
 	s, err := l.c.js.Stream(ctx, st.name)
 	if err != nil {
 		return fmt.Errorf("looking up stream %s: %w", st.name, err)
 	}
+	var res jetstream.MessageBatch
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   lo,
+	})
+	if err == nil {
+		res, err = cons.FetchNoWait(n)
+	}
+	if err != nil {
+		l.log.Debug("sink: no consumer to read the stream with; reading it with direct gets", "stream", st.name, "from", lo, "err", err)
+		return l.readDirect(ctx, s, st, lo, n)
+	}
+	next := lo // the first sequence not accounted for
+	got := 0
+	pendingAfter := uint64(1)
+	dseq := uint64(1) // a fresh consumer delivers 1, 2, ...: a jump is a lost delivery
+	broken := false
+	var readErr error // a body that could not be read from the object store
+	for msg := range res.Messages() {
+		meta, merr := msg.Metadata()
+		if broken || merr != nil || meta.Sequence.Consumer != dseq {
+			broken = true // take nothing more from this read: the next one starts over
+			continue
+		}
+		dseq++
+		m, err := l.c.toSinkMsgResolved(ctx, msg)
+		switch {
+		case errors.Is(err, ErrPayloadMissing):
+			// Gone for good: the index cannot hold it; say so and go on.
+			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
+		case err != nil:
+			readErr = err
+			broken = true // read again from here on the next pass
+			continue
+		}
+		for ; next < m.Sequence; next++ {
+			l.absent(st, next)
+		}
+		next = m.Sequence + 1
+		got++
+		pendingAfter = meta.NumPending
+		if _, ok := st.held[m.Sequence]; ok || m.Sequence > st.due {
+			continue
+		}
+		st.held[m.Sequence] = false
+		l.batch = append(l.batch, m)
+		l.read++
+	}
+	if err := res.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, err)
+	}
+	if readErr != nil {
+		return fmt.Errorf("reading stream %s from %d: %w", st.name, lo, readErr)
+	}
+	if broken {
+		return fmt.Errorf("reading stream %s from %d: a delivery was lost; reading again", st.name, lo)
+	}
+	if next <= st.due && (next == lo || pendingAfter == 0) && got < n {
+		// Nothing (more) came of what is due. A fetch comes back empty
+		// after a second from a consumer that delivers nothing, and a
+		// sequence marked absent is never read again: the stream's
+		// replicas say what it holds.
+		return l.readDirect(ctx, s, st, next, n-got)
+	}
+	return nil
+}
+
+// readDirect reads up to n due messages of st from sequence next, one
+// direct get each (the stream's first message at or after a sequence,
+// answered by any of its replicas). Replicas apply the stream in order, so
+// the sequences before a message one of them returns are sequences the
+// stream no longer holds: they are marked absent. "Nothing from here" may
+// come from a replica that lags, so it is checked against the leader's
+// list of deleted sequences before anything is marked absent.
+func (l *sinkLoop) readDirect(ctx context.Context, s jetstream.Stream, st *sinkStream, next uint64, n int) error {
 	subject := SubjectResults + ".>"
 	if st.name == StreamDLQ {
 		subject = SubjectDLQ + ".>"
 	}
-	next := lo // the first sequence not accounted for
 	for read := 0; read < n && next <= st.due; {
 		raw, err := s.GetMsg(ctx, next, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -114,6 +185,7 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 			return nil
 		}
 		next = raw.Sequence + 1
+		read++
 		if _, ok := st.held[raw.Sequence]; ok {
 			continue
 		}
@@ -130,7 +202,6 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 		st.held[m.Sequence] = false
 		l.batch = append(l.batch, m)
 		l.read++
-		read++
 	}
 	return nil
 }
