@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
@@ -468,11 +469,11 @@ func llmHeaders(c *cli.Context, provider string) (http.Header, error) {
 		name, value, ok := strings.Cut(raw, ":")
 		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
 		switch {
-		case !ok || !validHeaderName(name):
+		case !ok || len(name) > 64 || !httpguts.ValidHeaderFieldName(name):
 			// Never shown: without its colon the whole flag may be a value.
 			return nil, fail(exitUsage, "--llm-header #%d: want 'Name: value', a header name of letters, digits and -_.", i+1)
-		case strings.ContainsAny(value, "\r\n\x00"):
-			return nil, fail(exitUsage, "--llm-header %s: the value holds a line break or a NUL", name)
+		case !httpguts.ValidHeaderFieldValue(value):
+			return nil, fail(exitUsage, "--llm-header %s: the value holds a line break or another control character", name)
 		}
 		switch http.CanonicalHeaderKey(name) {
 		case "Host", "Content-Length", "Content-Type", "Transfer-Encoding", "Connection":
@@ -484,21 +485,6 @@ func llmHeaders(c *cli.Context, provider string) (http.Header, error) {
 		h.Add(name, value)
 	}
 	return h, nil
-}
-
-// validHeaderName reports whether s is an HTTP header name (an RFC 9110
-// token), of at most 64 bytes.
-func validHeaderName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 func firstNonEmpty(s ...string) string {
