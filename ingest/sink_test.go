@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -209,12 +210,21 @@ func TestSinkResumesFromTheIndexCursor(t *testing.T) {
 
 // TestSinkReadsDirectly: the direct-get read, which the sink takes when
 // no consumer delivers (a cluster that just lost a node), takes what the
-// stream holds, passes over its deleted messages in the middle and at the
-// end, and stops at what is due.
+// stream holds (a body over the broker's message limit from the object
+// store), passes over its deleted messages in the middle and at the end,
+// and stops at what is due.
 func TestSinkReadsDirectly(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	ids := publishOutcomes(t, c, 12, 0)
+	big := []byte(`{"job_id":"big","raw":"` + strings.Repeat("x", 2<<20) + `"}`) // 2 MiB, over the 1 MiB limit
+	bigMsg := newMsg(SubjectResults+".invoice", "big", big)
+	if _, err := c.offload(t.Context(), bigMsg, payloadResults); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JetStream().PublishMsg(t.Context(), bigMsg); err != nil { // sequence 13
+		t.Fatal(err)
+	}
 	s, err := c.js.Stream(t.Context(), StreamResults)
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +255,15 @@ func TestSinkReadsDirectly(t *testing.T) {
 	}
 	if _, ok := st.held[11]; ok {
 		t.Error("sequence 11 was taken, beyond what is due")
+	}
+
+	st.due = 13
+	l.batch = nil
+	if err := l.readDirect(t.Context(), s, st, 11, 100); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.batch) != 3 || l.batch[2].MsgID != "big" || !bytes.Equal(l.batch[2].Data, big) {
+		t.Fatalf("read %d messages, the last %q with %d bytes; want 3, the last the 2 MiB body from the object store", len(l.batch), l.batch[len(l.batch)-1].MsgID, len(l.batch[len(l.batch)-1].Data))
 	}
 }
 
