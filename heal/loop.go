@@ -192,8 +192,8 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 // model of the chain: the model could not be reached (transport, its
 // breaker open), refused the request as such (request_error: the context
 // window exceeded) or does not exist there (not_found: a model name or
-// URL the provider does not know). Credentials refused (auth) stop the
-// worker instead.
+// URL the provider does not know). Credentials refused (auth) and an
+// account without credit (no_credit) stop the worker instead.
 func unavailable(err error) bool {
 	switch KindOf(err) {
 	case KindTransport, KindRequest, KindNotFound:
@@ -413,6 +413,10 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 			res.Hint += " in " + me.KeyEnv
 		}
 		res.Hint += "; no job is dead-lettered for this"
+	case KindNoCredit:
+		res.Class = ClassNoCredit
+		res.Reason = "the provider account has no credit: " + err.Error()
+		res.Hint = "add credit or raise the spending limit of the provider account, then run again; no job is dead-lettered for this"
 	case KindNotFound:
 		res.Class = ClassNotFound
 		res.Reason = "the provider has no such endpoint or model: " + err.Error()

@@ -115,6 +115,11 @@ const (
 	// of a chain takes the job; without one the worker stops taking jobs
 	// and dead-letters none.
 	KindNotFound ErrorKind = "not_found"
+	// KindNoCredit: the provider's account has no credit left (OpenAI's
+	// 429 insufficient_quota, Anthropic's 402 billing_error, any 402).
+	// Every job would get the same answer: as for KindAuth the worker
+	// stops taking jobs and dead-letters none.
+	KindNoCredit ErrorKind = "no_credit"
 )
 
 // Error is a model failure the loop branches on. Message must never hold a
@@ -143,6 +148,13 @@ func (e *Error) Error() string {
 	}
 	if e.Kind == KindAuth && e.KeyEnv != "" {
 		s += " (check " + e.KeyEnv + ")"
+	}
+	if e.Kind == KindNoCredit {
+		s += " (check the billing and credit of the provider account"
+		if e.KeyEnv != "" {
+			s += " of the key in " + e.KeyEnv
+		}
+		s += ")"
 	}
 	return s
 }

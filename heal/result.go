@@ -19,7 +19,10 @@ const (
 	ClassAuth       Class = "auth"
 	// ClassNotFound: the provider knows no such endpoint or model; as with
 	// ClassAuth the worker stops and no job is dead-lettered.
-	ClassNotFound  Class = "not_found"
+	ClassNotFound Class = "not_found"
+	// ClassNoCredit: the provider's account has no credit left; as with
+	// ClassAuth the worker stops and no job is dead-lettered.
+	ClassNoCredit  Class = "no_credit"
 	ClassRequest   Class = "request_error"
 	ClassExhausted Class = "exhausted"
 	// ClassRefused: the model declined the task (a refusal, not an

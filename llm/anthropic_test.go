@@ -39,6 +39,8 @@ func TestAnthropicStatuses(t *testing.T) {
 			wantKind: heal.KindAuth, wantStatus: 401, wantMessage: "invalid x-api-key"},
 		{name: "403", script: []reply{anthropicError(403, "permission_error", "Your API key does not have permission to use the specified resource.")}, wantCalls: 1,
 			wantKind: heal.KindAuth, wantStatus: 403, wantMessage: "permission"},
+		{name: "402 billing_error is no credit", script: []reply{anthropicError(402, "billing_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), ok}, wantCalls: 1,
+			wantKind: heal.KindNoCredit, wantStatus: 402, wantMessage: "billing_error: Your credit balance is too low"},
 		{name: "400", script: []reply{anthropicError(400, "invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\"")}, wantCalls: 1,
 			wantKind: heal.KindRequest, wantStatus: 400, wantMessage: "roles must alternate"},
 		{name: "404 unknown model", script: []reply{anthropicError(404, "not_found_error", "model: claude-9")}, wantCalls: 1,

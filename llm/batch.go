@@ -339,7 +339,7 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return nil, redirectFailure(resp)
 	}
-	f := &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: b.c.errMessage(data)}
+	f := &failure{kind: kindOf(resp.StatusCode, data), status: resp.StatusCode, message: b.c.errMessage(data)}
 	if f.message == "" {
 		f.message = http.StatusText(resp.StatusCode)
 	}
@@ -366,7 +366,7 @@ func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) e
 		} else if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			data, _, _ := readBounded(resp, maxErrorBody)
 			_ = resp.Body.Close()
-			f = &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: b.c.errMessage(data)}
+			f = &failure{kind: kindOf(resp.StatusCode, data), status: resp.StatusCode, message: b.c.errMessage(data)}
 		} else {
 			err := fn(resp.Body)
 			_ = resp.Body.Close()

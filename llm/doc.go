@@ -29,7 +29,10 @@
 // and retry-after-ms; Response.TransportRetries counts them, and none of
 // them is a heal attempt. When the budget is spent the error is
 // *heal.Error{Kind: heal.KindTransport}. 401 and 403 are KindAuth (never
-// retried; the error names Config.KeyEnv); 404, 405 and 501 are KindNotFound
+// retried; the error names Config.KeyEnv); an account without credit (any
+// 402, Anthropic's billing_error, OpenAI's 429 insufficient_quota) is
+// KindNoCredit (never retried; the error says to check the billing and
+// credit of the account of Config.KeyEnv); 404, 405 and 501 are KindNotFound
 // (no such route or model, whatever the job: a wrong base URL or model
 // name; the message names the URL called); 400, 422 and other 4xx are
 // KindRequest with the provider's own message. A cancelled ctx returns at

@@ -130,7 +130,7 @@ func (c *caller) fail(f *failure, retries int) *heal.Error {
 		Retries:    retries,
 		Param:      f.param,
 	}
-	if f.kind == heal.KindAuth {
+	if f.kind == heal.KindAuth || f.kind == heal.KindNoCredit {
 		e.KeyEnv = c.cfg.KeyEnv
 	}
 	return e
@@ -208,7 +208,7 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 		return heal.Response{}, redirectFailure(resp)
 	}
-	f := &failure{kind: classify(resp.StatusCode), status: resp.StatusCode, message: c.errMessage(data)}
+	f := &failure{kind: kindOf(resp.StatusCode, data), status: resp.StatusCode, message: c.errMessage(data)}
 	if f.message == "" {
 		f.message = http.StatusText(resp.StatusCode)
 	}

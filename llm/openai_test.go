@@ -85,6 +85,10 @@ func TestOpenAIStatuses(t *testing.T) {
 			wantKind: heal.KindTransport, wantStatus: 429, wantMessage: "retry after 1h0m0s"},
 		{name: "401", script: []reply{openAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.")},
 			wantCalls: 1, wantKind: heal.KindAuth, wantStatus: 401, wantMessage: "Incorrect API key provided: [REDACTED]"},
+		{name: "429 insufficient_quota is no credit, not retried", script: []reply{openAIError(429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."), ok},
+			wantCalls: 1, wantKind: heal.KindNoCredit, wantStatus: 429, wantMessage: "You exceeded your current quota"},
+		{name: "402 is no credit", script: []reply{{status: 402, body: `{"error":{"message":"Insufficient credits","code":402}}`}, ok},
+			wantCalls: 1, wantKind: heal.KindNoCredit, wantStatus: 402, wantMessage: "Insufficient credits"},
 		{name: "403", script: []reply{openAIError(403, "invalid_request_error", "unsupported_country_region_territory", "Country, region, or territory not supported")},
 			wantCalls: 1, wantKind: heal.KindAuth, wantStatus: 403, wantMessage: "not supported"},
 		{name: "400", script: []reply{openAIError(400, "invalid_request_error", "", "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.")},
@@ -140,6 +144,9 @@ func checkStatusCase(t *testing.T, tt statusCase, p *provider, resp heal.Respons
 	}
 	if he.Kind == heal.KindAuth && !strings.Contains(err.Error(), he.KeyEnv) || he.Kind == heal.KindAuth && he.KeyEnv == "" {
 		t.Errorf("auth error %q does not name the key's env var %q", err, he.KeyEnv)
+	}
+	if he.Kind == heal.KindNoCredit && (!strings.Contains(err.Error(), "billing and credit") || he.KeyEnv == "" || !strings.Contains(err.Error(), he.KeyEnv)) {
+		t.Errorf("no-credit error %q does not say to check the account's billing and credit of the key in %q", err, he.KeyEnv)
 	}
 }
 

@@ -184,6 +184,9 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	case heal.ClassNotFound:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider has no such endpoint or model"}
+	case heal.ClassNoCredit:
+		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
+			Reason: "the provider account has no credit"}
 	case heal.ClassTransport:
 		if ctx.Err() != nil {
 			// Shutting down: not the job's fault, not a delivery's worth.

@@ -31,6 +31,7 @@ const (
 	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile, no such model endpoint or model
 	exitAuth     = 4 // the model provider rejected the credentials; the worker stopped
 	exitBudget   = 5 // run: the budget (--budget-usd, --budget-tokens) is reached; the jobs not started stay queued
+	exitNoCredit = 6 // run: the provider account has no credit (429 insufficient_quota, 402 billing_error); the worker stopped, the jobs stay queued
 )
 
 // exitError carries an exit code through urfave/cli.
@@ -155,7 +156,8 @@ Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, li
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
 (NATS, SQLite, a schema that does not compile, a model URL or model name the provider does not
 know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the credentials;
-5 budget reached (run --budget-usd / --budget-tokens; the jobs not started stay queued).`,
+5 budget reached (run --budget-usd / --budget-tokens; the jobs not started stay queued);
+6 the model provider's account has no credit (429 insufficient_quota, 402 billing_error; the jobs stay queued).`,
 		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
 		Writer:               stdout,
 		ErrWriter:            stderr,

@@ -265,6 +265,8 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	switch heal.KindOf(err) {
 	case heal.KindAuth:
 		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
+	case heal.KindNoCredit:
+		return &exitError{code: exitNoCredit, err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
 	case heal.KindNotFound:
 		return &exitError{code: exitRuntime, err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
 	}
