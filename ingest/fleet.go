@@ -8,6 +8,13 @@ package ingest
 // limit key as often as it writes its own and takes the count as the
 // fleet's size: a process that dies returns its share within FleetTTL
 // plus a heartbeat.
+//
+// A pause (the provider asked one member to wait) is the key
+// "pause.<limit key>", holding the time it ends: the member that asked
+// writes it at once and again every heartbeat while it lasts (the
+// bucket's MaxAge would remove it otherwise), and every member watches
+// it, so the others hold their calls within moments. Each member keeps
+// the latest end it saw.
 
 import (
 	"context"
@@ -42,6 +49,12 @@ type Fleet struct {
 	id   string // this member's id
 	log  *slog.Logger
 	size atomic.Int64
+	// asked is the end of this member's own pause (unix nanoseconds, 0:
+	// none), written to the bucket while it lasts; seen is the latest end
+	// of any member's pause read from it.
+	asked atomic.Int64
+	seen  atomic.Int64
+	kick  chan struct{} // wakes the heartbeat to write a new pause
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -67,7 +80,7 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketLimits, c.cfg.Replicas, err)
 	}
-	f := &Fleet{kv: kv, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{})}
+	f := &Fleet{kv: kv, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if err := f.beat(ctx); err != nil {
 		return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
 	}
@@ -88,9 +101,77 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 		}
 	}
 	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := kv.Watch(lctx, f.pauseKey())
+	if err != nil {
+		stop()
+		_ = f.kv.Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
+		return nil, fmt.Errorf("joining the rate-limit fleet: watching %s: %w", f.pauseKey(), err)
+	}
 	f.stop = stop
-	go f.run(lctx, ctx.Done())
+	go f.run(lctx, ctx.Done(), w)
 	return f, nil
+}
+
+// Pause asks every member to hold its calls until until (ratelimit.Pauser).
+// It does not block: the heartbeat writes the pause at once.
+func (f *Fleet) Pause(until time.Time) {
+	n := until.UnixNano()
+	for {
+		old := f.asked.Load()
+		if n <= old {
+			return
+		}
+		if f.asked.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PausedUntil is the end of the latest pause any member asked for, this
+// one's included (the zero time when none).
+func (f *Fleet) PausedUntil() time.Time {
+	n := max(f.asked.Load(), f.seen.Load())
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func (f *Fleet) pauseKey() string { return "pause." + f.key }
+
+// sawPause takes a pause written to the bucket (by any member).
+func (f *Fleet) sawPause(e jetstream.KeyValueEntry) {
+	if e == nil || e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(e.Value()))
+	if err != nil {
+		f.log.Warn("rate-limit fleet: unreadable pause", slog.String("key", e.Key()), slog.String("error", err.Error()))
+		return
+	}
+	n := t.UnixNano()
+	for {
+		old := f.seen.Load()
+		if n <= old || f.seen.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// writePause writes this member's pause while it lasts.
+func (f *Fleet) writePause(ctx context.Context) error {
+	n := f.asked.Load()
+	if n == 0 || time.Now().UnixNano() >= n {
+		return nil
+	}
+	if _, err := f.kv.Put(ctx, f.pauseKey(), []byte(time.Unix(0, n).UTC().Format(time.RFC3339Nano))); err != nil {
+		return fmt.Errorf("writing the pause: %w", err)
+	}
+	return nil
 }
 
 // Size is how many live members share the limit, this one included (at
@@ -116,21 +197,41 @@ func (f *Fleet) Leave(ctx context.Context) error {
 
 func (f *Fleet) memberKey() string { return f.key + "." + f.id }
 
-// run beats until ctx is cancelled (Leave) or parent is done.
-func (f *Fleet) run(ctx context.Context, parent <-chan struct{}) {
+// run beats until ctx is cancelled (Leave) or parent is done, and takes
+// the pauses the watcher w reports.
+func (f *Fleet) run(ctx context.Context, parent <-chan struct{}, w jetstream.KeyWatcher) {
 	defer close(f.done)
+	defer func() { _ = w.Stop() }()
 	t := time.NewTicker(FleetHeartbeat)
 	defer t.Stop()
+	updates := w.Updates()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-parent:
 			return
+		case e, ok := <-updates:
+			if !ok {
+				updates = nil // the watcher ended: pauses come from this member only
+			}
+			f.sawPause(e)
+			continue
+		case <-f.kick:
+			bctx, cancel := context.WithTimeout(ctx, FleetHeartbeat)
+			err := f.writePause(bctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				f.log.Warn("rate-limit fleet: sharing a pause failed (retried at the next heartbeat)", slog.String("error", err.Error()))
+			}
+			continue
 		case <-t.C:
 		}
 		bctx, cancel := context.WithTimeout(ctx, FleetHeartbeat)
 		err := f.beat(bctx)
+		if err == nil {
+			err = f.writePause(bctx)
+		}
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			// The last count stands until the bucket answers again.

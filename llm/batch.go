@@ -291,7 +291,7 @@ func (b *batchHTTP) do(ctx context.Context, method, url, contentType string, bod
 			return nil, b.c.fail(f, n)
 		}
 		delay := backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)
-		if f.hasAfter && f.retryAfter <= b.c.cfg.BackoffMax {
+		if f.hasAfter && f.retryAfter <= b.c.cfg.MaxRetryAfter {
 			delay = f.retryAfter
 		}
 		if err := sleep(ctx, delay); err != nil {

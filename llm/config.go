@@ -39,6 +39,7 @@ const (
 	DefaultTransportRetries = 3
 	DefaultBackoffBase      = 500 * time.Millisecond
 	DefaultBackoffMax       = 30 * time.Second
+	DefaultMaxRetryAfter    = 10 * time.Minute
 	// DefaultAnthropicMaxTokens is sent when neither the request nor the
 	// Config sets max tokens: the Messages API requires the field.
 	DefaultAnthropicMaxTokens = 4096
@@ -93,11 +94,17 @@ type Config struct {
 	TransportRetries int
 	// BackoffBase and BackoffMax shape the delay between transport retries:
 	// exponential (base * 2^n) with full jitter, capped by BackoffMax
-	// (defaults 500ms and 30s). A Retry-After (or retry-after-ms) header
-	// replaces the computed delay; one longer than BackoffMax ends the
-	// retries at once (the caller re-queues the job instead of holding it).
+	// (defaults 500ms and 30s).
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
+	// MaxRetryAfter is the longest the call waits for the provider
+	// (default 10m). A wait the provider asks for (Retry-After, in seconds
+	// or as an HTTP date, or retry-after-ms) replaces the backoff and is
+	// kept whatever its length up to MaxRetryAfter, the call held meanwhile;
+	// such waits spend no transport retry, but together they may not pass
+	// MaxRetryAfter in one call. A wait longer than that (or past that
+	// total) ends the call at once as a transport failure naming the wait.
+	MaxRetryAfter time.Duration
 	// HTTPClient, when nil, is a tuned client of the provider's own:
 	// keep-alive with up to 1024 idle connections per host so a worker with
 	// 1024 calls in flight reuses its sockets. Close releases its idle
@@ -151,6 +158,9 @@ func (c Config) withDefaults(provider string) Config {
 	if c.BackoffMax == 0 {
 		c.BackoffMax = DefaultBackoffMax
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = DefaultMaxRetryAfter
+	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = newHTTPClient()
 	} else {
@@ -173,7 +183,7 @@ func (c Config) validate(provider string) error {
 	if strings.TrimSpace(c.Model) == "" {
 		return fmt.Errorf("%w: %s: no model name", ErrConfig, provider)
 	}
-	if c.Timeout < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 {
+	if c.Timeout < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.MaxRetryAfter < 0 {
 		return fmt.Errorf("%w: %s: negative timeout or backoff", ErrConfig, provider)
 	}
 	if c.MaxTokens < 0 {

@@ -83,6 +83,9 @@ type failure struct {
 // proxy, say) that is retried too.
 func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (heal.Response, *failure)) (heal.Response, error) {
 	budget := c.cfg.TransportRetries
+	// spent counts the retries on the budget; held is the time spent in
+	// waits the provider asked for, which spend none.
+	spent, held := 0, time.Duration(0)
 	for n := 0; ; n++ {
 		start := time.Now()
 		out, f := c.once(ctx, url, body, maxTokens, parse)
@@ -98,19 +101,31 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 		if f.kind != heal.KindTransport {
 			return heal.Response{}, c.fail(f, n)
 		}
-		if n >= budget {
+		if f.hasAfter && f.retryAfter > 0 {
+			// The provider said when to come back: the call is held that
+			// long (its job with it), whatever the backoff cap.
+			if !c.waitKept(f, held) {
+				return heal.Response{}, c.fail(f, n)
+			}
+			held += f.retryAfter
+			c.cfg.Logger.Info("provider asked to wait: holding the call",
+				slog.String("provider", c.provider), slog.Int("status", f.status),
+				slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
+			if err := sleep(ctx, f.retryAfter); err != nil {
+				return heal.Response{}, fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
+			}
+			continue
+		}
+		if spent >= budget {
 			c.cfg.Logger.Warn("llm transport retries exhausted",
 				slog.String("provider", c.provider), slog.Int("status", f.status),
 				slog.Int("retries", n), slog.String("error", f.message))
 			return heal.Response{}, c.fail(f, n)
 		}
+		spent++
 		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, n)
 		if f.hasAfter {
-			if f.retryAfter > c.cfg.BackoffMax {
-				f.message += fmt.Sprintf(" (provider asked to retry after %s, more than the %s backoff cap)", f.retryAfter, c.cfg.BackoffMax)
-				return heal.Response{}, c.fail(f, n)
-			}
-			delay = f.retryAfter
+			delay = 0 // Retry-After: 0
 		}
 		c.cfg.Logger.Debug("llm transport retry",
 			slog.String("provider", c.provider), slog.Int("status", f.status),
@@ -119,6 +134,33 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 			return heal.Response{}, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
 		}
 	}
+}
+
+// waitKept reports whether the wait f asks for is kept, held being what
+// this call waited so far; when it is not, f's message names the wait and
+// the limit.
+func (c *caller) waitKept(f *failure, held time.Duration) bool {
+	max := c.cfg.MaxRetryAfter
+	switch {
+	case f.retryAfter > max:
+		f.message += fmt.Sprintf(" (the provider asked to retry after %s, longer than the %s a wait is kept: max retry after)", f.retryAfter, max)
+	case held+f.retryAfter > max:
+		f.message += fmt.Sprintf(" (the provider asked to retry after %s, after %s of waits it asked for in this call; together longer than the %s a wait is kept: max retry after)", f.retryAfter, held, max)
+	default:
+		return true
+	}
+	c.cfg.Logger.Warn("provider asked for a wait longer than is kept; the call fails",
+		slog.String("provider", c.provider), slog.Int("status", f.status),
+		slog.Duration("wait", f.retryAfter), slog.Duration("max_retry_after", max))
+	return false
+}
+
+// RetryAfter reads the wait a provider asks for from h: retry-after-ms
+// (milliseconds, OpenAI's) or Retry-After (seconds or an HTTP date); ok is
+// false when h asks for none. A rate limiter reads it to pause the calls
+// that share a limit (llm/ratelimit).
+func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	return retryAfter(h, now)
 }
 
 func (c *caller) fail(f *failure, retries int) *heal.Error {

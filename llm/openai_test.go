@@ -81,7 +81,7 @@ func TestOpenAIStatuses(t *testing.T) {
 		{name: "retries exhausted", script: []reply{openAIError(503, "server_error", "", "The engine is currently overloaded")}, retries: 2, wantCalls: 3,
 			wantKind: heal.KindTransport, wantStatus: 503, wantRetries: 2, wantMessage: "overloaded"},
 		{name: "no retries", script: []reply{rate}, retries: -1, wantCalls: 1, wantKind: heal.KindTransport, wantStatus: 429},
-		{name: "Retry-After beyond the cap gives up", script: []reply{with(rate, map[string]string{"Retry-After": "3600"}), ok}, wantCalls: 1,
+		{name: "Retry-After beyond max retry after gives up", script: []reply{with(rate, map[string]string{"Retry-After": "3600"}), ok}, wantCalls: 1,
 			wantKind: heal.KindTransport, wantStatus: 429, wantMessage: "retry after 1h0m0s"},
 		{name: "401", script: []reply{openAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.")},
 			wantCalls: 1, wantKind: heal.KindAuth, wantStatus: 401, wantMessage: "Incorrect API key provided: [REDACTED]"},

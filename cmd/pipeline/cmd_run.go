@@ -42,6 +42,8 @@ func modelFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-tokens", Value: 0, Usage: "completion token limit per call (0: 4096)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 60 * time.Second, Usage: "timeout of one model call"},
 		&cli.IntFlag{Name: "transport-retries", Value: 3, Usage: "retries of a model call after a transport failure (429, 5xx, timeouts); never counted as heal attempts"},
+		&cli.DurationFlag{Name: "max-retry-after", EnvVars: []string{"PIPELINE_MAX_RETRY_AFTER"}, Value: llm.DefaultMaxRetryAfter,
+			Usage: "longest wait kept when the provider asks for one (a 429 or 503 with Retry-After or retry-after-ms): the job is held, no delivery or transport retry spent, and the model's calls pause on every run process sharing its limit; a longer wait, or waits together longer in one call, are a transport failure naming the wait"},
 		&cli.IntFlag{Name: "rpm", EnvVars: []string{"PIPELINE_RPM"},
 			Usage: "most requests per minute (per --rate-window) sent to the model, by every run process on this model and key together (shared through NATS), spread evenly; the provider's rate-limit headers can only lower it (0: the headers alone decide)"},
 		&cli.IntFlag{Name: "tpm", EnvVars: []string{"PIPELINE_TPM"},
@@ -303,6 +305,9 @@ type builtModel struct {
 	cfg llm.Config
 }
 
+// The fleet shares the pauses a provider asks for.
+var _ ratelimit.Pauser = (*ingest.Fleet)(nil)
+
 // shareLimit makes the limiter's budget the fleet's: this process joins
 // the members of its limit key on NATS and takes its share. leave returns
 // the share at once on the way out.
@@ -340,6 +345,9 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 	if rpm < 0 || tpm < 0 {
 		return builtModel{}, fail(exitUsage, "--rpm and --tpm must be at least 0, got %d and %d", rpm, tpm)
 	}
+	if c.Duration("max-retry-after") <= 0 {
+		return builtModel{}, fail(exitUsage, "--max-retry-after must be positive, got %s", c.Duration("max-retry-after"))
+	}
 	if c.Duration("rate-window") <= 0 {
 		return builtModel{}, fail(exitUsage, "--rate-window must be positive, got %s", c.Duration("rate-window"))
 	}
@@ -354,6 +362,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 		MaxTokens:        c.Int("max-tokens"),
 		ResponseFormat:   c.String("response-format"),
 		TransportRetries: c.Int("transport-retries"),
+		MaxRetryAfter:    c.Duration("max-retry-after"),
 		Logger:           log,
 	}
 	if cfg.TransportRetries == 0 {
@@ -369,6 +378,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 			TPM:       tpm,
 			Window:    c.Duration("rate-window"),
 			MaxTokens: c.Int("max-tokens"),
+			MaxPause:  c.Duration("max-retry-after"),
 			Logger:    log,
 			OnWait:    func(d time.Duration) { metrics.RateLimitWaited(provider, d) },
 			OnMembers: func(n int) { metrics.SetRateLimitMembers(provider, n) },

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/llm"
 )
 
 // Defaults applied to zero Config fields.
@@ -69,6 +70,10 @@ type Config struct {
 	// OnWait, when set, is called with the time each call waited for the
 	// limiter, when it waited at all (for a metric).
 	OnWait func(d time.Duration)
+	// MaxPause is the longest wait a provider's Retry-After pauses the
+	// calls for (the provider client's llm.Config.MaxRetryAfter; 0: no
+	// bound). A longer wait fails the call that got it instead.
+	MaxPause time.Duration
 	// OnMembers, when set, is called with the fleet's size whenever the
 	// Limiter sees it change (for a gauge). It runs with the Limiter's
 	// lock held: it must not call the Limiter.
@@ -106,6 +111,18 @@ func (c Config) validate() error {
 // bucket.
 type Fleet interface {
 	Size() int
+}
+
+// Pauser is a Fleet that shares pauses: a wait one member's provider
+// asked for holds every member's calls until it ends. ingest.Fleet is one
+// (through its KV bucket). Pause must not block.
+type Pauser interface {
+	Fleet
+	// Pause asks every member to hold its calls until until.
+	Pause(until time.Time)
+	// PausedUntil is the end of the latest pause of any member (the zero
+	// time when none).
+	PausedUntil() time.Time
 }
 
 // pace is a sending rate learned from a response's headers: remaining
@@ -464,6 +481,9 @@ func (l *Limiter) waitHold(ctx context.Context, tokens int) error {
 		now := time.Now()
 		l.mu.Lock()
 		until := l.hold
+		if p, ok := l.fleet.(Pauser); ok {
+			until = maxTime(until, p.PausedUntil())
+		}
 		if tokens > 0 && now.Before(l.tokLeftUntil) && l.tokLeft < int64(tokens) {
 			t := l.tokLeftUntil
 			if l.tokRefill > 0 {
@@ -544,6 +564,13 @@ func (l *Limiter) Observe(status int, h http.Header) {
 	if status == http.StatusTooManyRequests {
 		l.req.ReserveN(now, 1)
 	}
+	if status == http.StatusTooManyRequests || status >= 500 {
+		// Before the gate opens: no call of this process goes out in
+		// the wait the provider asked for.
+		if d, ok := llm.RetryAfter(h, now); ok && d > 0 && (l.cfg.MaxPause <= 0 || d <= l.cfg.MaxPause) {
+			l.Pause(now.Add(d))
+		}
+	}
 	l.answered()
 	if !hd.Known() {
 		return
@@ -573,6 +600,24 @@ func (l *Limiter) Observe(status int, h http.Header) {
 		}
 	}
 	l.apply(now)
+}
+
+// Pause holds every call of this process, and with a Pauser fleet of
+// every member, until until: the provider asked for a wait (a 429 or 503
+// with Retry-After), and a call sent before it ends would be refused too.
+func (l *Limiter) Pause(until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !until.After(l.hold) {
+		return
+	}
+	l.hold = until
+	l.cfg.Logger.Info("the provider asked to wait: pausing the model's calls",
+		slog.String("provider", l.cfg.Provider), slog.Duration("wait", time.Until(until).Round(time.Millisecond)),
+		slog.Bool("fleet", l.fleet != nil))
+	if p, ok := l.fleet.(Pauser); ok {
+		p.Pause(until)
+	}
 }
 
 // learn takes one family's quota: a hold when nothing remains, else a
