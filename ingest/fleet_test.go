@@ -75,3 +75,53 @@ func TestFleetRejectsBadKey(t *testing.T) {
 		}
 	}
 }
+
+// A pause one member asks for reaches the others of its limit key (and
+// a member joining while it lasts), not another limit key's; it does not
+// count as a member, and it outlives the bucket's TTL while it lasts.
+func TestFleetSharesPauses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := newConn(t, func(c *Config) { c.DataDir = dir })
+	b := newConn(t, func(c *Config) { c.DataDir = dir })
+	ctx := t.Context()
+	fa, err := a.JoinFleet(ctx, "pauseA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Leave(context.Background())
+	fb, err := b.JoinFleet(ctx, "pauseA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fb.Leave(context.Background())
+	other, err := b.JoinFleet(ctx, "pauseB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Leave(context.Background())
+	if !fb.PausedUntil().IsZero() {
+		t.Fatalf("paused until %v before any pause", fb.PausedUntil())
+	}
+
+	until := time.Now().Add(FleetTTL + 3*FleetHeartbeat).Truncate(time.Millisecond)
+	fa.Pause(until)
+	fa.Pause(until.Add(-time.Second)) // an earlier end changes nothing
+	eventually(t, 5*time.Second, "the other member to see the pause", func() bool { return fb.PausedUntil().Equal(until) })
+	if !fa.PausedUntil().Equal(until) {
+		t.Errorf("the pausing member's own pause ends %v, want %v", fa.PausedUntil(), until)
+	}
+	// Past the bucket's TTL the pause is still there for a newcomer.
+	time.Sleep(FleetTTL + FleetHeartbeat) // the TTL under test, not a synchronisation
+	late, err := a.JoinFleet(ctx, "pauseA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Leave(context.Background())
+	eventually(t, 5*time.Second, "a member joining during the pause to see it", func() bool { return late.PausedUntil().Equal(until) })
+	if !other.PausedUntil().IsZero() {
+		t.Errorf("another limit key is paused until %v, want no pause", other.PausedUntil())
+	}
+	// The pause key is no member: three members, counted as three.
+	eventually(t, 5*time.Second, "three members counted", func() bool { return fb.Size() == 3 })
+}

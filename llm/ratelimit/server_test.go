@@ -21,6 +21,9 @@ type provider struct {
 	// headers, when set, adds headers to the n-th answer (from 1); it
 	// runs under mu, just before the answer is written.
 	headers func(n int, now time.Time, h http.Header)
+	// status, when set, is the n-th answer's HTTP status (from 1); an
+	// answer other than 200 is a 429 rate_limit_exceeded error body.
+	status func(n int) int
 
 	mu       sync.Mutex
 	arrivals []time.Time
@@ -62,8 +65,17 @@ func (p *provider) handle(w http.ResponseWriter, r *http.Request) {
 		p.headers(n, time.Now(), w.Header())
 	}
 	p.sentAt = append(p.sentAt, time.Now())
+	status := http.StatusOK
+	if p.status != nil {
+		status = p.status(n)
+	}
 	p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	if status != http.StatusOK {
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, `{"error":{"message":"Rate limit reached for gpt-test on requests per min (RPM): Limit 3, Used 3, Requested 1.","type":"requests","param":null,"code":"rate_limit_exceeded"}}`)
+		return
+	}
 	if p.anthropic {
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
