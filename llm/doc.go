@@ -25,9 +25,13 @@
 // The HTTP clients classify every failure. Timeouts, connection errors,
 // 408, 409, 429 and 5xx but 501 (Anthropic's 529 included) are transport failures:
 // retried here, on Config.TransportRetries (default 3), with exponential
-// backoff and full jitter, honouring Retry-After (seconds or an HTTP date)
-// and retry-after-ms; Response.TransportRetries counts them, and none of
-// them is a heal attempt. When the budget is spent the error is
+// backoff and full jitter; Response.TransportRetries counts them, and none
+// of them is a heal attempt. A wait the provider asks for (Retry-After, in
+// seconds or as an HTTP date, or retry-after-ms) is kept instead of the
+// backoff, however long, up to Config.MaxRetryAfter (default 10m): the
+// call is held and spends no retry of the budget; a longer wait, or waits
+// together longer in one call, fail it at once (transport, naming the
+// wait). When the budget is spent the error is
 // *heal.Error{Kind: heal.KindTransport}. 401 and 403 are KindAuth (never
 // retried; the error names Config.KeyEnv); an account without credit (any
 // 402, Anthropic's billing_error, OpenAI's 429 insufficient_quota) is

@@ -67,7 +67,10 @@
 //
 // A 429 that still happens is the provider client's transport retry, as
 // without a limiter; Observe charges the request bucket one request for
-// it. The wait happens before the call, so it never counts against the
+// it. When a 429 or a 5xx asks for a wait (Retry-After, retry-after-ms) of
+// at most Config.MaxPause, Observe pauses every call until it is over
+// (Pause), before any other call of this process goes out; with a fleet
+// that is a Pauser (ingest.Fleet) every member pauses too. The wait happens before the call, so it never counts against the
 // request timeout, and it ends with ctx's error (or, when the wait would
 // outlast ctx's deadline, at once with a transport error).
 //
