@@ -108,7 +108,7 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 				return heal.Response{}, c.fail(f, n)
 			}
 			held += f.retryAfter
-			c.cfg.Logger.Info("provider asked to wait: holding the call",
+			c.cfg.Logger.Debug("provider asked to wait: holding the call",
 				slog.String("provider", c.provider), slog.Int("status", f.status),
 				slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
 			if err := sleep(ctx, f.retryAfter); err != nil {
@@ -122,8 +122,8 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 				slog.Int("retries", n), slog.String("error", f.message))
 			return heal.Response{}, c.fail(f, n)
 		}
+		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, spent)
 		spent++
-		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, n)
 		if f.hasAfter {
 			delay = 0 // Retry-After: 0
 		}

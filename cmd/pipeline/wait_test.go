@@ -107,8 +107,8 @@ func TestRunHoldsTheJobForTheProvidersWait(t *testing.T) {
 		if a := res[0]["attempts"]; a != 1.0 {
 			t.Errorf("%v attempts, want 1: a wait is no heal attempt", a)
 		}
-		if !strings.Contains(errs, "provider asked to wait") {
-			t.Errorf("no log line says the call is held for the provider's wait:\n%s", errs)
+		if !strings.Contains(errs, "the provider asked to wait: pausing the model's calls") {
+			t.Errorf("no log line says the model's calls pause for the provider's wait:\n%s", errs)
 		}
 	})
 	t.Run("over max-retry-after", func(t *testing.T) {
