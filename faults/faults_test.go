@@ -261,22 +261,22 @@ func scenarioClusterNodeLost(t *testing.T) row {
 	return r
 }
 
-// 4. the provider answers 429 for 10 s, then recovers: no dead letter,
-// the breaker opened and closed.
+// 4. the provider answers 429 for 10 s, each asking to retry after 1 s,
+// then recovers: every wait is kept, the jobs held by their workers and
+// the model's calls paused (no delivery spent: nothing redelivered), no
+// dead letter.
 func scenarioRateLimited(t *testing.T) row {
 	dir := t.TempDir()
 	prov := newProvider(t, 10*time.Second)
 	jobs := exampleJobs(t, 60, "invoice", "ticket")
 	env := childEnv("OPENAI_API_KEY=" + testKey)
 	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir)
-	run := pipeline(t, "run", env, providerRunArgs(prov, "--data-dir", dir, "--until-idle", "--breaker-cooldown", "2s")...)
+	run := pipeline(t, "run", env, providerRunArgs(prov, "--data-dir", dir, "--until-idle", "--breaker-cooldown", "2s", "--log-level", "info")...)
 	run.mustSucceed(t)
 
 	stderr := run.stderr.String()
-	for _, want := range []string{"model circuit breaker open", "model circuit breaker closed"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("stderr has no %q:\n%s", want, tail(stderr, 30))
-		}
+	if want := "the provider asked to wait: pausing the model's calls"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr has no %q:\n%s", want, tail(stderr, 30))
 	}
 	if strings.Contains(stderr, testKey) {
 		t.Error("the API key appears in stderr")
@@ -290,7 +290,10 @@ func scenarioRateLimited(t *testing.T) row {
 	if limited == 0 {
 		t.Error("the provider never answered 429")
 	}
-	r.Note = fmt.Sprintf("%d requests: %d answered 429, %d answered 200; breaker opened and closed", requests, limited, ok)
+	if r.Redelivered != 0 {
+		t.Errorf("%d jobs redelivered during a rate limit whose waits were kept, want 0", r.Redelivered)
+	}
+	r.Note = fmt.Sprintf("%d requests: %d answered 429 (Retry-After: 1), %d answered 200; the waits kept, calls paused", requests, limited, ok)
 	return r
 }
 
