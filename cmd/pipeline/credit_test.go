@@ -94,7 +94,7 @@ func TestRunStopsWhenNoCredit(t *testing.T) {
 			start := time.Now()
 			_, errs, code := runCLI(t, "", args...)
 			took := time.Since(start)
-			t.Logf("%s: exit %d after %s and %d calls (%v)", tt.name, code, took.Round(time.Millisecond), len(acct.calls()), acct.calls())
+			t.Logf("%s: exit %d after %s and %d calls (%v); stderr ends: %s", tt.name, code, took.Round(time.Millisecond), len(acct.calls()), acct.calls(), lastLine(errs))
 			if code != exitNoCredit {
 				t.Fatalf("exit %d, want %d\n%s", code, exitNoCredit, errs)
 			}
@@ -126,4 +126,9 @@ func TestRunStopsWhenNoCredit(t *testing.T) {
 			}
 		})
 	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
