@@ -295,6 +295,9 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 		if err != nil && o.learn(ctx, err, body) {
 			continue // each pass drops a parameter: two at most
 		}
+		if err != nil && o.strictRefused(err, body, req) {
+			continue // once: the schema now goes not strict
+		}
 		if err == nil && body.Temperature == nil {
 			one := 1.0
 			resp.Temperature = &one
@@ -398,6 +401,26 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, *restor
 		return nil, nil, 0, nil, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
 	return body, data, limit, back, nil
+}
+
+// strictRefused reads err for a 400 refusing the strict schema body held
+// (a limit of strict mode the transform cannot see: too many properties
+// or enum values, nesting too deep, a pattern it cannot compile): from now
+// on the client sends that schema as it is, strict false, and says so
+// once. It reports whether the call is worth sending again.
+func (o *OpenAI) strictRefused(err error, body *openAIRequest, req heal.Request) bool {
+	var he *heal.Error
+	if !errors.As(err, &he) || he.StatusCode != http.StatusBadRequest || !strings.Contains(he.Message, "Invalid schema for response_format") {
+		return false
+	}
+	if body.Format == nil || body.Format.JSONSchema == nil || !body.Format.JSONSchema.Strict {
+		return false
+	}
+	o.strict.m.Store(string(req.Schema), &strictSchema{schema: req.Schema, why: "the provider refused its strict form: " + he.Message})
+	o.warned.Store(string(req.Schema), true)
+	o.cfg.Logger.Warn("the provider refused the schema's strict form: sent with strict false from now on",
+		slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("error", he.Message))
+	return true
 }
 
 // openAIToolMessages writes a conversation in the tool-call shape: an

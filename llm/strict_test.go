@@ -222,3 +222,36 @@ func TestAnthropicJSONSchemaStructuredOutputs(t *testing.T) {
 		t.Errorf("subject %v: want minLength in the description", subj)
 	}
 }
+
+// TestOpenAIStrictRefusedFallsBack: a strict form the API still refuses
+// (a limit the transform cannot see) is not a dead letter for every job:
+// the call goes again with the job's schema, strict false, and so does
+// every later call of that schema.
+func TestOpenAIStrictRefusedFallsBack(t *testing.T) {
+	t.Parallel()
+	refusal := openAIError(400, "invalid_request_error", "", "Invalid schema for response_format 'ticket': In context=('properties', 'code'), enum has too many values.")
+	p := newProvider(t, refusal, openAIOK(`{"code":"a"}`, "stop"))
+	o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = FormatJSONSchema })
+	schema := json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","enum":["a","b"]}}}`)
+	for call := 1; call <= 2; call++ {
+		resp, err := o.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: schema, SchemaID: "ticket"})
+		if err != nil || resp.Content != `{"code":"a"}` {
+			t.Fatalf("call %d: %+v, %v", call, resp, err)
+		}
+	}
+	reqs := p.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("%d requests, want 3 (strict refused, then not strict twice)", len(reqs))
+	}
+	for i, r := range reqs {
+		js := r.body["response_format"].(map[string]any)["json_schema"].(map[string]any)
+		if js["strict"] != (i == 0) {
+			t.Errorf("request %d: strict %v", i, js["strict"])
+		}
+		if i > 0 {
+			if b, _ := json.Marshal(js["schema"]); string(b) != `{"properties":{"code":{"enum":["a","b"],"type":"string"}},"type":"object"}` {
+				t.Errorf("request %d: schema %s, want the job's own", i, b)
+			}
+		}
+	}
+}

@@ -21,6 +21,9 @@ var strictKeywords = map[string]bool{
 	"pattern": true, "format": true,
 	"multipleOf": true, "minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
 	"minItems": true, "maxItems": true,
+	// Annotations the guide does not list; the check lets them pass
+	// rather than refuse what the API may take.
+	"$schema": true, "$id": true, "$comment": true,
 }
 
 var strictFormats = []string{"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
