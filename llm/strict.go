@@ -134,7 +134,7 @@ func (d *dialect) transform(schema json.RawMessage) *strictSchema {
 	if !ok {
 		return &strictSchema{schema: schema, why: "the schema is not an object"}
 	}
-	if d.rootObject && !isObjectSchema(ro) {
+	if t, typed := ro.vals["type"]; d.rootObject && t != "object" && (typed || ro.vals["properties"] == nil) {
 		return &strictSchema{schema: schema, why: "the root is not an object schema"}
 	}
 	t.root = &restore{}

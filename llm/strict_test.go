@@ -255,3 +255,33 @@ func TestOpenAIStrictRefusedFallsBack(t *testing.T) {
 		}
 	}
 }
+
+// FuzzStrictTransform: any schema text either has a strict form that
+// OpenAI's check takes, or is sent as it is; mapping any answer back
+// never fails, and a JSON answer stays JSON.
+func FuzzStrictTransform(f *testing.F) {
+	f.Add(ticketSchema, `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`)
+	f.Add(`{"type":"object","properties":{"a":{"allOf":[{"allOf":[{"type":"string"}]}]}}}`, `{"a":null}`)
+	f.Add(`{"type":"object","properties":{"r":{"$ref":"#"}}}`, `{"r":{"r":{"r":null}}}`)
+	f.Add(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"b":{"type":"string"}}},{"type":"null"}]}}}}`, `{"a":[{"b":null},null]}`)
+	f.Fuzz(func(t *testing.T, schema, answer string) {
+		s := openAIStrict.transform(json.RawMessage(schema))
+		if !s.strict {
+			if string(s.schema) != schema {
+				t.Fatalf("not strict, but sent %s for %s", s.schema, schema)
+			}
+			return
+		}
+		var v any
+		if err := json.Unmarshal(s.schema, &v); err != nil {
+			t.Fatalf("strict form is not JSON: %v\n%s", err, s.schema)
+		}
+		if msg := batchtest.StrictSchemaError("f", v); msg != "" {
+			t.Fatalf("strict form refused: %s\n%s\nfrom %s", msg, s.schema, schema)
+		}
+		out := s.back.answer(answer)
+		if json.Valid([]byte(answer)) && !json.Valid([]byte(out)) {
+			t.Fatalf("answer %s mapped to %s, not JSON", answer, out)
+		}
+	})
+}
