@@ -49,11 +49,23 @@ func validParamToken(s string) bool {
 	return s != "" && !strings.ContainsAny(s, ".*> ")
 }
 
+// paramsTimeout bounds a read or a write whose caller set no deadline.
+const paramsTimeout = 5 * time.Second
+
+func withParamsTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, paramsTimeout)
+}
+
 // Refused lists the parameters recorded under key.
 func (p *ModelParams) Refused(ctx context.Context, key string) ([]string, error) {
 	if !validParamToken(key) {
 		return nil, fmt.Errorf("reading refused parameters: key %q: want letters, digits, - or _", key)
 	}
+	ctx, cancel := withParamsTimeout(ctx)
+	defer cancel()
 	l, err := p.kv.ListKeysFiltered(ctx, key+".*")
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoKeysFound) {
@@ -77,6 +89,8 @@ func (p *ModelParams) Refuse(ctx context.Context, key, param string) error {
 	if !validParamToken(key) || !validParamToken(param) {
 		return fmt.Errorf("recording a refused parameter: key %q, parameter %q: want letters, digits, - or _", key, param)
 	}
+	ctx, cancel := withParamsTimeout(ctx)
+	defer cancel()
 	if _, err := p.kv.Put(ctx, key+"."+param, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
 		return fmt.Errorf("recording refused parameter %s in %s: %w", param, BucketParams, err)
 	}
