@@ -115,6 +115,7 @@ func TestRunSharesRefusedParameters(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	t.Logf("second run: %d batches, refused %v", srv.Creates(), refused)
 	if len(refused) != 0 {
 		t.Errorf("second run: refused %v in %d batches, want none refused (every batch built without them)", refused, srv.Creates())
 	}
