@@ -3,8 +3,10 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/llmpipeline/pipeline/heal"
 )
@@ -15,6 +17,11 @@ type Anthropic struct {
 	c   caller
 	url string
 	own bool
+
+	// strict holds the strict form of each schema sent with json_schema;
+	// warned, the schemas already logged as having none.
+	strict strictCache
+	warned sync.Map
 }
 
 var _ heal.Model = (*Anthropic)(nil)
@@ -27,7 +34,7 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 	if err := cfg.validate(ProviderAnthropic); err != nil {
 		return nil, err
 	}
-	a := &Anthropic{cfg: cfg, url: cfg.endpoint("/v1/messages"), own: own}
+	a := &Anthropic{cfg: cfg, url: cfg.endpoint("/v1/messages"), own: own, strict: strictCache{d: anthropicStrict}}
 	a.c = anthropicCaller(cfg)
 	return a, nil
 }
@@ -66,6 +73,20 @@ type anthropicRequest struct {
 	Temperature float64              `json:"temperature"`
 	Tools       []anthropicTool      `json:"tools,omitempty"`
 	ToolChoice  *anthropicToolChoice `json:"tool_choice,omitempty"`
+	// OutputConfig asks for structured outputs (json_schema mode):
+	// {"format":{"type":"json_schema","schema":...}}.
+	OutputConfig *anthropicOutputConfig `json:"output_config,omitempty"`
+}
+
+// anthropicOutputConfig is the Messages API's output_config (the SDK's
+// OutputConfigParam): its format is a JSONOutputFormatParam.
+type anthropicOutputConfig struct {
+	Format anthropicOutputFormat `json:"format"`
+}
+
+type anthropicOutputFormat struct {
+	Type   string          `json:"type"` // "json_schema"
+	Schema json.RawMessage `json:"schema"`
 }
 
 // anthropicMessage is one turn. Content is a string for a turn of text
@@ -148,6 +169,13 @@ type anthropicStopDetails struct {
 // Consecutive turns of one role are joined (the API wants user and
 // assistant to alternate); temperature is clamped to the API's [0, 1].
 //
+// In json_schema mode (FormatJSONSchema, with a schema in the request) it
+// asks for structured outputs: output_config.format is the strict form of
+// the schema (strict.go: every object closed, the keywords the API does
+// not take moved into descriptions); the answer is the text block, judged
+// against the job's own schema. A schema without a strict form is sent as
+// plain text.
+//
 // In tool mode (FormatTool, with a schema in the request) it sends one
 // tool whose input_schema is the schema, forced by tool_choice; the
 // answer is the tool_use block's input. A heal turn after such an answer
@@ -174,6 +202,15 @@ func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Respon
 	if tool {
 		body.Tools = []anthropicTool{{Name: name, Description: toolDescription, InputSchema: req.Schema}}
 		body.ToolChoice = &anthropicToolChoice{Type: "tool", Name: name}
+	}
+	if a.cfg.ResponseFormat == FormatJSONSchema && len(req.Schema) > 0 {
+		ss := a.strict.of(req.Schema)
+		if ss.strict {
+			body.OutputConfig = &anthropicOutputConfig{Format: anthropicOutputFormat{Type: "json_schema", Schema: ss.schema}}
+		} else if _, seen := a.warned.LoadOrStore(string(req.Schema), true); !seen {
+			a.cfg.Logger.Warn("the schema has no strict form: sent as plain text",
+				slog.String("provider", ProviderAnthropic), slog.String("schema", req.SchemaID), slog.String("reason", ss.why))
+		}
 	}
 	var system []string
 	for _, m := range req.Messages {

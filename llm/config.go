@@ -18,11 +18,12 @@ const (
 	ProviderSim       = "sim"
 )
 
-// Response formats. OpenAI: all four. Anthropic: FormatTool, or plain text
-// for any other value (the Messages API has no response_format).
+// Response formats. OpenAI: all four. Anthropic: FormatTool,
+// FormatJSONSchema (structured outputs, output_config.format), or plain
+// text for any other value (the Messages API has no response_format).
 const (
 	FormatJSONObject = "json_object" // {"type":"json_object"}: any JSON object (the default)
-	FormatJSONSchema = "json_schema" // the job's schema, strict
+	FormatJSONSchema = "json_schema" // the strict form of the job's schema (strict.go)
 	FormatNone       = "none"        // no response_format sent
 	// FormatTool asks for the answer through a forced tool call whose
 	// parameters are the job's schema (OpenAI tools and tool_choice,
@@ -83,10 +84,11 @@ type Config struct {
 	// no limit. Anthropic: 0 sends 4096 (the API requires a value).
 	MaxTokens int
 	// ResponseFormat: OpenAI "json_object" (default), "json_schema" (sends
-	// heal.Request.Schema with strict true; falls back to json_object when
-	// the request has no schema), "tool" (FormatTool) or "none". Anthropic
-	// "tool", or plain text for "", "json_object", "json_schema" and
-	// "none".
+	// the strict form of heal.Request.Schema with strict true; falls back
+	// to json_object when the request has no schema), "tool" (FormatTool)
+	// or "none". Anthropic "tool", "json_schema" (structured outputs with
+	// the strict form of the schema), or plain text for "", "json_object"
+	// and "none".
 	ResponseFormat string
 	// TransportRetries is the retry budget for transport failures (timeouts,
 	// connection errors, 408, 409, 429, 5xx) of one Complete call: default
@@ -200,7 +202,7 @@ func (c Config) validate(provider string) error {
 		switch c.ResponseFormat {
 		case "", FormatJSONObject, FormatJSONSchema, FormatTool, FormatNone:
 		default:
-			return fmt.Errorf("%w: anthropic response format %q: want tool, or json_object for plain text", ErrConfig, c.ResponseFormat)
+			return fmt.Errorf("%w: anthropic response format %q: want tool, json_schema, or json_object for plain text", ErrConfig, c.ResponseFormat)
 		}
 	}
 	if provider == ProviderAnthropic && c.APIKey == "" {

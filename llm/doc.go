@@ -47,7 +47,16 @@
 // reasoning models: any temperature but the default, and max_tokens;
 // heal.Error.Param) is learned by the OpenAI client: the call is sent
 // again without it, and so is every later call; the answer's
-// Response.Temperature says it came at the default, 1.
+// Response.Temperature says it came at the default, 1. What OpenAI
+// documents is known before the first call (openaiparams.go: its own API
+// gets max_completion_tokens, gpt-5 and o-series models no temperature),
+// and OpenAI.ShareParams makes what is learned the fleet's (a ParamMemory:
+// ingest.Conn.ModelParams, a KV bucket).
+//
+// FormatJSONSchema sends the strict form of the job's schema (strict.go)
+// and maps the answer back before the heal loop judges it against the
+// job's own schema; StrictAnswers does the same for a batch's replayed
+// answers.
 //
 // The API key is never logged and never part of an error: a provider
 // message that echoes it is redacted.

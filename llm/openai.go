@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -33,12 +34,20 @@ type OpenAI struct {
 	url string
 	own bool // the HTTP client is ours (Close releases its connections)
 
-	// What the model refused with a 400, learned once for the client's
-	// life: any temperature but its default (OpenAI's reasoning models,
-	// gpt-5 and the o-series, run at 1 only), and max_tokens for
+	// What the model does not take, known from its name and the base URL
+	// (knownParams) or learned from a 400 once for the client's life, and
+	// shared with the fleet through a ParamMemory (ShareParams): any
+	// temperature but its default (OpenAI's reasoning models, gpt-5 and
+	// the o-series, run at 1 only), and max_tokens for
 	// max_completion_tokens.
 	defaultTemperature atomic.Bool
 	completionTokens   atomic.Bool
+	params             paramShare
+
+	// strict holds the strict form of each schema sent with json_schema;
+	// warned, the schemas already logged as having none.
+	strict strictCache
+	warned sync.Map
 }
 
 var _ heal.Model = (*OpenAI)(nil)
@@ -51,8 +60,9 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if err := cfg.validate(ProviderOpenAI); err != nil {
 		return nil, err
 	}
-	o := &OpenAI{cfg: cfg, url: cfg.endpoint("/chat/completions"), own: own}
+	o := &OpenAI{cfg: cfg, url: cfg.endpoint("/chat/completions"), own: own, strict: strictCache{d: openAIStrict}}
 	o.c = openAICaller(cfg)
+	o.knownParams()
 	return o, nil
 }
 
@@ -267,19 +277,33 @@ type openAIErrorBody struct {
 // (the heal loop validates the arguments). A heal turn after an answer that
 // came as a tool call is sent as the assistant's tool call followed by a
 // "tool" message with the diagnostics, as the API requires.
+//
+// In json_schema mode the schema sent is the strict form of the job's
+// (strict.go): every object closed, every property required, optional
+// ones nullable, the keywords strict mode refuses moved into
+// descriptions; the answer's nulls for optional properties are dropped
+// before it is returned, so the heal loop judges it against the job's own
+// schema. A schema without a strict form is sent as it is, strict false.
 func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+	o.recall(ctx, false)
 	for {
-		body, data, limit, err := o.request(req)
+		body, data, limit, back, err := o.request(req)
 		if err != nil {
 			return heal.Response{}, err
 		}
 		resp, err := o.c.post(ctx, o.url, data, limit, parseOpenAIResponse)
-		if err != nil && o.learn(err, body) {
+		if err != nil && o.learn(ctx, err, body) {
 			continue // each pass drops a parameter: two at most
+		}
+		if err != nil && o.strictRefused(err, body, req) {
+			continue // once: the schema now goes not strict
 		}
 		if err == nil && body.Temperature == nil {
 			one := 1.0
 			resp.Temperature = &one
+		}
+		if err == nil && back != nil && resp.ToolCallID == "" {
+			resp.Content = back.answer(resp.Content)
 		}
 		return resp, err
 	}
@@ -291,7 +315,7 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 // reads its answers through a client of its own: that client learns from
 // the refusal it reads, and the batch's later lines are written without
 // the parameter.)
-func (o *OpenAI) learn(err error, body *openAIRequest) bool {
+func (o *OpenAI) learn(ctx context.Context, err error, body *openAIRequest) bool {
 	var he *heal.Error
 	if !errors.As(err, &he) {
 		return false
@@ -310,13 +334,16 @@ func (o *OpenAI) learn(err error, body *openAIRequest) bool {
 		o.cfg.Logger.Warn("the model does not take this parameter: sent without it from now on",
 			slog.String("provider", ProviderOpenAI), slog.String("model", o.cfg.Model),
 			slog.String("param", he.Param), slog.String("error", he.Message))
+		o.remember(ctx, he.Param)
 	}
 	return held
 }
 
 // request builds the body of a call for req, as the client now sends it,
-// and returns it encoded with its completion limit (0: none).
-func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, error) {
+// and returns it encoded with its completion limit (0: none) and, in
+// json_schema mode, the way back from an answer to the strict schema sent
+// (nil: none needed).
+func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, *restore, error) {
 	body := &openAIRequest{
 		Model:     o.cfg.Model,
 		Messages:  req.Messages,
@@ -334,6 +361,7 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, error) 
 		body.MaxCompletionTokens, body.MaxTokens = body.MaxTokens, 0
 	}
 	tool := false
+	var back *restore
 	switch o.cfg.ResponseFormat {
 	case FormatJSONObject:
 		body.Format = &openAIFormat{Type: "json_object"}
@@ -342,7 +370,15 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, error) 
 			body.Format = &openAIFormat{Type: "json_object"}
 			break
 		}
-		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: toolName(req.SchemaID), Schema: req.Schema, Strict: true}}
+		ss := o.strict.of(req.Schema)
+		if !ss.strict {
+			if _, seen := o.warned.LoadOrStore(string(req.Schema), true); !seen {
+				o.cfg.Logger.Warn("the schema has no strict form: sent with strict false",
+					slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("reason", ss.why))
+			}
+		}
+		back = ss.back
+		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: toolName(req.SchemaID), Schema: ss.schema, Strict: ss.strict}}
 	case FormatTool:
 		if len(req.Schema) == 0 {
 			body.Format = &openAIFormat{Type: "json_object"}
@@ -362,9 +398,29 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, error) 
 		data, err = encodeOpenAIRequest(body)
 	}
 	if err != nil {
-		return nil, nil, 0, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+		return nil, nil, 0, nil, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
-	return body, data, limit, nil
+	return body, data, limit, back, nil
+}
+
+// strictRefused reads err for a 400 refusing the strict schema body held
+// (a limit of strict mode the transform cannot see: too many properties
+// or enum values, nesting too deep, a pattern it cannot compile): from now
+// on the client sends that schema as it is, strict false, and says so
+// once. It reports whether the call is worth sending again.
+func (o *OpenAI) strictRefused(err error, body *openAIRequest, req heal.Request) bool {
+	var he *heal.Error
+	if !errors.As(err, &he) || he.StatusCode != http.StatusBadRequest || !strings.Contains(he.Message, "Invalid schema for response_format") {
+		return false
+	}
+	if body.Format == nil || body.Format.JSONSchema == nil || !body.Format.JSONSchema.Strict {
+		return false
+	}
+	o.strict.m.Store(string(req.Schema), &strictSchema{schema: req.Schema, why: "the provider refused its strict form: " + he.Message})
+	o.warned.Store(string(req.Schema), true)
+	o.cfg.Logger.Warn("the provider refused the schema's strict form: sent with strict false from now on",
+		slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("error", he.Message))
+	return true
 }
 
 // openAIToolMessages writes a conversation in the tool-call shape: an

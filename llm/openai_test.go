@@ -161,8 +161,8 @@ func TestOpenAIRequestAndResponse(t *testing.T) {
 		wantMax    float64
 	}{
 		{"json_object default", "", 0, 0, `{"type":"json_object"}`, 0},
-		{"json_schema sends the schema", FormatJSONSchema, 512, 0,
-			`{"json_schema":{"name":"invoice","schema":{"properties":{"total":{"type":"number"}},"required":["total"],"type":"object"},"strict":true},"type":"json_schema"}`, 512},
+		{"json_schema sends the schema's strict form", FormatJSONSchema, 512, 0,
+			`{"json_schema":{"name":"invoice","schema":{"additionalProperties":false,"properties":{"total":{"type":"number"}},"required":["total"],"type":"object"},"strict":true},"type":"json_schema"}`, 512},
 		{"none", FormatNone, 0, 100, "", 100},
 	}
 	for _, tt := range tests {
@@ -562,7 +562,8 @@ func TestOpenAIReasoningModelParameters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newReasoningServer(t, tc.tempMessage)
-			o := newTestOpenAI(t, s.URL, func(c *Config) { c.Model = "gpt-5-mini"; c.MaxTokens = 1024 })
+			// A model whose name says nothing (gpt-5-mini is known up front).
+			o := newTestOpenAI(t, s.URL, func(c *Config) { c.Model = "reasoner-1"; c.MaxTokens = 1024 })
 			for call := 1; call <= 2; call++ {
 				resp, err := o.Complete(t.Context(), testRequest())
 				if err != nil {

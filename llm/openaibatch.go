@@ -35,6 +35,7 @@ type OpenAIBatch struct {
 	cfg  Config
 	http batchHTTP
 	m    mirror
+	sync *OpenAI // the client the lines are written and read with
 }
 
 var _ Batcher = (*OpenAIBatch)(nil)
@@ -47,7 +48,7 @@ func NewOpenAIBatch(cfg Config) (*OpenAIBatch, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults(ProviderOpenAI)
-	b := &OpenAIBatch{cfg: cfg, m: mirror{complete: sync.Complete}}
+	b := &OpenAIBatch{cfg: cfg, m: mirror{complete: sync.Complete}, sync: sync}
 	b.http.c = openAICaller(cfg)
 	return b, nil
 }
@@ -105,8 +106,19 @@ func (b *OpenAIBatch) Size(r BatchRequest) (int, error) {
 	return len(l) + 1, err
 }
 
-// Create uploads the requests and creates the batch.
+// ShareParams shares the parameters the model refused with the fleet, as
+// OpenAI.ShareParams does: the lines of every batch are written without a
+// parameter any process (or an earlier batch) was refused, and a refusal
+// read from a batch's results is recorded for all.
+func (b *OpenAIBatch) ShareParams(ctx context.Context, mem ParamMemory) error {
+	return b.sync.ShareParams(ctx, mem)
+}
+
+// Create uploads the requests and creates the batch. What the fleet
+// learned of the model's parameters is read first (ShareParams), so the
+// batch holds none it was refused.
 func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchRequest) (BatchStatus, error) {
+	_ = b.sync.recall(ctx, true) // logged; the batch goes out with what this process knows
 	var file bytes.Buffer
 	for _, r := range reqs {
 		l, err := b.line(ctx, r)

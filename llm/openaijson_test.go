@@ -246,7 +246,7 @@ func TestOpenAICompleteOddValues(t *testing.T) {
 	if err != nil || resp.Content != "{}" || resp.FinishReason != heal.FinishStop {
 		t.Fatalf("Complete = %+v, %v", resp, err)
 	}
-	if raw, want := p.requests()[0].raw, `"schema":{"type":"object","description":"\u003cb\u003e\u0026\u003c/b\u003e"}`; !bytes.Contains(raw, []byte(want)) {
+	if raw, want := p.requests()[0].raw, `"schema":{"type":"object","description":"\u003cb\u003e\u0026\u003c/b\u003e","properties":{},"required":[],"additionalProperties":false}`; !bytes.Contains(raw, []byte(want)) {
 		t.Fatalf("sent %s, want it to hold %s", raw, want)
 	}
 }

@@ -44,6 +44,10 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)
 	}
+	if ps, ok := b.(paramSharer); ok {
+		// Every batch is written without a parameter the fleet was refused.
+		shareParams(ctx, conn, log, []builtModel{{params: ps}})
+	}
 	kv, err := conn.BatchBucket(ctx)
 	if err != nil {
 		return err

@@ -38,7 +38,7 @@ func modelFlags() []cli.Flag {
 			Usage: "'Name: value' header sent with every request to --llm-url, after the provider's own (repeatable; in the variable, comma-separated): a gateway's key, Azure OpenAI's api-key. Values of 6 bytes or more are redacted like the API key"},
 		&cli.StringFlag{Name: "llm-url", EnvVars: []string{"PIPELINE_LLM_URL"},
 			Usage: "provider base URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1 for openai; $ANTHROPIC_BASE_URL or https://api.anthropic.com for anthropic)"},
-		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "json_object, json_schema (openai: the job's schema as a strict response format), tool (openai and anthropic: a forced tool call whose parameters are the job's schema) or none; anthropic sends plain text unless tool"},
+		&cli.StringFlag{Name: "response-format", Value: "json_object", Usage: "json_object, json_schema (the strict form of the job's schema: openai's strict response format, anthropic's structured outputs), tool (openai and anthropic: a forced tool call whose parameters are the job's schema) or none; anthropic sends plain text for json_object and none"},
 		&cli.IntFlag{Name: "max-tokens", Value: 0, Usage: "completion token limit per call (0: 4096)"},
 		&cli.DurationFlag{Name: "request-timeout", Value: 60 * time.Second, Usage: "timeout of one model call"},
 		&cli.IntFlag{Name: "transport-retries", Value: 3, Usage: "retries of a model call after a transport failure (429, 5xx, timeouts); never counted as heal attempts"},
@@ -143,6 +143,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.Bool("batch") && c.String("response-format") == llm.FormatJSONSchema {
+		// The batches' answers are replayed, not read by the client with
+		// their request: they are mapped back from the strict schema here.
+		models.primary = llm.StrictAnswers(models.primary, bm.provider)
+	}
 	loop, err := heal.New(models.primary, heal.Config{
 		MaxAttempts:      c.Int("max-attempts"),
 		Temperature:      c.Float64("temperature"),
@@ -185,6 +190,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	shareParams(ctx, conn, log, append([]builtModel{bm}, models.limited...))
 	if c.Int("concurrency") > 0 {
 		// Limits apply per model: the fleet shares each model's, the
 		// fallbacks' too.
@@ -303,6 +309,41 @@ type builtModel struct {
 	provider string
 	// cfg is the provider's configuration (for its batch endpoint).
 	cfg llm.Config
+	// params is the client that learns which parameters the model
+	// refuses (OpenAI's), nil for the others.
+	params paramSharer
+}
+
+// paramSharer is a client whose knowledge of refused parameters can be
+// the fleet's (llm.OpenAI, llm.OpenAIBatch).
+type paramSharer interface {
+	ShareParams(ctx context.Context, mem llm.ParamMemory) error
+}
+
+// shareParams gives the models' clients the fleet's memory of the
+// parameters their models refused (a KV bucket), so that no process sends
+// one that another was refused. Without it each process learns alone: a
+// warning, not a failure.
+func shareParams(ctx context.Context, conn *ingest.Conn, log *slog.Logger, models []builtModel) {
+	var clients []paramSharer
+	for _, m := range models {
+		if m.params != nil {
+			clients = append(clients, m.params)
+		}
+	}
+	if len(clients) == 0 {
+		return
+	}
+	mem, err := conn.ModelParams(ctx)
+	if err != nil {
+		log.Warn("sharing the parameters models refused: each process learns its own", "err", err)
+		return
+	}
+	for _, cl := range clients {
+		if err := cl.ShareParams(ctx, mem); err != nil {
+			log.Warn("reading the parameters models refused elsewhere in the fleet", "err", err)
+		}
+	}
 }
 
 // The fleet shares the pauses a provider asks for.
@@ -389,6 +430,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 		cfg.OnResponse = lim.Observe
 	}
 	var m heal.Model
+	var shared paramSharer
 	switch provider {
 	case "sim":
 		sc := sim.DefaultConfig()
@@ -420,7 +462,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 		if err != nil {
 			return builtModel{}, fail(exitUsage, "--model %s: %w", spec, err)
 		}
-		m = o
+		m, shared = o, o
 	case "anthropic":
 		cfg.KeyEnv = "ANTHROPIC_API_KEY"
 		cfg.APIKey = os.Getenv(cfg.KeyEnv)
@@ -433,7 +475,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 	default:
 		return builtModel{}, fail(exitUsage, "--model %q: unknown provider %q (use openai:<model>, anthropic:<model> or sim)", spec, provider)
 	}
-	bm := builtModel{name: spec, limiter: lim, provider: provider, cfg: cfg}
+	bm := builtModel{name: spec, limiter: lim, provider: provider, cfg: cfg, params: shared}
 	if lim != nil {
 		bm.limitKey = ratelimit.Key(provider, cfg.BaseURL, name, cfg.APIKey)
 		m = lim.Wrap(m)

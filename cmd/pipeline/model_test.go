@@ -280,7 +280,8 @@ func TestRunOnReasoningModel(t *testing.T) {
 			t.Cleanup(srv.Close)
 			dir := t.TempDir()
 			ids := ticketJobs(t, dir, "rm", 8)
-			args := []string{"run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-5-mini", "--llm-url", srv.URL + "/v1", "--max-tokens", "2048", "--concurrency", "1"}
+			// A model whose name says nothing (gpt-5-mini's temperature is known up front).
+			args := []string{"run", "--data-dir", dir, "--until-idle", "--model", "openai:reasoner-1", "--llm-url", srv.URL + "/v1", "--max-tokens", "2048", "--concurrency", "1"}
 			if batch {
 				args = append(args, "--batch", "--batch-wait", "50ms", "--batch-poll", "50ms")
 			}
