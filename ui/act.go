@@ -33,11 +33,11 @@ func (s *Server) selection(w http.ResponseWriter, r *http.Request) (dlq.Filter, 
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("reading the form: %w", err))
 		return dlq.Filter{}, nil, false
 	}
-	if !s.checkCSRF(w, r) {
-		return dlq.Filter{}, nil, false
-	}
 	if s.cfg.ReadOnly {
 		s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only (--ui-read-only)"))
+		return dlq.Filter{}, nil, false
+	}
+	if !s.checkCSRF(w, r) {
 		return dlq.Filter{}, nil, false
 	}
 	f, err := readFilter(r.PostForm, s.cfg.Now())

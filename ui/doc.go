@@ -14,7 +14,8 @@
 //	/clusters/{id}         one cluster: evidence, values, its dead letters
 //	/dead-letters          dead letters (?cluster, schema, class, path, model,
 //	                       since, until, replayed, page)
-//	/dead-letters/{job}    one job's whole transcript
+//	/dead-letters/{job}    one job's whole transcript (the id path-escaped;
+//	/job?id=               the ids "." and ".." go in the query: see JobURL)
 //	/schemas               versions, lint findings, the fields failing most
 //	/api/overview          the overview's figures as JSON
 //
