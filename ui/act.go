@@ -83,6 +83,7 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := actions.Replay(r.Context(), s.cfg.Conn, s.cfg.Store, entries)
+	s.overview.invalidate()
 	v.Done, v.Replayed, v.Failed = true, res.Replayed, res.Failed
 	s.cfg.Logger.Warn("console: replayed dead letters", "replayed", len(res.Replayed), "failed", len(res.Failed),
 		"jobs", res.Replayed, "filter", fv.Encode(), "remote", r.RemoteAddr)
@@ -115,6 +116,7 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Done, v.Purged = true, got
+	s.overview.invalidate()
 	s.cfg.Logger.Warn("console: purged dead letters from the index", "purged", len(got), "jobs", got, "filter", fv.Encode(), "remote", r.RemoteAddr)
 	s.render(w, r, http.StatusOK, "action", page{Title: "Purged", Nav: "dead-letters", Data: v})
 }

@@ -72,6 +72,7 @@ type Server struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	cop      *http.CrossOriginProtection
+	overview overviewCache
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -131,7 +132,8 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static") // the directory is embedded above
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	m.HandleFunc("GET /{$}", s.overview)
+	m.HandleFunc("GET /{$}", s.overviewPage)
+	m.HandleFunc("GET /overview/live", s.overviewLive)
 	m.HandleFunc("GET /api/overview", s.overviewJSON)
 	m.HandleFunc("GET /clusters", s.clusters)
 	m.HandleFunc("GET /clusters/{id}", s.cluster)
@@ -294,6 +296,26 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	_, _ = w.Write(s.cfg.Secrets.Bytes(buf.Bytes())) // a client gone away is no error of ours
+}
+
+// renderBlock executes one block of a page (a fragment the page's script
+// swaps in), redacted like a page.
+func (s *Server) renderBlock(w http.ResponseWriter, r *http.Request, name, block string, p page) {
+	t, ok := s.pages[name]
+	if !ok {
+		http.Error(w, "no template "+name, http.StatusInternalServerError)
+		return
+	}
+	p.CSRF, p.ReadOnly, p.Source, p.Now = s.sessions.csrf(info(r).session), s.cfg.ReadOnly, s.cfg.Source, s.cfg.Now()
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, block, p); err != nil {
+		s.cfg.Logger.Error("console: rendering a fragment", "page", name, "block", block, "err", err)
+		http.Error(w, "rendering the page failed: "+s.cfg.Secrets.String(err.Error()), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(s.cfg.Secrets.Bytes(buf.Bytes())) // a client gone away is no error of ours
 }
 
