@@ -56,10 +56,11 @@ type Overview struct {
 }
 
 // overviewCache keeps the overview's figures: pages and tabs are served
-// from it, and it is read again at most once a second, and no more often
-// than ten times the last read took (so over a large index the console
-// costs at most a tenth of a core, however many tabs refresh). A read
-// runs in the background while the figures it replaces are served.
+// from it. They are read again at most once a second, and no more often
+// than every ten times the last read took (up to a minute), so over a
+// large index the console costs at most a tenth of a core however many
+// tabs refresh. A read runs in the background while the figures it
+// replaces are served; the console's own actions drop them at once.
 type overviewCache struct {
 	mu    sync.Mutex
 	o     Overview
@@ -73,7 +74,7 @@ type overviewCache struct {
 
 const (
 	overviewEvery = time.Second
-	overviewMax   = 30 * time.Second
+	overviewMax   = time.Minute
 )
 
 func (c *overviewCache) stale() bool {
@@ -161,11 +162,7 @@ func (s *Server) live(o Overview) Overview {
 
 func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 	now := s.cfg.Now()
-	latest, err := s.cfg.Store.Stats(ctx, dlq.Filter{}) // latest runs, superseded ones left out
-	if err != nil {
-		return Overview{}, err
-	}
-	awaiting, err := s.cfg.Store.AwaitingReplay(ctx)
+	jc, err := s.cfg.Store.JobCounts(ctx)
 	if err != nil {
 		return Overview{}, err
 	}
@@ -174,9 +171,27 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		return Overview{}, err
 	}
 	o := Overview{
-		Jobs: latest.Jobs + awaiting, Succeeded: latest.Succeeded, DeadLettered: latest.DeadLettered, AwaitingReplay: awaiting,
-		ByClass: latest.ByClass, Runs: totals.Jobs, Tokens: totals.Tokens, Cost: totals.CostUSD, At: now.UTC(),
+		Jobs: jc.Jobs, AwaitingReplay: jc.AwaitingReplay, ByClass: map[string]int{},
+		Runs: totals.Jobs, Tokens: totals.Tokens, Cost: totals.CostUSD, At: now.UTC(),
 	}
+	// jobs by their latest run: every dead-letter run but the replayed ones
+	for _, f := range funnels {
+		for _, c := range f.DeadByClass {
+			o.ByClass[c.Class] += c.Jobs
+		}
+	}
+	for class, n := range jc.ReplayedDead {
+		if class == "" {
+			class = "unknown" // as the funnel names it
+		}
+		if o.ByClass[class] -= n; o.ByClass[class] <= 0 {
+			delete(o.ByClass, class)
+		}
+	}
+	for _, n := range o.ByClass {
+		o.DeadLettered += n
+	}
+	o.Succeeded = o.Jobs - o.DeadLettered - o.AwaitingReplay
 	recent, err := s.cfg.Store.Funnel(ctx, dlq.Filter{Since: now.Add(-time.Minute)})
 	if err != nil {
 		return Overview{}, err
