@@ -112,10 +112,12 @@ type entriesView struct {
 	Entries  []dlq.Entry
 	CSRF     string
 	ReadOnly bool
+	// Back is the page the table is on, where the action's Cancel leads.
+	Back string
 }
 
-func entries(es []dlq.Entry, csrf string, readOnly bool) entriesView {
-	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly}
+func entries(es []dlq.Entry, csrf string, readOnly bool, back string) entriesView {
+	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly, Back: back}
 }
 
 // JobURL is the path of a job's page. The id is one escaped segment of

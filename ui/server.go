@@ -276,7 +276,10 @@ type page struct {
 	Now      time.Time
 	Error    string
 	Refresh  bool
-	Data     any
+	// Here is the page's own path and query (GET pages), which its action
+	// forms carry as "back": the confirmation's Cancel returns there.
+	Here string
+	Data any
 }
 
 // render executes a page into a buffer, redacts it and writes it.
@@ -287,6 +290,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		return
 	}
 	p.CSRF, p.ReadOnly, p.Source, p.Now = s.sessions.csrf(info(r).session), s.cfg.ReadOnly, s.cfg.Source, s.cfg.Now()
+	if r.Method == http.MethodGet {
+		p.Here = r.URL.RequestURI()
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		s.cfg.Logger.Error("console: rendering a page", "page", name, "path", r.URL.Path, "err", err)

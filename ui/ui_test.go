@@ -2,8 +2,10 @@ package ui_test
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -368,4 +370,43 @@ func TestBadPaging(t *testing.T) {
 	}
 	f.get(t, "/clusters?top=-1", http.StatusBadRequest)
 	f.get(t, "/clusters?top=184467440737095517", http.StatusOK)
+}
+
+var cancelRe = regexp.MustCompile(`<a href="([^"]*)" id="cancel">Cancel</a>`)
+
+// TestActionWayBack: the confirmation's Cancel leads back to the page the
+// action began on, its filter and page kept (the list's selection, a
+// cluster); a way back to another site is not followed; the replay's
+// result says a `pipeline run` must pick the jobs up.
+func TestActionWayBack(t *testing.T) {
+	f := newFixture(t, func(c *ui.Config) { c.PageSize = 2 })
+	list := "/dead-letters?class=exhausted&page=1"
+	page := f.get(t, list, http.StatusOK)
+	token := csrf(t, page)
+	mustContain(t, "the list's action form", page, `name="back" value="`+html.EscapeString(list)+`"`)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		want string
+	}{
+		{"selected on a filtered page", url.Values{"id": {"inv-3"}, "back": {list}}, list},
+		{"every match of a filter", url.Values{"class": {"exhausted"}, "schema": {"invoice"}}, "/dead-letters?class=exhausted&schema=invoice"},
+		{"a cluster", url.Values{"cluster": {codeCluster()}, "back": {"/clusters/" + codeCluster()}}, "/clusters/" + codeCluster()},
+		{"another site", url.Values{"id": {"inv-3"}, "back": {"//evil.example/x"}}, "/dead-letters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.form.Set("csrf", token)
+			code, body := f.post(t, "/actions/replay", tc.form)
+			if code != http.StatusOK {
+				t.Fatalf("dry run: %d %s", code, text(body))
+			}
+			m := cancelRe.FindStringSubmatch(body)
+			if m == nil || html.UnescapeString(m[1]) != tc.want {
+				t.Errorf("Cancel leads to %v, want %s", m, tc.want)
+			}
+		})
+	}
+	_, body := f.post(t, "/actions/replay", url.Values{"csrf": {token}, "confirm": {"yes"}, "id": {"inv-3"}, "back": {list}})
+	mustContain(t, "the replay's result", text(body), "replayed 1 jobs", "a pipeline run on this data dir (or one already running) must pick them up")
+	mustContain(t, "the replay's result", body, `href="`+html.EscapeString(list)+`" id="back"`)
 }
