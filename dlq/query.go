@@ -31,6 +31,8 @@ type Filter struct {
 	IDs []string
 	// Limit caps the rows returned (List, Purge, Export); 0 means no cap.
 	Limit int
+	// Offset skips that many rows first (List's pages).
+	Offset int
 	// IncludeReplayed also selects runs superseded by a replay.
 	IncludeReplayed bool
 }
@@ -84,10 +86,17 @@ func (f Filter) where(deadOnly bool) (string, []any) {
 }
 
 func (f Filter) limit() string {
+	var l string
 	if f.Limit > 0 {
-		return fmt.Sprintf(" LIMIT %d", f.Limit)
+		l = fmt.Sprintf(" LIMIT %d", f.Limit)
 	}
-	return ""
+	if f.Offset > 0 {
+		if l == "" {
+			l = " LIMIT -1"
+		}
+		l += fmt.Sprintf(" OFFSET %d", f.Offset)
+	}
+	return l
 }
 
 // Stats are the counts `pipeline stats` prints.

@@ -290,24 +290,48 @@ func orNone(s string) string {
 	return s
 }
 
-// md escapes a markdown table cell.
+// md escapes text quoted into markdown (values and keys the model wrote,
+// reasons, file names): HTML's < > & as entities, so no tag the model
+// wrote is ever markup; markdown's emphasis, link, code and table
+// characters with a backslash; line breaks as spaces (a table row is one
+// line).
 func md(s string) string {
-	s = strings.ReplaceAll(s, "|", `\|`)
-	return strings.ReplaceAll(s, "\n", " ")
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '\n', '\r':
+			b.WriteByte(' ')
+		case '\\', '`', '*', '_', '[', ']', '|', '~':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
+// code quotes s as a code span, where nothing is markup: a backtick in s
+// becomes ', and in a table a | is escaped (GFM), a line break a space.
 func code(s string) string {
 	if s == "" {
 		return ""
 	}
-	return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+	s = strings.NewReplacer("`", "'", "|", `\|`, "\n", " ", "\r", " ").Replace(s)
+	return "`" + s + "`"
 }
 
 func (r *Report) markdown(w io.Writer) error {
 	var b bytes.Buffer
 	b.WriteString("# Failure report\n\n")
 	sc := r.scope()
-	fmt.Fprintf(&b, "- **Index:** `%s`\n- **Outcomes:** %s\n- **Generated:** %s\n- **Versions:** %s\n", md(sc.index), sc.outcomes, sc.generated, md(sc.versions))
+	fmt.Fprintf(&b, "- **Index:** %s\n- **Outcomes:** %s\n- **Generated:** %s\n- **Versions:** %s\n", code(sc.index), sc.outcomes, sc.generated, md(sc.versions))
 	if sc.filter != "" {
 		fmt.Fprintf(&b, "- **Filter:** %s\n", md(sc.filter))
 	}
@@ -329,21 +353,21 @@ func (r *Report) markdown(w io.Writer) error {
 				flag = "masked"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s |\n", code(c.ID), md(c.Schema), code(short(c.Version)),
-				code(md(path(c.Path))), md(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
+				code(path(c.Path)), md(c.Keyword), c.DeadLetters, c.Jobs, c.ReplayedHealed, rate(c, c.HealRate), rate(c, c.FixRate), flag, md(received(c, 3)), md(strings.Join(c.Examples, ", ")))
 		}
 	}
 	if imp := r.Impossible(); len(imp) > 0 {
 		b.WriteString("\n## Impossible fields\n\n")
 		for _, c := range imp {
-			fmt.Fprintf(&b, "- **%s %s** (`%s`, version `%s`, cluster `%s`): %s. Seen %s to %s; jobs %s; received %s.  \n  *Try:* %s\n",
-				md(c.Schema), md(path(c.Path)), c.Keyword, short(c.Version), c.ID, c.Reason, day(c.FirstSeen), day(c.LastSeen),
+			fmt.Fprintf(&b, "- **%s %s** (%s, version %s, cluster %s): %s. Seen %s to %s; jobs %s; received %s.  \n  *Try:* %s\n",
+				md(c.Schema), md(path(c.Path)), code(c.Keyword), code(short(c.Version)), code(c.ID), md(c.Reason), day(c.FirstSeen), day(c.LastSeen),
 				md(strings.Join(c.Examples, ", ")), md(orNone(received(c, Received))), md(c.Suggestion))
 		}
 	}
 	if m := r.Masked(); len(m) > 0 {
 		b.WriteString("\n## Masked fields\n\nThe heal rate blames them, but the model fixed them: their jobs died of other fields.\n\n")
 		for _, c := range m {
-			fmt.Fprintf(&b, "- **%s %s** (`%s`, version `%s`, cluster `%s`): %s.  \n  *Try:* %s\n", md(c.Schema), md(path(c.Path)), c.Keyword, short(c.Version), c.ID, md(c.Reason), md(c.Suggestion))
+			fmt.Fprintf(&b, "- **%s %s** (%s, version %s, cluster %s): %s.  \n  *Try:* %s\n", md(c.Schema), md(path(c.Path)), code(c.Keyword), code(short(c.Version)), code(c.ID), md(c.Reason), md(c.Suggestion))
 		}
 	}
 	b.WriteString("\n## Heal funnel\n\n")
@@ -370,7 +394,7 @@ func (r *Report) markdown(w io.Writer) error {
 	if len(r.Lint) > 0 {
 		b.WriteString("\n## Schema lint\n\n| schema | file | path | rule | message | suggestion |\n|---|---|---|---|---|---|\n")
 		for _, l := range r.Lint {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", md(l.Schema), md(l.File), code(md(path(l.Path))), md(l.Rule), md(l.Message), md(l.Suggestion))
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", md(l.Schema), md(l.File), code(path(l.Path)), md(l.Rule), md(l.Message), md(l.Suggestion))
 		}
 	}
 	_, err := w.Write(b.Bytes())

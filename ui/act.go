@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/dlq"
@@ -19,6 +20,9 @@ type actionView struct {
 	Filter url.Values
 	// IDs are the dead letters selected: the ones the confirmation carries.
 	IDs []string
+	// Back is the page the action began on (the list with its filter and
+	// page, a cluster, a job): Cancel and Back return there.
+	Back string
 	// Done is set once the action ran.
 	Done     bool
 	Replayed []string
@@ -33,11 +37,11 @@ func (s *Server) selection(w http.ResponseWriter, r *http.Request) (dlq.Filter, 
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("reading the form: %w", err))
 		return dlq.Filter{}, nil, false
 	}
-	if !s.checkCSRF(w, r) {
-		return dlq.Filter{}, nil, false
-	}
 	if s.cfg.ReadOnly {
 		s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only (--ui-read-only)"))
+		return dlq.Filter{}, nil, false
+	}
+	if !s.checkCSRF(w, r) {
 		return dlq.Filter{}, nil, false
 	}
 	f, err := readFilter(r.PostForm, s.cfg.Now())
@@ -51,6 +55,19 @@ func (s *Server) selection(w http.ResponseWriter, r *http.Request) (dlq.Filter, 
 		return dlq.Filter{}, nil, false
 	}
 	return f, filterValues(r.PostForm), true
+}
+
+// back is the form's way back: a path of this console (never another
+// site's: not //host, not /\host), else the dead letters of the filter.
+func back(form url.Values, filter url.Values) string {
+	b := form.Get("back")
+	if strings.HasPrefix(b, "/") && !strings.HasPrefix(b, "//") && !strings.HasPrefix(b, "/\\") && !strings.ContainsAny(b, "\r\n") {
+		return b
+	}
+	if len(filter) == 0 {
+		return "/dead-letters"
+	}
+	return "/dead-letters?" + filter.Encode()
 }
 
 func ids(es []dlq.Entry) []string {
@@ -77,12 +94,13 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := actionView{Action: "replay", Filter: fv, IDs: ids(entries)}
+	v := actionView{Action: "replay", Filter: fv, IDs: ids(entries), Back: back(r.PostForm, fv)}
 	if r.PostForm.Get("confirm") != "yes" {
 		s.render(w, r, http.StatusOK, "action", page{Title: "Replay?", Nav: "dead-letters", Data: v})
 		return
 	}
 	res := actions.Replay(r.Context(), s.cfg.Conn, s.cfg.Store, entries)
+	s.overview.invalidate()
 	v.Done, v.Replayed, v.Failed = true, res.Replayed, res.Failed
 	s.cfg.Logger.Warn("console: replayed dead letters", "replayed", len(res.Replayed), "failed", len(res.Failed),
 		"jobs", res.Replayed, "filter", fv.Encode(), "remote", r.RemoteAddr)
@@ -109,12 +127,13 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := actionView{Action: "purge", Filter: fv, IDs: got}
+	v := actionView{Action: "purge", Filter: fv, IDs: got, Back: back(r.PostForm, fv)}
 	if !confirmed {
 		s.render(w, r, http.StatusOK, "action", page{Title: "Purge?", Nav: "dead-letters", Data: v})
 		return
 	}
 	v.Done, v.Purged = true, got
+	s.overview.invalidate()
 	s.cfg.Logger.Warn("console: purged dead letters from the index", "purged", len(got), "jobs", got, "filter", fv.Encode(), "remote", r.RemoteAddr)
 	s.render(w, r, http.StatusOK, "action", page{Title: "Purged", Nav: "dead-letters", Data: v})
 }

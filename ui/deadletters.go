@@ -52,6 +52,10 @@ func filterValues(q url.Values) url.Values {
 	return out
 }
 
+// maxPage bounds the rows a page may skip: deeper pages are refused, not
+// read.
+const maxPage = 10_000_000
+
 // listView is the dead letters page.
 type listView struct {
 	Q       url.Values
@@ -73,27 +77,28 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
+	size := s.cfg.PageSize
 	pageN := 0
 	if p := q.Get("page"); p != "" {
-		if pageN, err = strconv.Atoi(p); err != nil || pageN < 0 {
-			s.fail(w, r, http.StatusBadRequest, fmt.Errorf("page %q: want a number from 0", p))
+		if pageN, err = strconv.Atoi(p); err != nil || pageN < 0 || pageN > maxPage/size {
+			s.fail(w, r, http.StatusBadRequest, fmt.Errorf("page %q: want a number from 0 to %d", p, maxPage/size))
 			return
 		}
 	}
-	size := s.cfg.PageSize
-	// The index lists newest first with a limit: read up to the end of this
-	// page and one more, to know whether there is a next page.
-	f.Limit = (pageN+1)*size + 1
+	// newest first: this page and one more, to know whether there is a next page
+	f.Offset, f.Limit = pageN*size, size+1
 	entries, err := s.cfg.Store.List(r.Context(), f)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
+	if pageN > 0 && len(entries) == 0 {
+		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("page %d is past the end: fewer than %d dead letters match", pageN, pageN*size+1))
+		return
+	}
 	v := listView{Q: q, Page: pageN, From: pageN*size + 1, Filter: filterValues(q), Replayed: f.IncludeReplayed}
 	v.Filtered = len(v.Filter) > 0
-	if len(entries) > pageN*size {
-		v.Entries = entries[pageN*size : min(len(entries), (pageN+1)*size)]
-	}
+	v.Entries = entries[:min(len(entries), size)]
 	link := func(p int) string {
 		u := filterValues(q)
 		if f.IncludeReplayed {
@@ -107,7 +112,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 	if pageN > 0 {
 		v.Prev = link(pageN - 1)
 	}
-	if len(entries) > (pageN+1)*size {
+	if len(entries) > size {
 		v.Next = link(pageN + 1)
 	}
 	s.render(w, r, http.StatusOK, "deadletters", page{Title: "Dead letters", Nav: "dead-letters", Data: v})
@@ -130,6 +135,12 @@ type attemptView struct {
 
 func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("job")
+	if r.URL.Path == "/job" {
+		if id = r.URL.Query().Get("id"); id == "" {
+			s.fail(w, r, http.StatusBadRequest, errors.New("/job needs ?id=JOB_ID"))
+			return
+		}
+	}
 	o, err := s.cfg.Store.Get(r.Context(), id)
 	if errors.Is(err, dlq.ErrNotFound) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("job %q is not in the index", id))

@@ -14,25 +14,36 @@
 //	/clusters/{id}         one cluster: evidence, values, its dead letters
 //	/dead-letters          dead letters (?cluster, schema, class, path, model,
 //	                       since, until, replayed, page)
-//	/dead-letters/{job}    one job's whole transcript
+//	/dead-letters/{job}    one job's whole transcript (the id path-escaped;
+//	/job?id=               the ids "." and ".." go in the query: see JobURL)
 //	/schemas               versions, lint findings, the fields failing most
+//	/overview/live         the overview's figures alone (the page swaps them in)
 //	/api/overview          the overview's figures as JSON
 //
 // It reads what `pipeline report` and `pipeline dlq` read (report.Build,
 // dlq.Store's queries, ingest.Conn.Pending) and acts only through package
 // actions, as `pipeline dlq replay` and `dlq purge` do; it writes no SQL of
-// its own. Every action is a POST carrying the console's CSRF token; the
+// its own. Every action is a POST carrying its session's CSRF token; the
 // first POST shows what would be done (the dry run), a second one with
 // confirm=yes and the ids shown does it, and the result is shown and
 // logged.
 //
-// Safety: CheckAddr refuses an address other than loopback unless a token
-// is set; with a token every request needs it (a bearer header, or the
-// cookie the login form sets), compared in constant time. Every page goes
-// through the Redactor, so secrets the process knows are never shown.
-// ReadOnly hides and refuses the actions.
+// Safety: every request must name the console in its Host (Config.Addr's
+// host, the loopback names when that is loopback, Config.Hosts), else 421:
+// a page of another site whose name was rebound to this machine reads and
+// posts nothing. CheckAddr refuses an address other than loopback unless a
+// token of MinTokenLen characters is set; with a token every request needs
+// it (a bearer header, or the session the login form opens: a random id in
+// the cookie, never the token), compared in constant time, and wrong
+// tokens are throttled per client and over all clients (429). Each session
+// has its own CSRF token (an HMAC of its id). Every page goes through the
+// Redactor, so secrets the process knows are never shown. ReadOnly hides
+// and refuses the actions.
 //
-//	srv, err := ui.New(ui.Config{Store: st, Conn: conn, Secrets: redactor, Logger: log})
+// The overview's figures are kept in memory and read again at most once a
+// second (see Overview for what each counts).
+//
+//	srv, err := ui.New(ui.Config{Store: st, Conn: conn, Addr: "127.0.0.1:8080", Secrets: redactor, Logger: log})
 //	...
 //	http.ListenAndServe("127.0.0.1:8080", srv)
 package ui

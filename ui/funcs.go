@@ -26,8 +26,9 @@ func funcs() template.FuncMap {
 			}
 			return fmt.Sprintf("%.2f", float64(n)*100/float64(of))
 		},
-		// seg is v as one segment of a URL path: a job id may hold / ? #.
-		"seg": url.PathEscape,
+		// jobURL is the page of a job: its id may hold / ? # or spaces,
+		// or be "." or "..".
+		"jobURL": JobURL,
 		"short": func(v string) string {
 			if len(v) > 8 {
 				return v[:8]
@@ -111,8 +112,20 @@ type entriesView struct {
 	Entries  []dlq.Entry
 	CSRF     string
 	ReadOnly bool
+	// Back is the page the table is on, where the action's Cancel leads.
+	Back string
 }
 
-func entries(es []dlq.Entry, csrf string, readOnly bool) entriesView {
-	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly}
+func entries(es []dlq.Entry, csrf string, readOnly bool, back string) entriesView {
+	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly, Back: back}
+}
+
+// JobURL is the path of a job's page. The id is one escaped segment of
+// /dead-letters/; an id a browser would resolve as a dot segment ("." or
+// "..") goes in the query of /job instead.
+func JobURL(id string) string {
+	if id == "." || id == ".." {
+		return "/job?" + url.Values{"id": {id}}.Encode()
+	}
+	return "/dead-letters/" + url.PathEscape(id)
 }

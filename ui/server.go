@@ -2,17 +2,17 @@ package ui
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/subtle"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,9 +24,6 @@ import (
 
 //go:embed templates/*.html static/*
 var assets embed.FS
-
-// tokenCookie holds the access token in a browser once the login form took it.
-const tokenCookie = "pipeline_ui_token"
 
 // Config is what the console reads and acts on. Store is required; the
 // rest have defaults.
@@ -43,8 +40,14 @@ type Config struct {
 	// Secrets redacts every page; nil redacts nothing.
 	Secrets *secret.Redactor
 	// Token, when set, is required on every request (Authorization: Bearer,
-	// or the cookie the login form sets).
+	// or the session the login form opens).
 	Token string
+	// Addr is the address the console listens on; its host decides the
+	// Host headers answered (default 127.0.0.1: the loopback names).
+	Addr string
+	// Hosts are further names the console answers to (--ui-host): the
+	// name of a reverse proxy, of the machine.
+	Hosts []string
 	// ReadOnly hides and refuses replay and purge.
 	ReadOnly bool
 	// Breaker returns the state of the model's circuit breaker of this
@@ -62,11 +65,14 @@ type Config struct {
 
 // Server is the console's http.Handler.
 type Server struct {
-	cfg   Config
-	csrf  string
-	pages map[string]*template.Template
-	mux   *http.ServeMux
-	cop   *http.CrossOriginProtection
+	cfg      Config
+	hosts    hosts
+	sessions *sessions
+	throttle *throttle
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	cop      *http.CrossOriginProtection
+	overview overviewCache
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -91,11 +97,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Secrets == nil {
 		cfg.Secrets = secret.New()
 	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("ui: making the CSRF token: %w", err)
+	ss, err := newSessions()
+	if err != nil {
+		return nil, err
 	}
-	s := &Server{cfg: cfg, csrf: hex.EncodeToString(b), pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection()}
+	s := &Server{cfg: cfg, hosts: newHosts(cfg.Addr, cfg.Hosts), sessions: ss, throttle: newThrottle(cfg.Now),
+		pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection()}
 	if err := s.parse(); err != nil {
 		return nil, err
 	}
@@ -125,12 +132,14 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static") // the directory is embedded above
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	m.HandleFunc("GET /{$}", s.overview)
+	m.HandleFunc("GET /{$}", s.overviewPage)
+	m.HandleFunc("GET /overview/live", s.overviewLive)
 	m.HandleFunc("GET /api/overview", s.overviewJSON)
 	m.HandleFunc("GET /clusters", s.clusters)
 	m.HandleFunc("GET /clusters/{id}", s.cluster)
 	m.HandleFunc("GET /dead-letters", s.deadLetters)
 	m.HandleFunc("GET /dead-letters/{job}", s.deadLetter)
+	m.HandleFunc("GET /job", s.deadLetter) // ?id=, for the ids "." and ".."
 	m.HandleFunc("GET /schemas", s.schemasPage)
 	m.HandleFunc("POST /actions/replay", s.replay)
 	m.HandleFunc("POST /actions/purge", s.purge)
@@ -139,37 +148,69 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP checks the access token (when one is set) and the request's
-// origin, then serves the page.
+// ServeHTTP checks the request's Host (a page of another site whose name
+// resolves to this machine is refused), the access token (when one is
+// set) and the request's origin, then serves the page.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "same-origin")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
-	if s.cfg.Token != "" && !strings.HasPrefix(r.URL.Path, "/login") && !strings.HasPrefix(r.URL.Path, "/static/") && !s.authorized(r) {
-		if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
+	if !s.hosts.allowed(r.Host) {
+		http.Error(w, fmt.Sprintf("host %q is not this console's address: it answers %s (add a name with --ui-host)", r.Host, s.hosts.said), http.StatusMisdirectedRequest)
+		return
+	}
+	var in reqInfo
+	if s.cfg.Token == "" {
+		// no login: every browser gets a session, for its CSRF token
+		if in.session = sessionID(r); in.session == "" {
+			id, err := newID()
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			in.session = id
+			setSession(w, r, id, 0)
+		}
+	} else if !strings.HasPrefix(r.URL.Path, "/login") && !strings.HasPrefix(r.URL.Path, "/static/") {
+		var ok bool
+		if in, ok = s.authorize(w, r); !ok {
 			return
 		}
-		http.Error(w, "a token is required (Authorization: Bearer, or log in at /login)", http.StatusUnauthorized)
-		return
 	}
 	if err := s.cop.Check(r); err != nil {
 		http.Error(w, "cross-origin request refused: "+err.Error(), http.StatusForbidden)
 		return
 	}
-	s.mux.ServeHTTP(w, r)
+	s.mux.ServeHTTP(w, withInfo(r, in))
 }
 
-// authorized compares the request's token with the console's in constant time.
-func (s *Server) authorized(r *http.Request) bool {
-	got := ""
+// authorize checks a request's bearer token (throttled) or its logged-in
+// session; it answers the request itself when neither holds.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) (reqInfo, bool) {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		got = strings.TrimPrefix(h, "Bearer ")
-	} else if c, err := r.Cookie(tokenCookie); err == nil {
-		got = c.Value
+		c := client(r)
+		if d := s.throttle.wait(c); d > 0 {
+			tooMany(w, d)
+			return reqInfo{}, false
+		}
+		if equal(strings.TrimPrefix(h, "Bearer "), s.cfg.Token) {
+			return reqInfo{bearer: true}, true
+		}
+		s.throttle.failed(c)
+		s.cfg.Logger.Warn("console: wrong token", "remote", r.RemoteAddr)
+		http.Error(w, "wrong token", http.StatusUnauthorized)
+		return reqInfo{}, false
 	}
-	return equal(got, s.cfg.Token)
+	if id := sessionID(r); s.sessions.loggedIn(id, s.cfg.Now()) {
+		return reqInfo{session: id}, true
+	}
+	if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return reqInfo{}, false
+	}
+	http.Error(w, "a token is required (Authorization: Bearer, or log in at /login)", http.StatusUnauthorized)
+	return reqInfo{}, false
 }
 
 func equal(a, b string) bool {
@@ -180,18 +221,45 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "login", page{Title: "Log in"})
 }
 
+// login takes the token from the form (throttled per client and over all
+// clients) and opens a session: the cookie holds a random id, never the
+// token.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	if !equal(r.PostFormValue("token"), s.cfg.Token) || s.cfg.Token == "" {
+	if s.cfg.Token == "" {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	c := client(r)
+	if d := s.throttle.wait(c); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(d.Seconds()))))
+		s.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Log in", Error: fmt.Sprintf("too many wrong tokens: try again in %s", d.Round(time.Second))})
+		return
+	}
+	if !equal(r.PostFormValue("token"), s.cfg.Token) {
+		s.throttle.failed(c)
+		s.cfg.Logger.Warn("console: wrong token", "remote", r.RemoteAddr)
 		s.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Error: "wrong token"})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.cfg.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	id, err := newID()
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, err)
+		return
+	}
+	s.sessions.login(id, s.cfg.Now())
+	setSession(w, r, id, sessionTTL)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// checkCSRF reports whether the POST carries the console's CSRF token.
+// checkCSRF reports whether the POST carries its session's CSRF token. A
+// request with the bearer token needs none: no other site can send that
+// header.
 func (s *Server) checkCSRF(w http.ResponseWriter, r *http.Request) bool {
-	if !equal(r.PostFormValue("csrf"), s.csrf) {
+	in := info(r)
+	if in.bearer {
+		return true
+	}
+	if in.session == "" || !equal(r.PostFormValue("csrf"), s.sessions.csrf(in.session)) {
 		http.Error(w, "missing or wrong CSRF token: reload the page and try again", http.StatusForbidden)
 		return false
 	}
@@ -208,7 +276,10 @@ type page struct {
 	Now      time.Time
 	Error    string
 	Refresh  bool
-	Data     any
+	// Here is the page's own path and query (GET pages), which its action
+	// forms carry as "back": the confirmation's Cancel returns there.
+	Here string
+	Data any
 }
 
 // render executes a page into a buffer, redacts it and writes it.
@@ -218,7 +289,10 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		http.Error(w, "no template "+name, http.StatusInternalServerError)
 		return
 	}
-	p.CSRF, p.ReadOnly, p.Source, p.Now = s.csrf, s.cfg.ReadOnly, s.cfg.Source, s.cfg.Now()
+	p.CSRF, p.ReadOnly, p.Source, p.Now = s.sessions.csrf(info(r).session), s.cfg.ReadOnly, s.cfg.Source, s.cfg.Now()
+	if r.Method == http.MethodGet {
+		p.Here = r.URL.RequestURI()
+	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		s.cfg.Logger.Error("console: rendering a page", "page", name, "path", r.URL.Path, "err", err)
@@ -231,22 +305,49 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	_, _ = w.Write(s.cfg.Secrets.Bytes(buf.Bytes())) // a client gone away is no error of ours
 }
 
+// renderBlock executes one block of a page (a fragment the page's script
+// swaps in), redacted like a page.
+func (s *Server) renderBlock(w http.ResponseWriter, r *http.Request, name, block string, p page) {
+	t, ok := s.pages[name]
+	if !ok {
+		http.Error(w, "no template "+name, http.StatusInternalServerError)
+		return
+	}
+	p.CSRF, p.ReadOnly, p.Source, p.Now = s.sessions.csrf(info(r).session), s.cfg.ReadOnly, s.cfg.Source, s.cfg.Now()
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, block, p); err != nil {
+		s.cfg.Logger.Error("console: rendering a fragment", "page", name, "block", block, "err", err)
+		http.Error(w, "rendering the page failed: "+s.cfg.Secrets.String(err.Error()), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(s.cfg.Secrets.Bytes(buf.Bytes())) // a client gone away is no error of ours
+}
+
 // fail shows an error page; the error is redacted like everything else.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
 	s.render(w, r, status, "error", page{Title: "Error", Error: err.Error()})
 }
 
 // CheckAddr refuses to listen on an address other than loopback without a
-// token: the console shows transcripts and replays jobs.
+// token of at least MinTokenLen characters: the console shows transcripts
+// and replays jobs.
 func CheckAddr(addr, token string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("address %q: %w", addr, err)
 	}
-	if token != "" || IsLoopback(host) {
+	if IsLoopback(host) {
 		return nil
 	}
-	return fmt.Errorf("address %q is not loopback: listening there needs a token (--ui-token or PIPELINE_UI_TOKEN)", addr)
+	if token == "" {
+		return fmt.Errorf("address %q is not loopback: listening there needs a token (--ui-token or PIPELINE_UI_TOKEN)", addr)
+	}
+	if rule := tokenRule(token); rule != "" {
+		return fmt.Errorf("address %q: %s (--ui-token or PIPELINE_UI_TOKEN)", addr, rule)
+	}
+	return nil
 }
 
 // IsLoopback reports whether host names only loopback addresses ("" and

@@ -2,8 +2,10 @@ package ui_test
 
 import (
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -241,20 +243,13 @@ func TestReadOnly(t *testing.T) {
 	if strings.Contains(page, "Replay this job") || strings.Contains(f.get(t, "/dead-letters", http.StatusOK), "Replay selected") {
 		t.Errorf("a read-only console offers actions")
 	}
-	code, _ := f.post(t, "/actions/replay", url.Values{"id": {"inv-3"}, "confirm": {"yes"}, "csrf": {pageCSRF(t, f)}})
-	if code != http.StatusForbidden {
-		t.Errorf("replay on a read-only console: %d, want 403", code)
+	code, body := f.post(t, "/actions/replay", url.Values{"id": {"inv-3"}, "confirm": {"yes"}})
+	if code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("replay on a read-only console: %d %q, want 403 read-only", code, text(body))
 	}
 	if got := jobsOnStream(t, t.Context(), f.conn); len(got) != 0 {
 		t.Errorf("a read-only console published %v", got)
 	}
-}
-
-// pageCSRF reads the CSRF token from the login form, present on every
-// console with or without actions.
-func pageCSRF(t *testing.T, f *fixture) string {
-	t.Helper()
-	return csrf(t, f.get(t, "/login", http.StatusOK))
 }
 
 func TestToken(t *testing.T) {
@@ -309,7 +304,10 @@ func TestCheckAddr(t *testing.T) {
 		{"[::]:8080", "", false},
 		{"192.0.2.10:8080", "", false},
 		{"example.com:8080", "", false},
-		{"0.0.0.0:8080", "t0ken", true},
+		{"0.0.0.0:8080", "t0ken", false},
+		{"0.0.0.0:8080", "0123456789abcde", false},
+		{"0.0.0.0:8080", "0123456789abcdef", true},
+		{"127.0.0.1:8080", "t", true},
 		{"nope", "", false},
 	} {
 		err := ui.CheckAddr(tc.addr, tc.token)
@@ -359,4 +357,56 @@ func TestPathLikeJobID(t *testing.T) {
 		t.Fatalf("the list has no link %s:\n%s", href, page)
 	}
 	mustContain(t, id+"'s page", text(f.get(t, "/dead-letters/"+url.PathEscape(id), http.StatusOK)), id, "dead_lettered (exhausted)", "text of "+id)
+}
+
+// TestBadPaging: a page past the end, huge, negative or not a number is a
+// 400 naming the page, never a panic; the last page still answers.
+func TestBadPaging(t *testing.T) {
+	f := newFixture(t, func(c *ui.Config) { c.PageSize = 2 })
+	f.get(t, "/dead-letters?page=1", http.StatusOK) // dead letters 3-4 of 4
+	for _, p := range []string{"2", "3", "184467440737095517", "9223372036854775807", "99999999999999999999", "-1", "x", "1e3", " 1"} {
+		body := f.get(t, "/dead-letters?page="+url.QueryEscape(p), http.StatusBadRequest)
+		mustContain(t, "page "+p, text(body), "page")
+	}
+	f.get(t, "/clusters?top=-1", http.StatusBadRequest)
+	f.get(t, "/clusters?top=184467440737095517", http.StatusOK)
+}
+
+var cancelRe = regexp.MustCompile(`<a href="([^"]*)" id="cancel">Cancel</a>`)
+
+// TestActionWayBack: the confirmation's Cancel leads back to the page the
+// action began on, its filter and page kept (the list's selection, a
+// cluster); a way back to another site is not followed; the replay's
+// result says a `pipeline run` must pick the jobs up.
+func TestActionWayBack(t *testing.T) {
+	f := newFixture(t, func(c *ui.Config) { c.PageSize = 2 })
+	list := "/dead-letters?class=exhausted&page=1"
+	page := f.get(t, list, http.StatusOK)
+	token := csrf(t, page)
+	mustContain(t, "the list's action form", page, `name="back" value="`+html.EscapeString(list)+`"`)
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		want string
+	}{
+		{"selected on a filtered page", url.Values{"id": {"inv-3"}, "back": {list}}, list},
+		{"every match of a filter", url.Values{"class": {"exhausted"}, "schema": {"invoice"}}, "/dead-letters?class=exhausted&schema=invoice"},
+		{"a cluster", url.Values{"cluster": {codeCluster()}, "back": {"/clusters/" + codeCluster()}}, "/clusters/" + codeCluster()},
+		{"another site", url.Values{"id": {"inv-3"}, "back": {"//evil.example/x"}}, "/dead-letters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.form.Set("csrf", token)
+			code, body := f.post(t, "/actions/replay", tc.form)
+			if code != http.StatusOK {
+				t.Fatalf("dry run: %d %s", code, text(body))
+			}
+			m := cancelRe.FindStringSubmatch(body)
+			if m == nil || html.UnescapeString(m[1]) != tc.want {
+				t.Errorf("Cancel leads to %v, want %s", m, tc.want)
+			}
+		})
+	}
+	_, body := f.post(t, "/actions/replay", url.Values{"csrf": {token}, "confirm": {"yes"}, "id": {"inv-3"}, "back": {list}})
+	mustContain(t, "the replay's result", text(body), "replayed 1 jobs", "a pipeline run on this data dir (or one already running) must pick them up")
+	mustContain(t, "the replay's result", body, `href="`+html.EscapeString(list)+`" id="back"`)
 }

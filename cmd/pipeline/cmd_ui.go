@@ -21,7 +21,9 @@ import (
 	"github.com/llmpipeline/pipeline/ui"
 )
 
-const uiTokenUsage = "access token of the console, required to listen on an address that is not loopback; every request must carry it (the login form, or Authorization: Bearer)"
+const uiTokenUsage = "access token of the console, required (at least 16 characters) to listen on an address that is not loopback; every request must carry it (the login form, or Authorization: Bearer)"
+
+const uiHostUsage = "a further name the console answers to, as the Host of a request (a reverse proxy's, the machine's DNS name); repeat it for several. Requests naming another host are refused (421): a page of another site cannot reach the console by rebinding its name"
 
 func (e *env) uiCommand() *cli.Command {
 	return &cli.Command{
@@ -32,12 +34,14 @@ func (e *env) uiCommand() *cli.Command {
 as 'dlq list'), /dead-letters/JOB_ID (the whole transcript), /schemas; /api/overview is the overview
 as JSON. Replay and purge do what 'dlq replay' and 'dlq purge' do, after a dry run shown for
 confirmation; each is logged at warn level. It binds to loopback by default; any other address
-needs --token. Secrets the process knows are never shown. 'pipeline run --ui-addr' serves the same
+needs --token (16 characters at least). It answers only requests addressed to it: its address, the loopback
+names when bound to loopback, and names given with --ui-host. Secrets the process knows are never shown. 'pipeline run --ui-addr' serves the same
 console inside the workers' process.`,
 		ArgsUsage: " ",
 		Flags: flags(natsFlags(), dbFlags(), []cli.Flag{schemasFlag(),
 			&cli.StringFlag{Name: "addr", Aliases: []string{"ui-addr"}, EnvVars: []string{"PIPELINE_UI_ADDR"}, Value: "127.0.0.1:8080", Usage: "address to serve the console on"},
 			&cli.StringFlag{Name: "token", Aliases: []string{"ui-token"}, EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
+			&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ui-read-only"}, EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "show everything, allow no replay or purge"},
 		}, schemaLimitFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
@@ -47,6 +51,12 @@ console inside the workers' process.`,
 			if err := ui.CheckAddr(c.String("addr"), c.String("token")); err != nil {
 				return fail(exitUsage, "--addr: %w", err)
 			}
+			// Nothing is created on a data dir without pipeline data: a wrong
+			// --data-dir is said, not served empty.
+			createIndex, err := uiIndex(c)
+			if err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			conn, log, err := e.dial(c)
@@ -54,12 +64,12 @@ console inside the workers' process.`,
 				return err
 			}
 			defer conn.Close()
-			st, err := openStore(c, false)
+			st, err := openStore(c, createIndex)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			stopUI, err := e.startUI(c, uiSettings{addr: c.String("addr"), token: c.String("token"), readOnly: c.Bool("read-only")}, st, conn, nil, log)
+			stopUI, err := e.startUI(c, uiSettings{addr: c.String("addr"), token: c.String("token"), hosts: c.StringSlice("ui-host"), readOnly: c.Bool("read-only")}, st, conn, nil, log)
 			if err != nil {
 				return err
 			}
@@ -73,7 +83,27 @@ console inside the workers' process.`,
 // uiSettings are the console's flags, from `ui` or from `run --ui-*`.
 type uiSettings struct {
 	addr, token string
+	hosts       []string
 	readOnly    bool
+}
+
+// uiIndex decides, before anything is created, whether `ui` may serve:
+// a data dir with neither a NATS store nor an index holds no pipeline
+// data (refused, exit 3: most often a wrong --data-dir). Jobs submitted
+// but no index yet: the console serves an empty index (created here) that
+// the sink of a later `run` fills.
+func uiIndex(c *cli.Context) (create bool, err error) {
+	p := dbPath(c)
+	if _, err := os.Stat(p); err == nil {
+		return false, nil
+	}
+	if c.String("db") != "" {
+		return false, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db)", p)
+	}
+	if err := requireStore(c); err != nil {
+		return false, fail(exitRuntime, "no pipeline data in %s yet: nothing to show (run `pipeline submit` and `pipeline run` first, or pass --data-dir)", c.String("data-dir"))
+	}
+	return true, nil
 }
 
 // uiFlags are run's flags that serve the console inside the workers' process.
@@ -81,6 +111,7 @@ func uiFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "ui-addr", Usage: "also serve the operators' console (as 'pipeline ui') on this address, e.g. 127.0.0.1:8080"},
 		&cli.StringFlag{Name: "ui-token", EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
+		&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
 		&cli.BoolFlag{Name: "ui-read-only", EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "the console allows no replay or purge"},
 	}
 }
@@ -101,6 +132,8 @@ func (e *env) startUI(c *cli.Context, s uiSettings, st *dlq.Store, conn *ingest.
 		LoadSchemas: func() (*schemas.Registry, error) { return loadRegistry(c) },
 		Secrets:     e.secrets,
 		Token:       s.token,
+		Addr:        s.addr,
+		Hosts:       s.hosts,
 		ReadOnly:    s.readOnly,
 		Breaker:     breaker,
 		Logger:      log,
@@ -142,7 +175,7 @@ func (e *env) runUI(c *cli.Context, st *dlq.Store, conn *ingest.Conn, breaker *l
 	if breaker != nil {
 		state = breaker.State
 	}
-	stop, err := e.startUI(c, uiSettings{addr: c.String("ui-addr"), token: c.String("ui-token"), readOnly: c.Bool("ui-read-only")}, st, conn, state, log)
+	stop, err := e.startUI(c, uiSettings{addr: c.String("ui-addr"), token: c.String("ui-token"), hosts: c.StringSlice("ui-host"), readOnly: c.Bool("ui-read-only")}, st, conn, state, log)
 	if err != nil {
 		closeStore()
 		return nil, err

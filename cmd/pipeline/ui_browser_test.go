@@ -194,7 +194,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the replay says %q", got)
 	}
 
+	if got := text("#replay-next"); !strings.Contains(got, "pipeline run") {
+		t.Errorf("the replay's result does not say a run must pick the job up: %q", got)
+	}
+
+	// The overview, left open while the workers run the replay: every
+	// figure refreshes by itself (the cards, the class table, the funnel).
+	do("opening the overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#funnel-table")))
+	tiles, funnelRows := text("#tiles"), text("#funnel-table")
+	if !strings.Contains(tiles, "302") || !strings.Contains(strings.ToLower(tiles), "replayed, awaiting a run 1") {
+		t.Errorf("the overview after the replay: %q, want 302 jobs, 1 awaiting its run", tiles)
+	}
 	mustCLI(t, "", append([]string{"run", "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0"}, common...)...)
+	deadline := time.Now().Add(30 * time.Second)
+	for text("#tiles") == tiles || text("#funnel-table") == funnelRows {
+		if time.Now().After(deadline) {
+			t.Fatalf("the open overview never refreshed: tiles %q, funnel %q", text("#tiles"), text("#funnel-table"))
+		}
+		time.Sleep(200 * time.Millisecond) // polling the page with a deadline
+	}
+	if got := strings.ToLower(text("#tiles")); strings.Contains(got, "awaiting") || !strings.Contains(got, "302") {
+		t.Errorf("the refreshed overview: %q, want 302 jobs and none awaiting", got)
+	}
 	do("p1 after the replay", chromedp.Navigate(srv.URL+"/dead-letters/p1"), chromedp.WaitVisible(chromedp.CSS("#job-status")))
 	if got := text("#job-status"); got != "succeeded" {
 		t.Errorf("p1 after the fix and the replay: %q, want succeeded", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -110,7 +111,9 @@ func TestConsoleReplayPublishesWhatDLQReplayDoes(t *testing.T) {
 	}
 
 	srv, conn, _ := console(t, uiDir, schemaDir)
-	resp, err := http.Get(srv.URL + "/dead-letters?schema=part")
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar} // the CSRF token is the session's
+	resp, err := browser.Get(srv.URL + "/dead-letters?schema=part")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,7 @@ func TestConsoleReplayPublishesWhatDLQReplayDoes(t *testing.T) {
 	}
 	post := func(form url.Values) string {
 		t.Helper()
-		resp, err := http.PostForm(srv.URL+"/actions/replay", form)
+		resp, err := browser.PostForm(srv.URL+"/actions/replay", form)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,6 +183,34 @@ func TestUIRefusesOtherAddressesWithoutToken(t *testing.T) {
 		_, stderr, code := runCLI(t, "", args...)
 		if code != exitUsage || !strings.Contains(stderr, "not loopback") || !strings.Contains(stderr, "--ui-token") {
 			t.Errorf("%v: exit %d, %q; want exit 2 naming the token", args, code, stderr)
+		}
+	}
+}
+
+// TestUIOnAnEmptyDataDir: `ui` on a data dir without pipeline data says so
+// (exit 3) and creates nothing there: no NATS store, no streams, no index.
+func TestUIOnAnEmptyDataDir(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := runCLI(t, "", "ui", "--data-dir", dir, "--addr", "127.0.0.1:0")
+	if code != exitRuntime || !strings.Contains(stderr, "no pipeline data in "+dir+" yet") || !strings.Contains(stderr, "pipeline run") {
+		t.Errorf("ui on an empty data dir: exit %d, %q; want exit 3 saying there is no data yet", code, stderr)
+	}
+	if es, err := os.ReadDir(dir); err != nil || len(es) != 0 {
+		t.Errorf("ui on an empty data dir left %v (%v) behind", es, err)
+	}
+}
+
+// TestUITokenStrength: a token shorter than 16 characters is refused for
+// an address that is not loopback, with the rule named.
+func TestUITokenStrength(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"ui", "--data-dir", dir, "--addr", "0.0.0.0:0", "--ui-token", "x"},
+		{"run", "--data-dir", dir, "--until-idle", "--ui-addr", "0.0.0.0:0", "--ui-token", "0123456789abcde"},
+	} {
+		_, stderr, code := runCLI(t, "", args...)
+		if code != exitUsage || !strings.Contains(stderr, "at least 16 characters") {
+			t.Errorf("%v: exit %d, %q; want exit 2 naming the rule", args, code, stderr)
 		}
 	}
 }

@@ -28,19 +28,33 @@ function makeSortable(table) {
   });
 }
 
+// live swaps in the overview's figures every 3 s, rendered by the server
+// as the page renders them (/overview/live): every figure refreshes, the
+// cards, their shares, the cost, the class table and the funnel. A sorted
+// table keeps its order.
 function live(el) {
   const url = el.dataset.live;
-  const show = (v) => (v === null || v === undefined ? "unknown" : v === "" ? "n/a" : String(v));
   const tick = () => {
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then((r) => (r.ok ? r.json() : Promise.reject(r.status)))
-      .then((o) => {
-        document.querySelectorAll("[data-k]").forEach((n) => {
-          const k = n.dataset.k;
-          if (!(k in o)) return;
-          if (k === "at") { n.textContent = new Date(o.at).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC"); return; }
-          n.textContent = show(o[k]);
+    fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
+      .then((html) => {
+        const sorted = {};
+        el.querySelectorAll("table.sortable[id]").forEach((t) => {
+          const heads = t.tHead ? Array.from(t.tHead.rows[0].cells) : [];
+          const i = heads.findIndex((h) => h.hasAttribute("aria-sort"));
+          if (i >= 0) sorted[t.id] = { i, asc: heads[i].getAttribute("aria-sort") === "ascending" };
         });
+        const next = new DOMParser().parseFromString(html, "text/html");
+        el.replaceChildren(...next.body.childNodes);
+        el.querySelectorAll("table.sortable").forEach((t) => {
+          makeSortable(t);
+          const s = sorted[t.id];
+          if (!s) return;
+          const th = t.tHead.rows[0].cells[s.i];
+          if (!s.asc) th.setAttribute("aria-sort", "ascending"); // the click turns it to descending
+          th.click();
+        });
+        el.dataset.refreshed = String(Number(el.dataset.refreshed || 0) + 1);
       })
       .catch(() => {});
   };

@@ -1,0 +1,27 @@
+package report
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/llmpipeline/pipeline/dlq"
+)
+
+// Funnels is the report without its clusters: the heal funnel of every
+// schema version over every run in the index (runs a replay superseded
+// included: what was tried and paid for), and their totals. It reads the
+// funnel rows and the replayed, healed counts only, so it costs a fraction
+// of Build; the console's overview shows it.
+func Funnels(ctx context.Context, s *dlq.Store) (map[string]*Funnel, Totals, error) {
+	rows, err := s.Funnel(ctx, dlq.Filter{})
+	if err != nil {
+		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
+	}
+	healed, err := s.ReplayHealed(ctx, dlq.Filter{})
+	if err != nil {
+		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
+	}
+	r := &Report{Versions: map[string][]string{}, Funnel: funnel(rows, healed)}
+	r.cover(rows)
+	return r.Funnel, r.Totals, nil
+}
