@@ -161,6 +161,10 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 		ErrWriter:            stderr,
 		Reader:               stdin,
 		HideHelpCommand:      true, // our own help command below: it knows unknown commands
+		// urfave/cli adds its --help/-h flag only when the app has no help
+		// command of its own, and ours replaces it: without this flag
+		// `pipeline --help` was "flag: help requested", exit 2.
+		Flags: []cli.Flag{cli.HelpFlag},
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -21,7 +21,7 @@ import (
 func batchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "batch", EnvVars: []string{"PIPELINE_BATCH"},
-			Usage: "send attempts through the provider's Batch API (OpenAI Batch, Anthropic Message Batches) at its discount, answered within 24 h; in-flight batches are kept on JetStream and resumed by any `pipeline run --batch`"},
+			Usage: "send attempts through the provider's Batch API (OpenAI Batch, Anthropic Message Batches) at its discount, answered within 24 h; in-flight batches are kept on JetStream and resumed by any 'pipeline run --batch'"},
 		&cli.IntFlag{Name: "batch-size", Usage: "most requests per batch (0: the provider's limit or 1,000, whichever is lower; always under the provider's byte limit)"},
 		&cli.DurationFlag{Name: "batch-wait", Value: batch.DefaultWait, Usage: "the longest a gathered request waits before its batch is submitted"},
 		&cli.DurationFlag{Name: "batch-poll", Value: batch.DefaultPoll, Usage: "how often each batch's status is read"},
