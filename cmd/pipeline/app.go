@@ -156,15 +156,15 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 (NATS, SQLite, a schema that does not compile, a model URL or model name the provider does not
 know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the credentials;
 5 budget reached (run --budget-usd / --budget-tokens; the jobs not started stay queued).`,
-		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		Reader:               stdin,
-		HideHelpCommand:      true, // our own help command below: it knows unknown commands
+		HideVersion:     true, // `pipeline --version` is the version command, see mainContext
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Reader:          stdin,
+		HideHelpCommand: true, // our own help command below: it knows unknown commands
 		// urfave/cli adds its --help/-h flag only when the app has no help
 		// command of its own, and ours replaces it: without this flag
 		// `pipeline --help` was "flag: help requested", exit 2.
-		Flags: []cli.Flag{cli.HelpFlag},
+		Flags:                []cli.Flag{cli.HelpFlag},
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
