@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -85,8 +86,18 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	} else if isUsageError(err) {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "pipeline: %v\n", err)
+	// Errors quote what they are about (a job id, a file's line, a
+	// provider's message): no control character reaches the terminal.
+	fmt.Fprintf(stderr, "pipeline: %s\n", escape.Text(err.Error()))
 	return code
+}
+
+// plural is "1 finding", "2 findings".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // isUsageError recognises urfave/cli's own flag and argument errors.

@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -144,7 +145,8 @@ func (e *env) batchesCommand() *cli.Command {
 				if id == "" {
 					id = r.Key
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.Provider, id, r.State, r.Status.Status, len(r.Requests),
+				l := escape.Line // the id and status are the provider's words
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l(r.Provider), l(id), l(r.State), l(r.Status.Status), len(r.Requests),
 					r.Status.Counts.Succeeded, r.Status.Counts.Errored, r.CreatedAt.Format(time.RFC3339), ended)
 			}
 			return tw.Flush()
@@ -183,7 +185,7 @@ func (e *env) batchesCommand() *cli.Command {
 				if err != nil {
 					return withCode(exitRuntime, err)
 				}
-				fmt.Fprintf(e.stdout, "%s %s: %s\n", st.Provider, st.ID, st.Status)
+				fmt.Fprintf(e.stdout, "%s %s: %s\n", escape.Line(st.Provider), escape.Line(st.ID), escape.Line(st.Status))
 				return nil
 			},
 		}},

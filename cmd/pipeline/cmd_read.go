@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
@@ -124,7 +125,7 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 	}
 	sort.Strings(classes)
 	for _, k := range classes {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", k, s.ByClass[k], pct(s.ByClass[k], s.Jobs))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", escape.Line(k), s.ByClass[k], pct(s.ByClass[k], s.Jobs))
 	}
 	if s.PricedJobs > 0 {
 		// Only when a price was known: a cost of 0 would say nothing.

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 )
 
 // defaultMaxJobBytes is --max-job-bytes' default.
@@ -77,7 +78,7 @@ rejected without --skip-invalid.`,
 			bad := 0
 			err = jc.scanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {
-					fmt.Fprintf(e.stderr, "%s:%d: %s\n", name, n, reason)
+					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
 				bad++
 			})

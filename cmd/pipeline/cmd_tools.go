@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -145,9 +146,10 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				case v.Valid:
 					fmt.Fprintf(e.stdout, "valid against %s@%s\n", sc.ID, sc.Version)
 				case v.Error != "":
-					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, v.Error)
+					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, escape.Line(v.Error))
 				default:
-					fmt.Fprintln(e.stdout, schemas.Lines(v.Diagnostics, v.Omitted))
+					// the received values quote the input: no control character reaches the terminal
+					fmt.Fprintln(e.stdout, escape.Text(schemas.Lines(v.Diagnostics, v.Omitted)))
 				}
 			}
 			if !v.Valid {
@@ -214,7 +216,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						if r.Broken {
 							version = "broken"
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, version, r.File, r.Error)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", escape.Line(r.ID), version, escape.Line(r.File), escape.Line(r.Error))
 					}
 					if err := tw.Flush(); err != nil {
 						return err
@@ -254,10 +256,11 @@ compile_error. Exit 1 when there are findings.`,
 							fmt.Fprintf(e.stdout, "%s\n", b)
 							continue
 						}
-						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", firstNonEmpty(f.File, f.Schema), "#", f.Path, f.Rule, f.Message, f.Suggestion)
+						l := escape.Line
+						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(firstNonEmpty(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
 					}
 					if len(findings) > 0 {
-						return fail(exitNegative, "%d findings", len(findings))
+						return fail(exitNegative, "%s", plural(len(findings), "finding"))
 					}
 					if !c.Bool("json") {
 						fmt.Fprintln(e.stdout, "no findings")

@@ -104,7 +104,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate json", `{"price": -1}`, []string{"validate", "--schemas", schemaDir, "--schema", "price", "--json"}, exitNegative, `"keyword":"exclusiveMinimum"`, ""},
 		{"validate unknown schema", `{}`, []string{"validate", "--schemas", schemaDir, "--schema", "nope"}, exitUsage, "", `"nope": unknown schema`},
 		{"broken schema dir", `{}`, []string{"validate", "--schemas", broken, "--schema", "broken"}, exitRuntime, "", "broken.json"},
-		{"lint findings", "", []string{"schemas", "lint", contradictory}, exitNegative, "minimum", ""},
+		{"lint findings", "", []string{"schemas", "lint", contradictory}, exitNegative, "minimum", "pipeline: 1 finding\n"},
 		{"lint clean", "", []string{"schemas", "lint", schemaDir}, exitOK, "no findings", ""},
 		{"lint builtin", "", []string{"schemas", "lint"}, exitOK, "no findings", ""},
 		{"report bad format", "", []string{"report", "--format", "pdf"}, exitUsage, "", "--format"},

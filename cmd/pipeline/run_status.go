@@ -15,6 +15,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 )
 
@@ -178,7 +179,7 @@ func byClass(m map[string]int) string {
 	})
 	parts := make([]string, len(ks))
 	for i, k := range ks {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+		parts[i] = fmt.Sprintf("%s %d", escape.Line(k), m[k]) // a provider's status word in batch mode
 	}
 	return strings.Join(parts, ", ")
 }
@@ -221,7 +222,7 @@ func statusLine(s runSnapshot) string {
 		}
 	}
 	if s.Breaker != "" && s.Breaker != llm.StateClosed {
-		fmt.Fprintf(&b, "  breaker %s", s.Breaker)
+		fmt.Fprintf(&b, "  breaker %s", escape.Line(s.Breaker))
 	}
 	return b.String()
 }
