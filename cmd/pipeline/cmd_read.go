@@ -92,8 +92,8 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 
 func (e *env) statsCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "stats",
-		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
+		Name:  "stats",
+		Usage: "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
 		Description: `Before the first 'pipeline run' has indexed an outcome (no index yet), stats reads the jobs
 stream instead and says how many jobs are queued: "N jobs queued, no outcomes yet" (--json: the
 counts at zero and "queued": N).`,
