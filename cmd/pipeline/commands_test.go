@@ -13,7 +13,7 @@ import (
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	out := mustCLI(t, "", "demo", "--data-dir", dir, "--sim-latency", "0")
-	for _, want := range []string{"jobs", "succeeded", "dead_lettered", "/tracking_code", "IMPOSSIBLE"} {
+	for _, want := range []string{"jobs", "succeeded", "dead_lettered", "/tracking_code", "IMPOSSIBLE", "explore: pipeline ui --data-dir " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -253,7 +253,11 @@ func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pend
 	if !e.terminal(w) {
 		return func() {}
 	}
-	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(20),
+	// A known length from the start (the first update sets the real one):
+	// a bar of unknown length (-1) runs a spinner goroutine of its own that
+	// redraws it every 100 ms even after Exit, over the lines printed after
+	// it ("stopped: N jobs handed back", the summary).
+	bar := progressbar.NewOptions64(1, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(20),
 		progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetElapsedTime(false),
 		progressbar.OptionSetPredictTime(false))
