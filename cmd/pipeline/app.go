@@ -575,17 +575,22 @@ func schemaConfig(c *cli.Context) (schemas.Config, error) {
 	return cfg, nil
 }
 
-// loadRegistry loads the --schemas directory (or the built-in examples).
-// Files that do not load are in the registry's Broken list; the error is
-// for a directory that cannot be read or bad limits.
+// loadRegistry loads the command's schema directory (resolveSchemas:
+// --schemas, else the one remembered for the data dir, else the built-in
+// examples). Files that do not load are in the registry's Broken list; the
+// error is for a directory that cannot be read or bad limits.
 func loadRegistry(c *cli.Context) (*schemas.Registry, error) {
 	cfg, err := schemaConfig(c)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := schemas.LoadWith(c.String("schemas"), cfg)
+	src, err := resolveSchemas(c)
 	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("loading schemas: %w", err))
+		return nil, err
+	}
+	reg, err := schemas.LoadWith(src.dir, cfg)
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
 	}
 	return reg, nil
 }

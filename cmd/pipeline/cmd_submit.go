@@ -75,6 +75,9 @@ rejected without --skip-invalid.`,
 			// First pass: check every line, keeping only a hash and a line
 			// number per job id, so memory stays flat whatever the size.
 			jc := newJobCheck(reg, limit)
+			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
+				jc.where = src.String()
+			}
 			bad := 0
 			err = jc.scanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {

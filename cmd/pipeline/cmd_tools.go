@@ -84,7 +84,7 @@ the files it references.
 Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
 3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
-		Flags: flags([]cli.Flag{schemasFlag(), jsonFlag(),
+		Flags: flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
 		}, schemaLimitFlags()),
@@ -98,7 +98,8 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
 					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
 				}
-				return fail(exitUsage, "--schema %q: unknown schema (known: %s)", c.String("schema"), strings.Join(reg.IDs(), ", "))
+				src, _ := resolveSchemas(c) // it just resolved without error
+				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", c.String("schema"), src, strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
 			if err != nil {
@@ -174,7 +175,7 @@ shows it, or "broken"), file, and for a broken file its error; with
 "uses" lists the other files of the directory a schema references (its version covers them).
 Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
-				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
 					reg, err := loadRegistry(c)
 					if err != nil {
@@ -227,14 +228,18 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 			{
 				Name:  "lint",
 				Usage: "check schemas for contradictions (minimum > maximum, empty enum, a required property forbidden, ...)",
-				Description: `DIR defaults to --schemas (or the built-in examples). A file that does not even load is
+				Description: `DIR defaults to --schemas (else the one remembered for --data-dir, else the built-in examples). A file that does not even load is
 reported too: bad_file_name (the name cannot be a schema id), over_limit (--schema-max-bytes,
 --schema-max-depth), invalid_json, duplicate_id, bad_ref (a $ref outside the directory) or
 compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
-				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					dir := c.String("schemas")
+					src, err := resolveSchemas(c)
+					if err != nil {
+						return err
+					}
+					dir := src.dir
 					if c.NArg() > 1 {
 						return fail(exitUsage, "lint takes at most one DIR")
 					}
