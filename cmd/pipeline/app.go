@@ -134,9 +134,11 @@ type env struct {
 
 // jsonEncoder writes JSON to stdout as the stored outcomes are written:
 // < > & as they are (encoding/json escapes them for HTML by default, so a
-// model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D).
+// model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D),
+// and the controls encoding/json leaves raw (DEL, C1, bidi overrides) as
+// \u escapes (escape.JSON): the same values, safe on a terminal.
 func (e *env) jsonEncoder() *json.Encoder {
-	enc := json.NewEncoder(e.stdout)
+	enc := json.NewEncoder(escape.JSONWriter(e.stdout))
 	enc.SetEscapeHTML(false)
 	return enc
 }

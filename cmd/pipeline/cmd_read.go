@@ -62,7 +62,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 						return fmt.Errorf("message on %s: not JSON: %w", m.Subject, err)
 					}
 					line.WriteByte('\n')
-					_, err := e.stdout.Write(line.Bytes())
+					_, err := e.stdout.Write(escape.JSON(line.Bytes()))
 					return err
 				}
 				o, err := dlq.DecodeOutcome(m.Data)
@@ -276,7 +276,11 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("building the report: %w", err))
 	}
-	return withCode(exitRuntime, r.Render(e.stdout, format))
+	w := e.stdout
+	if format == "json" {
+		w = escape.JSONWriter(w) // Render writes the JSON in one Write
+	}
+	return withCode(exitRuntime, r.Render(w, format))
 }
 
 // latestFilter passes on the results of each job's latest run, in stream

@@ -204,7 +204,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 							if err != nil {
 								return err
 							}
-							fmt.Fprintf(e.stdout, "%s\n", b)
+							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 						}
 						return nil
 					}
@@ -258,7 +258,7 @@ compile_error. Exit 1 when there are findings.`,
 					for _, f := range findings {
 						if c.Bool("json") {
 							b, _ := json.Marshal(f)
-							fmt.Fprintf(e.stdout, "%s\n", b)
+							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 							continue
 						}
 						l := escape.Line

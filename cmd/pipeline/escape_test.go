@@ -33,7 +33,7 @@ func rawControl(s string) (rune, int) {
 // none of them to the terminal, through any text output: dlq list and
 // show, report as a table, markdown and html, stats, results, and run's
 // own output and summary. The JSON outputs stay JSON with the values
-// exact.
+// exact, their C1 controls and bidi overrides as \u escapes.
 func TestNoControlCharactersInTextOutputs(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-test")
 	srv := newOpenAIServer(t, http.StatusOK, hostileAnswer)
@@ -51,6 +51,8 @@ func TestNoControlCharactersInTextOutputs(t *testing.T) {
 	for _, args := range [][]string{
 		{"dlq", "list"}, {"dlq", "show", "t-1"}, {"stats"}, {"results"},
 		{"report"}, {"report", "--format", "markdown"}, {"report", "--format", "html"},
+		// JSON: encoding/json escapes C0 controls, escape.JSON the rest
+		{"dlq", "list", "--json"}, {"dlq", "show", "--json", "t-1"}, {"report", "--format", "json"}, {"results", "--json"},
 	} {
 		n := 1
 		if args[0] == "dlq" {

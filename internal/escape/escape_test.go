@@ -1,6 +1,7 @@
 package escape
 
 import (
+	"encoding/json"
 	"testing"
 	"unicode"
 	"unicode/utf8"
@@ -56,4 +57,25 @@ func FuzzLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestJSON: DEL, C1 controls and bidi overrides in JSON text become \u
+// escapes that decode to the same value; other text is left as it is.
+func TestJSON(t *testing.T) {
+	in := []byte("{\"k\u009b\":\"a\x7fb\u202ec Zürich \\u001b\"}\n")
+	got := JSON(in)
+	if want := `{"k\u009b":"a\u007fb\u202ec Zürich \u001b"}` + "\n"; string(got) != want {
+		t.Fatalf("JSON(%q) = %q, want %q", in, got, want)
+	}
+	var a, b map[string]string
+	if err := json.Unmarshal(in, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(got, &b); err != nil || a["k\u009b"] != b["k\u009b"] || len(b) != 1 {
+		t.Errorf("decoded %q, want %q (%v)", b, a, err)
+	}
+	plain := []byte(`{"a":"Zürich"}`)
+	if got := JSON(plain); &got[0] != &plain[0] {
+		t.Errorf("JSON copied text that needed nothing")
+	}
 }
