@@ -373,7 +373,7 @@ func dataDirFlag() cli.Flag {
 
 func schemasFlag() cli.Flag {
 	return &cli.StringFlag{Name: "schemas", EnvVars: []string{"PIPELINE_SCHEMAS"},
-		Usage: "directory of JSON Schema files (id = file name without .json); the built-in examples when empty"}
+		Usage: "directory of JSON Schema files (id = file name without .json); submit and run remember it for --data-dir, where the other commands then use it unless given again ('' forgets it); without one, the built-in examples"}
 }
 
 func logFlags() []cli.Flag {
