@@ -251,6 +251,9 @@ compile_error. Exit 1 when there are findings.`,
 						return err
 					}
 					reg, err := schemas.LoadWith(dir, cfg)
+					if err != nil && c.NArg() == 0 {
+						return withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
+					}
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
