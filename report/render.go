@@ -189,6 +189,7 @@ func classes(f *Funnel) string {
 }
 
 func (r *Report) table(w io.Writer) error {
+	r = r.escaped() // control characters as escapes (textsafe.go)
 	var b bytes.Buffer
 	sc := r.scope()
 	tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
@@ -328,6 +329,7 @@ func code(s string) string {
 }
 
 func (r *Report) markdown(w io.Writer) error {
+	r = r.escaped() // control characters as escapes (textsafe.go)
 	var b bytes.Buffer
 	b.WriteString("# Failure report\n\n")
 	sc := r.scope()
@@ -429,6 +431,7 @@ const (
 )
 
 func (r *Report) html(w io.Writer) error {
+	r = r.escaped() // control characters as escapes (textsafe.go)
 	var b bytes.Buffer
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>Failure report</title>\n<style>\n")
 	b.WriteString(css)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -86,8 +87,18 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	} else if isUsageError(err) {
 		code = exitUsage
 	}
-	fmt.Fprintf(stderr, "pipeline: %v\n", err)
+	// Errors quote what they are about (a job id, a file's line, a
+	// provider's message): no control character reaches the terminal.
+	fmt.Fprintf(stderr, "pipeline: %s\n", escape.Text(err.Error()))
 	return code
+}
+
+// plural is "1 finding", "2 findings".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // isUsageError recognises urfave/cli's own flag and argument errors.
@@ -124,9 +135,11 @@ type env struct {
 
 // jsonEncoder writes JSON to stdout as the stored outcomes are written:
 // < > & as they are (encoding/json escapes them for HTML by default, so a
-// model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D).
+// model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D),
+// and the controls encoding/json leaves raw (DEL, C1, bidi overrides) as
+// \u escapes (escape.JSON): the same values, safe on a terminal.
 func (e *env) jsonEncoder() *json.Encoder {
-	enc := json.NewEncoder(e.stdout)
+	enc := json.NewEncoder(escape.JSONWriter(e.stdout))
 	enc.SetEscapeHTML(false)
 	return enc
 }
@@ -163,6 +176,10 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 		ErrWriter:            stderr,
 		Reader:               stdin,
 		HideHelpCommand:      true, // our own help command below: it knows unknown commands
+		// urfave/cli adds its --help/-h flag only when the app has no help
+		// command of its own, and ours replaces it: without this flag
+		// `pipeline --help` was "flag: help requested", exit 2.
+		Flags:                []cli.Flag{cli.HelpFlag},
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
@@ -358,7 +375,7 @@ func dataDirFlag() cli.Flag {
 
 func schemasFlag() cli.Flag {
 	return &cli.StringFlag{Name: "schemas", EnvVars: []string{"PIPELINE_SCHEMAS"},
-		Usage: "directory of JSON Schema files (id = file name without .json); the built-in examples when empty"}
+		Usage: "directory of JSON Schema files (id = file name without .json); submit and run remember it for --data-dir, where the other commands then use it unless given again ('' forgets it); without one, the built-in examples"}
 }
 
 func logFlags() []cli.Flag {
@@ -562,17 +579,22 @@ func schemaConfig(c *cli.Context) (schemas.Config, error) {
 	return cfg, nil
 }
 
-// loadRegistry loads the --schemas directory (or the built-in examples).
-// Files that do not load are in the registry's Broken list; the error is
-// for a directory that cannot be read or bad limits.
+// loadRegistry loads the command's schema directory (resolveSchemas:
+// --schemas, else the one remembered for the data dir, else the built-in
+// examples). Files that do not load are in the registry's Broken list; the
+// error is for a directory that cannot be read or bad limits.
 func loadRegistry(c *cli.Context) (*schemas.Registry, error) {
 	cfg, err := schemaConfig(c)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := schemas.LoadWith(c.String("schemas"), cfg)
+	src, err := resolveSchemas(c)
 	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("loading schemas: %w", err))
+		return nil, err
+	}
+	reg, err := schemas.LoadWith(src.dir, cfg)
+	if err != nil {
+		return nil, withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
 	}
 	return reg, nil
 }

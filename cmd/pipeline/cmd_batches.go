@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -21,7 +22,7 @@ import (
 func batchFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "batch", EnvVars: []string{"PIPELINE_BATCH"},
-			Usage: "send attempts through the provider's Batch API (OpenAI Batch, Anthropic Message Batches) at its discount, answered within 24 h; in-flight batches are kept on JetStream and resumed by any `pipeline run --batch`"},
+			Usage: "send attempts through the provider's Batch API (OpenAI Batch, Anthropic Message Batches) at its discount, answered within 24 h; in-flight batches are kept on JetStream and resumed by any 'pipeline run --batch'"},
 		&cli.IntFlag{Name: "batch-size", Usage: "most requests per batch (0: the provider's limit or 1,000, whichever is lower; always under the provider's byte limit)"},
 		&cli.DurationFlag{Name: "batch-wait", Value: batch.DefaultWait, Usage: "the longest a gathered request waits before its batch is submitted"},
 		&cli.DurationFlag{Name: "batch-poll", Value: batch.DefaultPoll, Usage: "how often each batch's status is read"},
@@ -148,7 +149,8 @@ func (e *env) batchesCommand() *cli.Command {
 				if id == "" {
 					id = r.Key
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.Provider, id, r.State, r.Status.Status, len(r.Requests),
+				l := escape.Line // the id and status are the provider's words
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l(r.Provider), l(id), l(r.State), l(r.Status.Status), len(r.Requests),
 					r.Status.Counts.Succeeded, r.Status.Counts.Errored, r.CreatedAt.Format(time.RFC3339), ended)
 			}
 			return tw.Flush()
@@ -187,7 +189,7 @@ func (e *env) batchesCommand() *cli.Command {
 				if err != nil {
 					return withCode(exitRuntime, err)
 				}
-				fmt.Fprintf(e.stdout, "%s %s: %s\n", st.Provider, st.ID, st.Status)
+				fmt.Fprintf(e.stdout, "%s %s: %s\n", escape.Line(st.Provider), escape.Line(st.ID), escape.Line(st.Status))
 				return nil
 			},
 		}},

@@ -89,8 +89,10 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err := e.printReport(c, st, reg, "table"); err != nil {
 				return err
 			}
-			fmt.Fprintf(e.stdout, "\nexplore: pipeline dlq list --data-dir %s   |   pipeline report --format html --data-dir %s > report.html\n",
-				c.String("data-dir"), c.String("data-dir"))
+			dir := c.String("data-dir")
+			fmt.Fprintf(e.stdout, "\nexplore: pipeline ui --data-dir %s   (the console in a browser)\n"+
+				"         pipeline dlq list --data-dir %s   |   pipeline report --format html --data-dir %s > report.html\n",
+				dir, dir, dir)
 			return nil
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -82,8 +83,9 @@ func (e *env) dlqCommand() *cli.Command {
 					tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "JOB\tSCHEMA\tCLASS\tATTEMPTS\tFIRST PATH\tFAILED AT\tREASON")
 					for _, en := range entries {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", en.JobID, en.Schema, en.Class, en.Attempts,
-							en.FirstPath, en.FailedAt.Local().Format("2006-01-02 15:04:05"), truncate(en.Reason, 80))
+						l := escape.Line // a model wrote the paths and reasons: no control character reaches the terminal
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l(en.JobID), l(en.Schema), l(en.Class), en.Attempts,
+							l(en.FirstPath), en.FailedAt.Local().Format("2006-01-02 15:04:05"), truncate(l(en.Reason), 80))
 					}
 					return tw.Flush()
 				},
@@ -156,7 +158,7 @@ func (e *env) dlqCommand() *cli.Command {
 					fmt.Fprintf(e.stdout, "%s %d dead letters\n", verb, len(ids))
 					if c.Bool("dry-run") {
 						for _, id := range ids {
-							fmt.Fprintln(e.stdout, id)
+							fmt.Fprintln(e.stdout, escape.Line(id))
 						}
 					}
 					return nil
@@ -260,7 +262,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if c.Bool("dry-run") {
 				fmt.Fprintf(e.stdout, "would replay %d jobs\n", len(entries))
 				for _, en := range entries {
-					fmt.Fprintln(e.stdout, en.JobID)
+					fmt.Fprintln(e.stdout, escape.Line(en.JobID))
 				}
 				return nil
 			}
@@ -271,7 +273,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			defer conn.Close()
 			res := actions.Replay(c.Context, conn, st, entries)
 			for _, fl := range res.Failed {
-				fmt.Fprintf(e.stderr, "%s: %v\n", fl.JobID, fl.Err)
+				fmt.Fprintf(e.stderr, "%s: %s\n", escape.Line(fl.JobID), escape.Line(fl.Err.Error()))
 			}
 			fmt.Fprintf(e.stdout, "replayed %d jobs, %d failed\n", len(res.Replayed), len(res.Failed))
 			if len(res.Failed) > 0 {
@@ -331,9 +333,12 @@ func describeFilter(f dlq.Filter) string {
 	return strings.Join(parts, " ")
 }
 
+// truncate cuts s to n characters (not bytes: a cut through a character
+// would print a byte that is no UTF-8), the last one an ellipsis.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return string(r[:n-1]) + "…"
 }

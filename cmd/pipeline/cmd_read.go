@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
@@ -58,7 +62,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 						return fmt.Errorf("message on %s: not JSON: %w", m.Subject, err)
 					}
 					line.WriteByte('\n')
-					_, err := e.stdout.Write(line.Bytes())
+					_, err := e.stdout.Write(escape.JSON(line.Bytes()))
 					return err
 				}
 				o, err := dlq.DecodeOutcome(m.Data)
@@ -88,11 +92,17 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 
 func (e *env) statsCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "stats",
-		Usage:     "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
+		Name:  "stats",
+		Usage: "print job counts from the index: jobs, succeeded, dead-lettered, by attempt, by class, and the cost when a price is known",
+		Description: `Before the first 'pipeline run' has indexed an outcome (no index yet), stats reads the jobs
+stream instead and says how many jobs are queued: "N jobs queued, no outcomes yet" (--json: the
+counts at zero and "queued": N).`,
 		ArgsUsage: " ",
-		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
+		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}, natsFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
+			if _, err := os.Stat(dbPath(c)); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
+				return e.printQueued(c)
+			}
 			st, err := openStore(c, false)
 			if err != nil {
 				return err
@@ -124,7 +134,7 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 	}
 	sort.Strings(classes)
 	for _, k := range classes {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", k, s.ByClass[k], pct(s.ByClass[k], s.Jobs))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", escape.Line(k), s.ByClass[k], pct(s.ByClass[k], s.Jobs))
 	}
 	if s.PricedJobs > 0 {
 		// Only when a price was known: a cost of 0 would say nothing.
@@ -140,6 +150,32 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 		fmt.Fprintf(tw, "batch_attempts\t%d\t$%s\n", s.Batch.Attempts, worker.Dollars(s.Batch.CostUSD))
 	}
 	return tw.Flush()
+}
+
+// printQueued is stats before any outcome is indexed: the jobs waiting on
+// the jobs stream (a data dir without a NATS store is no pipeline data).
+func (e *env) printQueued(c *cli.Context) error {
+	if err := requireStore(c); err != nil {
+		return err
+	}
+	conn, _, err := e.dial(c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	p, err := conn.Pending(c.Context)
+	if err != nil {
+		return withCode(exitRuntime, fmt.Errorf("reading the jobs stream: %w", err))
+	}
+	queued := p.Pending + uint64(p.AckPending)
+	if c.Bool("json") {
+		return e.jsonEncoder().Encode(struct {
+			dlq.Stats
+			Queued uint64 `json:"queued"`
+		}{dlq.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]dlq.SchemaStats{}}, queued})
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s queued, no outcomes yet ('pipeline run' processes them)\n", plural(int(queued), "job"))
+	return err
 }
 
 func pct(n, of int) string {
@@ -240,7 +276,11 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("building the report: %w", err))
 	}
-	return withCode(exitRuntime, r.Render(e.stdout, format))
+	w := e.stdout
+	if format == "json" {
+		w = escape.JSONWriter(w) // Render writes the JSON in one Write
+	}
+	return withCode(exitRuntime, r.Render(w, format))
 }
 
 // latestFilter passes on the results of each job's latest run, in stream

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 )
 
 // defaultMaxJobBytes is --max-job-bytes' default.
@@ -74,10 +75,13 @@ rejected without --skip-invalid.`,
 			// First pass: check every line, keeping only a hash and a line
 			// number per job id, so memory stays flat whatever the size.
 			jc := newJobCheck(reg, limit)
+			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
+				jc.where = src.String()
+			}
 			bad := 0
 			err = jc.scanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {
-					fmt.Fprintf(e.stderr, "%s:%d: %s\n", name, n, reason)
+					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
 				bad++
 			})

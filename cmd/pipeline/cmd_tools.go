@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -83,7 +84,7 @@ the files it references.
 Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
 3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
-		Flags: flags([]cli.Flag{schemasFlag(), jsonFlag(),
+		Flags: flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
 		}, schemaLimitFlags()),
@@ -97,7 +98,8 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
 					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
 				}
-				return fail(exitUsage, "--schema %q: unknown schema (known: %s)", c.String("schema"), strings.Join(reg.IDs(), ", "))
+				src, _ := resolveSchemas(c) // it just resolved without error
+				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", c.String("schema"), src, strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
 			if err != nil {
@@ -145,9 +147,10 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				case v.Valid:
 					fmt.Fprintf(e.stdout, "valid against %s@%s\n", sc.ID, sc.Version)
 				case v.Error != "":
-					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, v.Error)
+					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, escape.Line(v.Error))
 				default:
-					fmt.Fprintln(e.stdout, schemas.Lines(v.Diagnostics, v.Omitted))
+					// the received values quote the input: no control character reaches the terminal
+					fmt.Fprintln(e.stdout, escape.Text(schemas.Lines(v.Diagnostics, v.Omitted)))
 				}
 			}
 			if !v.Valid {
@@ -172,7 +175,7 @@ shows it, or "broken"), file, and for a broken file its error; with
 "uses" lists the other files of the directory a schema references (its version covers them).
 Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
-				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
 					reg, err := loadRegistry(c)
 					if err != nil {
@@ -201,7 +204,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 							if err != nil {
 								return err
 							}
-							fmt.Fprintf(e.stdout, "%s\n", b)
+							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 						}
 						return nil
 					}
@@ -214,7 +217,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						if r.Broken {
 							version = "broken"
 						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.ID, version, r.File, r.Error)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", escape.Line(r.ID), version, escape.Line(r.File), escape.Line(r.Error))
 					}
 					if err := tw.Flush(); err != nil {
 						return err
@@ -225,14 +228,18 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 			{
 				Name:  "lint",
 				Usage: "check schemas for contradictions (minimum > maximum, empty enum, a required property forbidden, ...)",
-				Description: `DIR defaults to --schemas (or the built-in examples). A file that does not even load is
+				Description: `DIR defaults to --schemas (else the one remembered for --data-dir, else the built-in examples). A file that does not even load is
 reported too: bad_file_name (the name cannot be a schema id), over_limit (--schema-max-bytes,
 --schema-max-depth), invalid_json, duplicate_id, bad_ref (a $ref outside the directory) or
 compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
-				Flags:     flags([]cli.Flag{schemasFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					dir := c.String("schemas")
+					src, err := resolveSchemas(c)
+					if err != nil {
+						return err
+					}
+					dir := src.dir
 					if c.NArg() > 1 {
 						return fail(exitUsage, "lint takes at most one DIR")
 					}
@@ -244,6 +251,9 @@ compile_error. Exit 1 when there are findings.`,
 						return err
 					}
 					reg, err := schemas.LoadWith(dir, cfg)
+					if err != nil && c.NArg() == 0 {
+						return withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
+					}
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
@@ -251,13 +261,14 @@ compile_error. Exit 1 when there are findings.`,
 					for _, f := range findings {
 						if c.Bool("json") {
 							b, _ := json.Marshal(f)
-							fmt.Fprintf(e.stdout, "%s\n", b)
+							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 							continue
 						}
-						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", firstNonEmpty(f.File, f.Schema), "#", f.Path, f.Rule, f.Message, f.Suggestion)
+						l := escape.Line
+						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(firstNonEmpty(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
 					}
 					if len(findings) > 0 {
-						return fail(exitNegative, "%d findings", len(findings))
+						return fail(exitNegative, "%s", plural(len(findings), "finding"))
 					}
 					if !c.Bool("json") {
 						fmt.Fprintln(e.stdout, "no findings")

@@ -13,7 +13,7 @@ import (
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	out := mustCLI(t, "", "demo", "--data-dir", dir, "--sim-latency", "0")
-	for _, want := range []string{"jobs", "succeeded", "dead_lettered", "/tracking_code", "IMPOSSIBLE"} {
+	for _, want := range []string{"jobs", "succeeded", "dead_lettered", "/tracking_code", "IMPOSSIBLE", "explore: pipeline ui --data-dir " + dir} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
@@ -104,7 +104,7 @@ func TestExitCodes(t *testing.T) {
 		{"validate json", `{"price": -1}`, []string{"validate", "--schemas", schemaDir, "--schema", "price", "--json"}, exitNegative, `"keyword":"exclusiveMinimum"`, ""},
 		{"validate unknown schema", `{}`, []string{"validate", "--schemas", schemaDir, "--schema", "nope"}, exitUsage, "", `"nope": unknown schema`},
 		{"broken schema dir", `{}`, []string{"validate", "--schemas", broken, "--schema", "broken"}, exitRuntime, "", "broken.json"},
-		{"lint findings", "", []string{"schemas", "lint", contradictory}, exitNegative, "minimum", ""},
+		{"lint findings", "", []string{"schemas", "lint", contradictory}, exitNegative, "minimum", "pipeline: 1 finding\n"},
 		{"lint clean", "", []string{"schemas", "lint", schemaDir}, exitOK, "no findings", ""},
 		{"lint builtin", "", []string{"schemas", "lint"}, exitOK, "no findings", ""},
 		{"report bad format", "", []string{"report", "--format", "pdf"}, exitUsage, "", "--format"},

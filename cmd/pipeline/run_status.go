@@ -15,6 +15,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 )
 
@@ -178,7 +179,7 @@ func byClass(m map[string]int) string {
 	})
 	parts := make([]string, len(ks))
 	for i, k := range ks {
-		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+		parts[i] = fmt.Sprintf("%s %d", escape.Line(k), m[k]) // a provider's status word in batch mode
 	}
 	return strings.Join(parts, ", ")
 }
@@ -221,7 +222,7 @@ func statusLine(s runSnapshot) string {
 		}
 	}
 	if s.Breaker != "" && s.Breaker != llm.StateClosed {
-		fmt.Fprintf(&b, "  breaker %s", s.Breaker)
+		fmt.Fprintf(&b, "  breaker %s", escape.Line(s.Breaker))
 	}
 	return b.String()
 }
@@ -252,7 +253,11 @@ func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pend
 	if !e.terminal(w) {
 		return func() {}
 	}
-	bar := progressbar.NewOptions64(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(20),
+	// A known length from the start (the first update sets the real one):
+	// a bar of unknown length (-1) runs a spinner goroutine of its own that
+	// redraws it every 100 ms even after Exit, over the lines printed after
+	// it ("stopped: N jobs handed back", the summary).
+	bar := progressbar.NewOptions64(1, progressbar.OptionSetWriter(w), progressbar.OptionSetWidth(20),
 		progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionSetElapsedTime(false),
 		progressbar.OptionSetPredictTime(false))

@@ -91,6 +91,8 @@ type jobCheck struct {
 	valid int // lines that passed the first pass
 
 	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
+
+	where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
 }
 
 func newJobCheck(reg *schemas.Registry, limit int64) *jobCheck {
@@ -118,6 +120,9 @@ func (jc *jobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
 		return j, nil, fmt.Sprintf("%s at byte %d (0x%02X)", notUTF8, i, line[i])
 	}
 	if _, ok := jc.reg.Get(j.Schema); !ok {
+		if jc.where != "" {
+			return j, nil, fmt.Sprintf("unknown schema %q in %s; known there: %v", j.Schema, jc.where, jc.reg.IDs())
+		}
 		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
 	}
 	return j, line, ""
