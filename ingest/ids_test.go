@@ -42,10 +42,14 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		{"..", "請求書"},
 		{"ünïcode", "a%2Eb"},
 		{long, "My Invoice"},
+		{"scans/big file.pdf", "My Invoice"}, // over the inline limit: its body goes to the object store
 	}
 	var items []SubmitItem
 	for _, j := range jobs {
 		it := jobItem(j.id, j.schema)
+		if j.id == "scans/big file.pdf" {
+			it.Data = fmt.Appendf(nil, `{"id":%q,"schema":%q,"input":%q}`, j.id, j.schema, strings.Repeat("x", c.InlineLimit()+1))
+		}
 		it.JobID = j.id
 		items = append(items, it)
 	}
@@ -64,6 +68,9 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		if d.SchemaToken != d.Job.Schema || d.MsgID != d.Job.ID {
 			t.Errorf("delivery of job %q (schema %q): schema from the subject %q, msg id %q", d.Job.ID, d.Job.Schema, d.SchemaToken, d.MsgID)
 		}
+		if d.Job.ID == "scans/big file.pdf" && d.Size <= int64(c.InlineLimit()) {
+			t.Errorf("job %q of %d bytes: not read from the object store", d.Job.ID, d.Size)
+		}
 		if d.Job.ID == "ana@example.com" {
 			return Outcome{Action: ActionDeadLetter, Schema: d.Job.Schema, Payload: resultFor(d), Reason: "schema"}
 		}
@@ -78,7 +85,7 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		ids             []string
 	}{
 		{StreamResults, "pipeline.results.invoice", []string{"user@example.com"}},
-		{StreamResults, "pipeline.results.My%20Invoice", []string{"inv.2024/03 #7", long}},
+		{StreamResults, "pipeline.results.My%20Invoice", []string{"inv.2024/03 #7", long, "scans/big file.pdf"}},
 		{StreamResults, "pipeline.results.ticket%2Ev2", []string{"https://x.example/a?b=c"}},
 		{StreamDLQ, "pipeline.dlq.ticket%2Ev2", []string{"ana@example.com"}},
 		{StreamResults, "pipeline.results.foo-1%2E0%2E0", []string{"."}},

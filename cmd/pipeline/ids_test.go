@@ -115,7 +115,7 @@ func TestIDsAsGiven(t *testing.T) {
 	}
 
 	out = mustCLI(t, "", "dlq", "replay", "--dry-run", "--data-dir", dir, "--id", "inv,7")
-	if !strings.Contains(out, "would replay 1 jobs") || !strings.Contains(out, "inv,7\n") {
+	if !strings.Contains(out, "would replay 1 ") || !strings.Contains(out, "inv,7\n") {
 		t.Errorf("dlq replay --dry-run --id inv,7: %q, want the one job, its id whole", out)
 	}
 
