@@ -127,3 +127,31 @@ func TestSubmitRefusesBadSchemaIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerReadsLongIDs: the ledger's gathered reads (256 keys a request)
+// hold keys of 512-byte ids whose every byte is escaped (1536 characters):
+// submit finds the ended runs of 300 such jobs.
+func TestLedgerReadsLongIDs(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	ctx := t.Context()
+	var items []SubmitItem
+	for i := range 300 {
+		id := fmt.Sprintf("%04d", i) + strings.Repeat("ü", (MaxJobIDBytes-4)/2) // 512 bytes
+		it := jobItem(id, "My Invoice")
+		it.JobID = id
+		items = append(items, it)
+		if i%2 == 0 {
+			if _, err := c.recordRun(ctx, id, LedgerRun{MsgID: id, Stream: StreamResults, Seq: uint64(i + 1)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := len(LedgerKey(items[0].JobID)); n < 1500 {
+		t.Fatalf("key of %d characters, want the longest kind", n)
+	}
+	st := submit(t, c, items)
+	if st.AlreadyDone != 150 || st.Published != 150 {
+		t.Errorf("submit: %+v, want 150 already done and 150 published", st)
+	}
+}
