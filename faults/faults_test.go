@@ -479,7 +479,7 @@ func scenarioPoisonPublished(t *testing.T) row {
 	poison := []bad{
 		{"invoice", "bad-1", "POISON not json at all", "invalid_job"},
 		{"invoice", "bad-2", `{"id":"bad-2","schema":"invoice","note":"POISON no input"}`, "invalid_job"},
-		{"invoice", "bad-3", `{"id":"bad 3 with spaces","schema":"invoice","input":"POISON"}`, "invalid_job"},
+		{"invoice", "bad-3", `{"id":"bad 3 with a BEL\u0007","schema":"invoice","input":"POISON"}`, "invalid_job"},
 		{"invoice", "bad-4", `{"id":"bad-4","schema":"ticket","input":"POISON on the wrong subject"}`, "invalid_job"},
 		{"invoice", "", "", "invalid_job"},
 		{"ticket", "", string(junk), "invalid_job"},

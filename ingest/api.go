@@ -90,8 +90,8 @@ type SubmitStats struct {
 	ChangedIDs []string
 }
 
-// SubmitItem is one job to publish: its raw JSON, its schema (the subject
-// token) and its message id (the job id, or the job id plus a replay suffix).
+// SubmitItem is one job to publish: its raw JSON, its schema id (its
+// subject's token is SchemaToken of it) and its message id (the job id, or the job id plus a replay suffix).
 type SubmitItem struct {
 	Data   []byte
 	Schema string
@@ -117,7 +117,8 @@ type Delivery struct {
 	JobErr error
 	// Data is the message body as received.
 	Data []byte
-	// SchemaToken is the last token of the subject (pipeline.jobs.<schema>).
+	// SchemaToken is the schema id the subject names: its last token
+	// (pipeline.jobs.<schema>), decoded by SchemaOfToken.
 	SchemaToken string
 	// MsgID is the message's Nats-Msg-Id (the job id, or a replay's id).
 	MsgID string
@@ -171,7 +172,7 @@ const (
 // Outcome is a handler's verdict on one delivery.
 type Outcome struct {
 	Action  Action
-	Schema  string // subject token for the result or dead letter
+	Schema  string // the schema id whose subject the result or dead letter goes to
 	Payload []byte
 	Reason  string
 	Delay   time.Duration

@@ -259,8 +259,9 @@ func TestSubmitRejectsBadItems(t *testing.T) {
 		name string
 		item SubmitItem
 	}{
-		{"schema with dot", SubmitItem{Data: []byte("{}"), Schema: "a.b", MsgID: "x"}},
-		{"schema wildcard", SubmitItem{Data: []byte("{}"), Schema: ">", MsgID: "x"}},
+		// "a.b" and ">" are schema ids (their subject tokens escape them).
+		{"schema with a control character", SubmitItem{Data: []byte("{}"), Schema: "a\tb", MsgID: "x"}},
+		{"no schema", SubmitItem{Data: []byte("{}"), MsgID: "x"}},
 		{"no msg id", SubmitItem{Data: []byte("{}"), Schema: "invoice"}},
 	}
 	for _, tc := range cases {

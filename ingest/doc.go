@@ -3,7 +3,8 @@
 // streams and their consumers, submitting jobs, the worker runtime that
 // hands each job to a Handler and acts on its Outcome, the sink that feeds
 // results and dead letters to a store, and readers for operator commands.
-// It knows jobs only by id and schema token: no prompts, schemas or models.
+// It knows jobs only by id and schema id: no prompts, schemas or models.
+// Ids are kept as given; ids.go says how subjects and keys carry them.
 //
 // # Connecting
 //

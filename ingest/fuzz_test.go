@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -30,11 +31,11 @@ func FuzzParseJob(f *testing.F) {
 			}
 			return
 		}
-		if !validToken.MatchString(j.ID) || !validToken.MatchString(j.Schema) || j.Input == "" {
+		if !isJobID(j.ID) || !ValidSchemaID(j.Schema) || j.Input == "" {
 			t.Fatalf("accepted job with bad fields: %+v", j)
 		}
-		if strings.ContainsAny(j.Schema, ".*> ") {
-			t.Fatalf("schema %q would break the subject", j.Schema)
+		if tok := SchemaToken(j.Schema); strings.ContainsAny(tok, ".*> \t\r\n") || SchemaOfToken(tok) != j.Schema {
+			t.Fatalf("schema %q: token %q would break the subject or not read back", j.Schema, tok)
 		}
 	})
 }
@@ -60,14 +61,31 @@ func FuzzRedactURL(f *testing.F) {
 	})
 }
 
-// FuzzIsToken holds the byte loop to the regexp it replaces.
-func FuzzIsToken(f *testing.F) {
-	for _, s := range []string{"", "a", "job-1", "a b", "a.b", "x*", "é", strings.Repeat("a", 200), strings.Repeat("a", 201), "k:~@+=_-"} {
+// oldSchemaID is what a schema id could be before ids were encoded.
+var oldSchemaID = regexp.MustCompile(`^[A-Za-z0-9_\-:~@+=]{1,200}$`)
+
+// FuzzSchemaToken: a token is one subject token of plain bytes and %XX,
+// reads back as the id, and is the id itself for an id of the old rule.
+func FuzzSchemaToken(f *testing.F) {
+	for _, s := range []string{"", "a", "job-1", "a b", "a.b", "x*", "é", "a%2Eb", "%", "%%", strings.Repeat("a", 200), "k:~@+=_-", "ticket.v2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := isToken(s), validToken.MatchString(s); got != want {
-			t.Fatalf("isToken(%q) = %v, regexp says %v", s, got, want)
+		tok := SchemaToken(s)
+		if SchemaOfToken(tok) != s {
+			t.Fatalf("SchemaOfToken(SchemaToken(%q) = %q) = %q", s, tok, SchemaOfToken(tok))
+		}
+		if oldSchemaID.MatchString(s) && tok != s {
+			t.Fatalf("SchemaToken(%q) = %q: an id of the old rule must keep its subject", s, tok)
+		}
+		for i := 0; i < len(tok); i++ {
+			if c := tok[i]; !plainToken(c) && c != '%' {
+				t.Fatalf("SchemaToken(%q) = %q holds %q", s, tok, c)
+			}
+		}
+		// A token read as an id stands for one id only.
+		if id := SchemaOfToken(s); id != s && SchemaToken(id) != s {
+			t.Fatalf("SchemaOfToken(%q) = %q, which encodes as %q", s, id, SchemaToken(id))
 		}
 	})
 }

@@ -41,7 +41,8 @@ func (c *Conn) BatchBucket(ctx context.Context) (jetstream.KeyValue, error) {
 // HandedOutcome is the outcome of a job that was handed off.
 type HandedOutcome struct {
 	// MsgID is the job message's Nats-Msg-Id (the run's id), JobID the
-	// job's id (the ledger's key), SchemaToken the job subject's last token.
+	// job's id (the ledger's key), SchemaToken the schema id of the job's
+	// subject (Delivery.SchemaToken).
 	MsgID, JobID, SchemaToken string
 	// Outcome is ActionResult or ActionDeadLetter with its payload, as a
 	// handler returns it.
@@ -76,10 +77,10 @@ func (c *Conn) StoreOutcome(ctx context.Context, h HandedOutcome, stored func(Si
 		prefix, kind = SubjectDLQ, payloadDLQ
 	}
 	schema := out.Schema
-	if !isToken(schema) {
+	if !ValidSchemaID(schema) {
 		schema = h.SchemaToken
 	}
-	msg := newMsg(prefix+"."+schema, h.MsgID, out.Payload)
+	msg := newMsg(SchemaSubject(prefix, schema), h.MsgID, out.Payload)
 	object, err := c.offload(ctx, msg, kind)
 	if err != nil {
 		return false, fmt.Errorf("storing the outcome of %s: %w", h.MsgID, err)

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -18,7 +15,8 @@ import (
 // Job is one extraction request: extract Schema from Input. ID is the
 // deduplication key end to end (it becomes the Nats-Msg-Id of the job, its
 // result and its dead letter); it may be a file name, a path, an email
-// address or any other printable text without spaces (see isJobID).
+// address, a URL or any other printable text (see isJobID). Schema is a
+// schema id (see ValidSchemaID).
 type Job struct {
 	ID           string          `json:"id"`
 	Schema       string          `json:"schema"`
@@ -29,59 +27,6 @@ type Job struct {
 
 // ErrInvalidJob is wrapped by every error ParseJob returns.
 var ErrInvalidJob = errors.New("invalid job")
-
-// validToken is what a schema id may hold: it becomes a token of NATS
-// subjects (pipeline.jobs.<schema>), so no spaces, dots, wildcards or
-// controls.
-var validToken = regexp.MustCompile(`^[A-Za-z0-9_\-:~@+=]{1,200}$`)
-
-// isToken reports whether s matches validToken, without the regexp (it runs
-// for every job).
-func isToken(s string) bool {
-	if len(s) < 1 || len(s) > maxIDBytes {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_', c == '-', c == ':', c == '~', c == '@', c == '+', c == '=':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// maxIDBytes bounds a job id (and a schema id).
-const maxIDBytes = 200
-
-// isJobID reports whether s can be a job id: 1 to maxIDBytes bytes of
-// UTF-8 whose every character is printable (a letter, mark, digit,
-// punctuation or symbol) and not a space. A job id is never a subject token
-// itself (the ledger escapes it into its key, see LedgerKey), so the ids
-// batch inputs come with pass as they are: "inv-0001.pdf",
-// "docs/2024/a.json", "user@example.com", "façade-7" ("inv 7.pdf" does not,
-// for its space). Spaces,
-// control and format characters (zero-width, bidirectional overrides) are
-// refused: they hide in logs and terminals, and a line break would end the
-// Nats-Msg-Id header. So is U+FFFD, what invalid UTF-8 decodes to: two ids
-// that differ in their invalid bytes would be one.
-func isJobID(s string) bool {
-	if len(s) < 1 || len(s) > maxIDBytes || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r >= utf8.RuneSelf {
-			if !unicode.IsGraphic(r) || unicode.IsSpace(r) || r == utf8.RuneError {
-				return false
-			}
-		} else if r <= ' ' || r == 0x7f {
-			return false
-		}
-	}
-	return true
-}
 
 // jobOptions decode a job as encoding/json always has, with json v2's
 // speed: member names match case-insensitively (but "i_d" is not "id"), a
@@ -104,11 +49,11 @@ func ParseJob(data []byte) (Job, error) {
 	case j.ID == "":
 		return j, fmt.Errorf("%w: missing required field \"id\"", ErrInvalidJob)
 	case !isJobID(j.ID):
-		return j, fmt.Errorf("%w: field \"id\" %q: use 1-200 bytes of printable characters, without spaces", ErrInvalidJob, j.ID)
+		return j, fmt.Errorf("%w: %s", ErrInvalidJob, jobIDError(j.ID))
 	case j.Schema == "":
 		return j, fmt.Errorf("%w: missing required field \"schema\"", ErrInvalidJob)
-	case !isToken(j.Schema):
-		return j, fmt.Errorf("%w: field \"schema\" %q: use 1-200 of A-Z a-z 0-9 _ - : ~ @ + =", ErrInvalidJob, j.Schema)
+	case !ValidSchemaID(j.Schema):
+		return j, fmt.Errorf("%w: field \"schema\" %q: %s", ErrInvalidJob, j.Schema, schemaIDRule)
 	case j.Input == "":
 		return j, fmt.Errorf("%w: missing required field \"input\"", ErrInvalidJob)
 	}

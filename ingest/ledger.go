@@ -95,7 +95,7 @@ func (e LedgerEntry) LastRun() int {
 }
 
 // LedgerKey is the ledger's key for a job id. KV keys allow only
-// A-Z a-z 0-9 - _ / = . and job ids may hold : ~ @ +, so every byte outside
+// A-Z a-z 0-9 - _ / = . and a job id is any printable UTF-8, so every byte outside
 // A-Z a-z 0-9 - _ is written as =XX (hex), '=' included: the mapping is
 // injective and leaves the usual ids readable ("inv-0001" stays itself).
 func LedgerKey(jobID string) string {

@@ -126,7 +126,7 @@ func (r *runner) handleOrphan(seq uint64) (bool, error) {
 // second delete finds nothing.
 func (r *runner) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	d := &Delivery{
-		SchemaToken:  lastToken(raw.Subject),
+		SchemaToken:  schemaOfSubject(raw.Subject),
 		NumDelivered: r.cfg.MaxDeliver,
 		MaxDeliver:   r.cfg.MaxDeliver,
 		Orphan:       true,

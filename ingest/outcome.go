@@ -12,7 +12,7 @@ import (
 
 // storedOutcome reports on which stream (StreamResults or StreamDLQ, "" for
 // neither) and at which sequence an outcome with Nats-Msg-Id msgID is stored, looking only at the
-// subjects of schema (every schema when schema is not a valid token).
+// subjects of schema (every schema when schema is "").
 //
 // The duplicate window keeps one outcome per stream, but a job must not end
 // as a result and as a dead letter either. A job the sweep finds stranded
@@ -24,8 +24,8 @@ import (
 func (c *Conn) storedOutcome(ctx context.Context, msgID, schema string) (string, uint64, error) {
 	for _, s := range []struct{ stream, subject string }{{StreamResults, SubjectResults}, {StreamDLQ, SubjectDLQ}} {
 		filter := s.subject + ".>"
-		if isToken(schema) {
-			filter = s.subject + "." + schema
+		if schema != "" {
+			filter = SchemaSubject(s.subject, schema)
 		}
 		seq, err := c.hasMsgID(ctx, s.stream, filter, msgID)
 		if err != nil {

@@ -118,10 +118,10 @@ func (r *runner) store(d *Delivery, out Outcome) (stored, error) {
 		prefix, kind = SubjectDLQ, payloadDLQ
 	}
 	schema := out.Schema
-	if !isToken(schema) {
+	if !ValidSchemaID(schema) {
 		schema = d.SchemaToken
 	}
-	msg := newMsg(prefix+"."+schema, d.MsgID, out.Payload)
+	msg := newMsg(SchemaSubject(prefix, schema), d.MsgID, out.Payload)
 	object, err := r.c.offload(r.pubCtx, msg, kind)
 	if err != nil {
 		return stored{}, fmt.Errorf("storing the outcome of %s: %w", d.MsgID, err)
@@ -206,10 +206,10 @@ func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, uint64, error) 
 	}
 	// The subject store would use.
 	filter := prefix + ".>"
-	if isToken(out.Schema) {
-		filter = prefix + "." + out.Schema
-	} else if isToken(d.SchemaToken) {
-		filter = prefix + "." + d.SchemaToken
+	if ValidSchemaID(out.Schema) {
+		filter = SchemaSubject(prefix, out.Schema)
+	} else if d.SchemaToken != "" {
+		filter = SchemaSubject(prefix, d.SchemaToken)
 	}
 	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)
 	defer cancel()

@@ -82,8 +82,8 @@ func newMsg(subject, msgID string, data []byte) *nats.Msg {
 // retried.
 func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done int)) (SubmitStats, error) {
 	for i, it := range jobs {
-		if !isToken(it.Schema) {
-			return SubmitStats{}, fmt.Errorf("submitting job %d: schema %q is not a subject token", i, it.Schema)
+		if !ValidSchemaID(it.Schema) {
+			return SubmitStats{}, fmt.Errorf("submitting job %d: schema %q: %s", i, it.Schema, schemaIDRule)
 		}
 		if it.MsgID == "" {
 			return SubmitStats{}, fmt.Errorf("submitting job %d: empty message id", i)
@@ -137,7 +137,7 @@ func (c *Conn) Submit(ctx context.Context, jobs []SubmitItem, progress func(done
 			pubErr = err
 			break
 		}
-		msg := newMsg(SubjectJobs+"."+it.Schema, it.MsgID, it.Data)
+		msg := newMsg(SchemaSubject(SubjectJobs, it.Schema), it.MsgID, it.Data)
 		object, err := c.offload(ctx, msg, payloadJobs)
 		if err != nil {
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)

@@ -540,7 +540,7 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 // handleMsg runs the handler for one delivered job; the caller settles it.
 func (r *runner) handleMsg(msg jetstream.Msg, ledger *ledgerQuery) (*Delivery, Outcome) {
 	d := &Delivery{
-		SchemaToken: lastToken(msg.Subject()),
+		SchemaToken: schemaOfSubject(msg.Subject()),
 		MsgID:       msg.Headers().Get(jetstream.MsgIDHeader),
 		MaxDeliver:  r.cfg.MaxDeliver,
 		inProgress:  func() { _ = msg.InProgress() },

@@ -2,8 +2,9 @@
 // against them into diagnostics a model can act on, and lints schemas for
 // contradictions no output can satisfy.
 //
-// A schema's id is its file name without .json or .schema.json (1 to 200
-// of A-Z a-z 0-9 _ - : ~ @ + =, see ValidID); its version is a short hash
+// A schema's id is its file name without .json or .schema.json (1 to 255
+// bytes of printable UTF-8, dots and spaces included: "ticket.v2", "My
+// Invoice", see ValidID); its version is a short hash
 // of its canonical text (keys sorted, no whitespace) and of the files it
 // references, so outcomes recorded against different versions never mix.
 // Validation uses github.com/santhosh-tekuri/jsonschema/v6 (draft 2020-12

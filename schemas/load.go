@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -74,7 +76,7 @@ func (e *LimitError) Error() string {
 }
 
 // allowedIDChars is how a user is told what a schema id may hold.
-const allowedIDChars = "1 to 200 of A-Z a-z 0-9 _ - : ~ @ + ="
+const allowedIDChars = "1 to 255 bytes of printable UTF-8 (no control or format characters)"
 
 // NameError says that a schema file's name cannot give a schema id.
 type NameError struct {
@@ -83,22 +85,25 @@ type NameError struct {
 }
 
 func (e *NameError) Error() string {
-	return fmt.Sprintf("file name %s cannot be a schema id: %q is not %s (rename the file; .json or .schema.json is not part of the id)",
+	return fmt.Sprintf("file name %q cannot be a schema id: %q is not %s (rename the file; .json or .schema.json is not part of the id)",
 		filepath.Base(e.File), e.ID, allowedIDChars)
 }
 
-// ValidID reports whether id can be a schema id: 1 to 200 of
-// A-Z a-z 0-9 _ - : ~ @ + =, the characters a job's schema may hold (it is
-// a token of the job subject pipeline.jobs.<schema>).
+// maxIDBytes bounds a schema id, as ingest.MaxSchemaIDBytes does.
+const maxIDBytes = 255
+
+// ValidID reports whether id can be a schema id: 1 to 255 bytes of UTF-8
+// whose every character is printable (unicode.IsPrint: letters, marks,
+// numbers, punctuation, symbols and the ASCII space; not U+FFFD, what
+// invalid UTF-8 reads as). Dots and spaces are part of the id: "ticket.v2",
+// "foo-1.0.0", "My Invoice". The rule is ingest.ValidSchemaID's, the ids a
+// job's schema may name; subjects carry them encoded (ingest.SchemaToken).
 func ValidID(id string) bool {
-	if len(id) == 0 || len(id) > 200 {
+	if len(id) == 0 || len(id) > maxIDBytes || !utf8.ValidString(id) {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		switch c := id[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("_-:~@+=", c) >= 0:
-		default:
+	for _, r := range id {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
 			return false
 		}
 	}

@@ -1,12 +1,14 @@
 package schemas
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/ingest"
 )
@@ -303,24 +305,24 @@ func TestLoadBroken(t *testing.T) {
 			check:  wantLimit("depth"),
 		},
 		{
-			name:   "space in the file name",
-			files:  map[string]string{"my schema.json": `{}`},
-			broken: "my schema.json",
-			want:   []string{"my schema.json", "A-Z a-z 0-9 _ - : ~ @ + ="},
+			name:   "a control character in the file name",
+			files:  map[string]string{"tab\there.json": `{}`},
+			broken: "tab\there.json",
+			want:   []string{`"tab\there.json"`, allowedIDChars},
 			check:  wantNameError,
 		},
 		{
-			name:   "dot in the file name",
-			files:  map[string]string{"a.b.json": `{}`},
-			broken: "a.b.json",
-			want:   []string{"a.b.json", `"a.b"`, "A-Z a-z 0-9 _ - : ~ @ + ="},
+			name:   "a file name that is not UTF-8",
+			files:  map[string]string{"caf\xe9.json": `{}`},
+			broken: "caf\xe9.json",
+			want:   []string{`"caf\xe9.json"`, allowedIDChars},
 			check:  wantNameError,
 		},
 		{
-			name:   "non-ASCII letters in the file name",
-			files:  map[string]string{"façade.schema.json": `{}`},
-			broken: "façade.schema.json",
-			want:   []string{"façade.schema.json", "A-Z a-z 0-9 _ - : ~ @ + ="},
+			name:   "a bidirectional override in the file name",
+			files:  map[string]string{"invoice\u202egpj.json": `{}`},
+			broken: "invoice\u202egpj.json",
+			want:   []string{`"invoice\u202egpj.json"`, allowedIDChars},
 			check:  wantNameError,
 		},
 	}
@@ -419,11 +421,66 @@ func TestLoadWithRefusesBadConfig(t *testing.T) {
 // that jobs can name, and the reverse.
 func TestValidIDAgreesWithJobs(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{"invoice", "a_b-c:d~e@f+g=h", "my schema", "a.b", "façade", "", strings.Repeat("x", 200), strings.Repeat("x", 201), "a/b", "a*"} {
-		_, err := ingest.ParseJob([]byte(`{"id":"j1","schema":"` + id + `","input":"x"}`))
+	for _, id := range []string{"invoice", "a_b-c:d~e@f+g=h", "my schema", "a.b", "façade", "", strings.Repeat("x", 255),
+		strings.Repeat("x", 256), "a/b", "a*", "a>", ".", "..", " lead", "tab\t", "caf\xe9", "\u202e", "a\u200bb", "\ufffd", "a\u00a0b"} {
+		line, err := json.Marshal(map[string]string{"id": "j1", "schema": id, "input": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(id) {
+			// json.Marshal writes invalid UTF-8 as U+FFFD; a job's bytes can hold it.
+			line = []byte(`{"id":"j1","schema":"` + id + `","input":"x"}`)
+		}
+		_, err = ingest.ParseJob(line)
 		if got, want := ValidID(id), err == nil; got != want {
 			t.Errorf("ValidID(%q) = %v, but a job naming it parses: %v (%v)", id, got, want, err)
 		}
+		if got, want := ValidID(id), ingest.ValidSchemaID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, ingest.ValidSchemaID = %v", id, got, want)
+		}
+	}
+}
+
+// TestLoadSchemaStoreNames: the names schema files have in the SchemaStore
+// catalogue and on Windows give their ids: the file name without .json or
+// .schema.json, dots, spaces and any printable UTF-8 kept.
+func TestLoadSchemaStoreNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	want := map[string]string{
+		"foo-1.0.0.json":        "foo-1.0.0",
+		"ticket.v2.schema.json": "ticket.v2",
+		"My Invoice.json":       "My Invoice",
+		"façade_ü.json":         "façade_ü",
+		"請求書.schema.json":       "請求書",
+		"..json":                ".",
+		"a%2Eb.json":            "a%2Eb",
+		"ref to v2.json":        "ref to v2",
+		"package.manifest.json": "package.manifest",
+	}
+	for name := range want {
+		body := `{"type":"object"}`
+		if name == "ref to v2.json" {
+			body = `{"$ref":"ticket.v2.schema.json"}`
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err != nil {
+		t.Fatalf("a file did not load: %v", err)
+	}
+	for name, id := range want {
+		if _, ok := r.Get(id); !ok {
+			t.Errorf("%s: schema %q not loaded (ids: %q)", name, id, r.IDs())
+		}
+	}
+	if got := len(r.IDs()); got != len(want) {
+		t.Errorf("%d schemas, want %d: %q", got, len(want), r.IDs())
 	}
 }
 

@@ -135,7 +135,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	if d.Job.Schema != d.SchemaToken && d.SchemaToken != "" {
 		return h.deadLetter(d, out, string(heal.ClassInvalidJob),
 			fmt.Sprintf("job schema %q does not match its subject's schema %q", d.Job.Schema, d.SchemaToken),
-			"publish jobs on pipeline.jobs.<schema> of their own schema")
+			"publish jobs on pipeline.jobs.<schema> of their own schema (the schema id escaped by ingest.SchemaToken)")
 	}
 	sc, ok := h.cfg.Schemas.Get(d.Job.Schema)
 	if ce, broken := h.cfg.Schemas.BrokenSchema(d.Job.Schema); !ok && broken {

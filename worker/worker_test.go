@@ -43,11 +43,11 @@ func TestHandleInvalidJobKeyedOnMsgID(t *testing.T) {
 	cases := []struct {
 		name, data, msgID string
 	}{
-		{"id not a valid token", `{"id":"bad id with spaces","schema":"invoice","input":"x"}`, "bad-1"},
+		{"id not a valid id", `{"id":"bad id\u001b[2J with an escape","schema":"invoice","input":"x"}`, "bad-1"},
 		{"missing input", `{"id":"bad-2","schema":"invoice"}`, "bad-2"},
 		{"missing id", `{"schema":"invoice","input":"x"}`, "JOBS-7"},
 		{"not json", `not json`, "JOBS-8"},
-		{"schema not a token", `{"id":"bad-5","schema":"in voice","input":"x"}`, "bad-5"},
+		{"schema not a schema id", `{"id":"bad-5","schema":"in\tvoice","input":"x"}`, "bad-5"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -236,14 +237,14 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 		ArgsUsage: "[JOB_ID...]",
 		Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"},
-			&cli.StringSliceFlag{Name: "id", Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
+			&cli.GenericFlag{Name: "id", Value: &idList{}, Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
 			f, err := readFilter(c)
 			if err != nil {
 				return err
 			}
-			f.IDs = append(c.StringSlice("id"), c.Args().Slice()...)
+			f.IDs = append(slices.Clone(c.Generic("id").(*idList).ids), c.Args().Slice()...)
 			if actions.EmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
@@ -283,6 +284,13 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 		},
 	}
 }
+
+// idList is a repeatable flag of job ids taken as given: a job id may hold
+// commas and spaces, which a StringSliceFlag would split on or trim.
+type idList struct{ ids []string }
+
+func (l *idList) Set(v string) error { l.ids = append(l.ids, v); return nil }
+func (l *idList) String() string     { return strings.Join(l.ids, ", ") }
 
 // replayMatched refuses (exit 1) a replay whose filter matched no dead
 // letter, or whose job ids name jobs that have none to replay, saying which.

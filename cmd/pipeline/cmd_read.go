@@ -48,7 +48,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			defer conn.Close()
 			filter := ingest.SubjectResults + ".>"
 			if s := c.String("schema"); s != "" {
-				filter = ingest.SubjectResults + "." + s
+				filter = ingest.SchemaSubject(ingest.SubjectResults, s)
 			}
 			enc := e.jsonEncoder()
 			var line bytes.Buffer

@@ -59,7 +59,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	result := bytes.Repeat([]byte("r"), resultSize)
 
 	for _, it := range items {
-		if _, err := publishAsync(ctx, js, newMsg(ingest.SubjectJobs+"."+it.Schema, it.MsgID, it.Data)); err != nil {
+		if _, err := publishAsync(ctx, js, newMsg(ingest.SchemaSubject(ingest.SubjectJobs, it.Schema), it.MsgID, it.Data)); err != nil {
 			return res, fmt.Errorf("preloading jobs: %w", err)
 		}
 	}
