@@ -171,11 +171,11 @@ rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or c
 know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the credentials;
 5 budget reached (run --budget-usd / --budget-tokens; the jobs not started stay queued);
 6 the model provider's account has no credit (429 insufficient_quota, 402 billing_error; the jobs stay queued).`,
-		HideVersion:          true, // `pipeline --version` is the version command, see mainContext
-		Writer:               stdout,
-		ErrWriter:            stderr,
-		Reader:               stdin,
-		HideHelpCommand:      true, // our own help command below: it knows unknown commands
+		HideVersion:     true, // `pipeline --version` is the version command, see mainContext
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Reader:          stdin,
+		HideHelpCommand: true, // our own help command below: it knows unknown commands
 		// urfave/cli adds its --help/-h flag only when the app has no help
 		// command of its own, and ours replaces it: without this flag
 		// `pipeline --help` was "flag: help requested", exit 2.
