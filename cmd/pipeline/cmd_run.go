@@ -234,6 +234,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		defer st.Close()
 		cfg.Store = st
 	}
+	// Before any job is fetched: a ledger that misses ended runs would
+	// have them answered again.
+	if err := reconcileLedger(ctx, c, conn, cfg.Store, log); err != nil {
+		return err
+	}
 	if addr := c.String("ui-addr"); addr != "" {
 		stopUI, err := e.runUI(c, cfg.Store, conn, breaker, log)
 		if err != nil {

@@ -101,6 +101,9 @@ rejected without --skip-invalid.`,
 				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
 					return err
 				}
+				if err := reconcileLedger(c.Context, c, conn, nil, log); err != nil {
+					return err
+				}
 				// Second pass: read the input again and publish it.
 				rerun := rerunNone
 				switch {
