@@ -167,3 +167,41 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 		t.Errorf("%d results, want %d: a job was answered twice", got, len(items))
 	}
 }
+
+// TestRepeatedOutcomeIsCounted: a job whose run's outcome is on the stream
+// already (inside the duplicate window) but missing from the ledger is
+// answered again; the stored outcome stays, and the answer that was not
+// kept reaches WorkerConfig.Repeated (a run counts its model calls), not
+// Stored.
+func TestRepeatedOutcomeIsCounted(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := ledgerItems("rep", 3)
+	for _, it := range items {
+		oldOutcome(t, c, StreamResults, it, 0)
+	}
+	submit(t, c, items)
+	var stored, repeated counter
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d), Record: d.MsgID}
+	})
+	cfg := fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true,
+		Stored: func(m SinkMsg) { stored.add(m.MsgID) },
+		Repeated: func(m SinkMsg) {
+			if m.Record != m.MsgID {
+				t.Errorf("repeated outcome of %s carries record %v", m.MsgID, m.Record)
+			}
+			repeated.add(m.MsgID)
+		}})
+	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if s, r := stored.get(it.MsgID), repeated.get(it.MsgID); s != 0 || r != 1 {
+			t.Errorf("%s: Stored %d times, Repeated %d; want 0 and 1", it.MsgID, s, r)
+		}
+	}
+	if got := len(readAll(t, c, StreamResults, "")); got != len(items) {
+		t.Errorf("%d results, want %d (the first ones kept)", got, len(items))
+	}
+}

@@ -215,6 +215,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			Logger:        log,
 			// The status counts from the workers' own outcomes.
 			Stored:      status.stored,
+			Repeated:    status.repeatedOutcome,
 			AlreadyDone: func(string) { status.alreadyDone.Add(1) },
 			HandedBack:  func(n int) { status.handedBack.Add(int64(n)) },
 		},
