@@ -71,9 +71,10 @@ rejected without --skip-invalid.`,
 				return err
 			}
 			defer cleanup()
-			// First pass: check every line, keeping only a hash and a line
-			// number per job id, so memory stays flat whatever the size.
+			// First pass: check every line, the ids on disk, so memory
+			// stays flat whatever the size.
 			jc := newJobCheck(reg, limit)
+			defer jc.close()
 			bad := 0
 			err = jc.scanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {
