@@ -409,3 +409,35 @@ func (c *Conn) reconcileIndex(ctx context.Context, index IndexRuns) (int, error)
 	}
 	return wrote, flush()
 }
+
+// AdvanceLedgerMarks moves the reconciliation markers to the outcome
+// streams' last sequences, so the next start reads only what was stored
+// after: for a process whose workers have stopped, every outcome they
+// stored is in the ledger (written before each ack). An outcome another
+// process stored and has not recorded yet is recorded by it, or, if it
+// dies first, by the redelivery of its job, which finds the outcome. A
+// ledger with no marker (deleted or emptied since the start) keeps none,
+// so the next start rebuilds it.
+func (c *Conn) AdvanceLedgerMarks(ctx context.Context) error {
+	for _, stream := range []string{StreamResults, StreamDLQ} {
+		seq, ok, err := c.ledgerMark(ctx, stream)
+		if err != nil || !ok {
+			return err
+		}
+		s, err := c.js.Stream(ctx, stream)
+		if err != nil {
+			return fmt.Errorf("advancing the ledger's reconciliation marker of stream %s: %w", stream, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("advancing the ledger's reconciliation marker of stream %s: %w", stream, err)
+		}
+		if info.State.LastSeq <= seq {
+			continue
+		}
+		if _, err := c.buckets.ledger.Put(ctx, ledgerMarkPrefix+stream, []byte(strconv.FormatUint(info.State.LastSeq, 10))); err != nil {
+			return fmt.Errorf("advancing the ledger's reconciliation marker of stream %s: %w", stream, err)
+		}
+	}
+	return nil
+}

@@ -120,11 +120,17 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 		calls.add(d.MsgID)
 		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
 	})
+	if _, err := c.ReconcileLedger(ctx, nil); err != nil { // a start
+		t.Fatal(err)
+	}
 	if err := c.RunWorkers(ctx, fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ReconcileLedger(ctx, nil); err != nil {
+	if err := c.AdvanceLedgerMarks(ctx); err != nil { // the end of the run
 		t.Fatal(err)
+	}
+	if r, err := c.ReconcileLedger(ctx, nil); err != nil || r.Rebuild || r.Scanned != 0 {
+		t.Fatalf("the next start: %+v, %v; want nothing read (the run moved the markers past its outcomes)", r, err)
 	}
 	// Jobs the index knows of and the streams no longer hold.
 	gone := ledgerItems("gone", 5)

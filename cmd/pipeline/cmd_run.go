@@ -254,6 +254,15 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	}
 	stopProgress()
+	if err == nil && !cfg.NoWorkers {
+		// Every outcome the workers stored is in the ledger: the next
+		// start's reconciliation reads only what comes after.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if merr := conn.AdvanceLedgerMarks(mctx); merr != nil {
+			log.Warn("the next start reads this run's outcomes again to reconcile the job ledger", "err", merr)
+		}
+		cancel()
+	}
 	if !cfg.NoWorkers {
 		// The end of the run, on stderr: what was handed back when it was
 		// stopped, and the summary line.
