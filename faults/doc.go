@@ -30,7 +30,11 @@
 // `run` started together (submit exits), kill -9 of the owner (the joined
 // run must take the server over and finish), and the owner frozen by
 // SIGSTOP (nobody can take over: the joined run must exit 3 naming the
-// data dir).
+// data dir). The job ledger lost (its bucket deleted, or a data dir made
+// to look like an earlier release's: no entries, or the first format of
+// one key per job) before the same file is submitted again: submit must
+// warn that it rebuilt the ledger, naming the entries, and publish
+// nothing; the next run calls the model for none.
 //
 // Run it with
 //

@@ -54,6 +54,7 @@ func TestFaults(t *testing.T) {
 		{"kill -9 of run --batch with batches in flight", scenarioBatchKill9},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
+	scenarios = append(scenarios, ledgerScenarios()...)
 	var mu sync.Mutex
 	rows := map[string]row{}
 	ran := map[string]bool{}

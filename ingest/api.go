@@ -242,6 +242,13 @@ type WorkerConfig struct {
 	// dead letter that could not be stored (the job is handed back); it
 	// must return soon.
 	StoreFailed func(error)
+
+	// Repeated, if set, is called with every result or dead letter the
+	// handler produced that was not kept: the stream held an outcome under
+	// its message id already (a duplicate), or another delivery's was
+	// recorded first. The handler ran (the model was called) all the
+	// same, so a run's counts include it. Like Stored, it must return soon.
+	Repeated func(SinkMsg)
 }
 
 // SinkMsg is one RESULTS or DLQ message handed to the sink.

@@ -31,6 +31,7 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 					return
 				}
 				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
+				r.repeated(d, out, other, seq)
 				r.ackDone(j, d, "")
 				return
 			}
@@ -160,13 +161,23 @@ func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
 		}
 		r.log.Warn("another worker stored this run's outcome first; removed ours", "msg_id", d.MsgID,
 			"kept_stream", have.Stream, "kept_seq", have.Seq, "removed_stream", ours.Stream, "removed_seq", ours.Seq)
+		r.repeated(d, out, ours.Stream, ours.Seq)
 		return false, nil
 	}
-	if r.cfg.Stored != nil && !st.ack.Duplicate {
+	if st.ack.Duplicate {
+		r.repeated(d, out, st.ack.Stream, st.ack.Sequence)
+	} else if r.cfg.Stored != nil {
 		r.cfg.Stored(SinkMsg{Subject: st.subject, Data: out.Payload, MsgID: d.MsgID,
 			Stream: st.ack.Stream, Sequence: st.ack.Sequence, Time: time.Now(), Record: out.Record})
 	}
 	return true, nil
+}
+
+// repeated hands an outcome that was not kept to WorkerConfig.Repeated.
+func (r *runner) repeated(d *Delivery, out Outcome, stream string, seq uint64) {
+	if r.cfg.Repeated != nil {
+		r.cfg.Repeated(SinkMsg{Data: out.Payload, MsgID: d.MsgID, Stream: stream, Sequence: seq, Time: time.Now(), Record: out.Record})
+	}
 }
 
 func (r *runner) ledgerRun(d *Delivery, stream string, seq uint64) LedgerRun {

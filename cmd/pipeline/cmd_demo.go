@@ -55,6 +55,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 				return err
 			}
 			jc, src := newJobCheck(reg, ingest.DefaultMaxJobBytes), bytesSource(examples.Jobs())
+			defer jc.close()
 			var bad []string
 			err = jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
 			if err != nil || len(bad) > 0 {

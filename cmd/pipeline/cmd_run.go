@@ -223,6 +223,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			Logger:        log,
 			// The status counts from the workers' own outcomes.
 			Stored:      status.stored,
+			Repeated:    status.repeatedOutcome,
 			AlreadyDone: func(string) { status.alreadyDone.Add(1) },
 			HandedBack:  func(n int) { status.handedBack.Add(int64(n)) },
 		},
@@ -242,6 +243,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		defer st.Close()
 		cfg.Store = st
 	}
+	// Before any job is fetched: a ledger that misses ended runs would
+	// have them answered again.
+	if err := reconcileLedger(ctx, c, conn, cfg.Store, log); err != nil {
+		return err
+	}
 	if addr := c.String("ui-addr"); addr != "" {
 		stopUI, err := e.runUI(c, cfg.Store, conn, breaker, log)
 		if err != nil {
@@ -256,6 +262,15 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		err = worker.Serve(ctx, conn, status.handler(h), cfg)
 	}
 	stopProgress()
+	if err == nil && !cfg.NoWorkers {
+		// Every outcome the workers stored is in the ledger: the next
+		// start's reconciliation reads only what comes after.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if merr := conn.AdvanceLedgerMarks(mctx); merr != nil {
+			log.Warn("the next start reads this run's outcomes again to reconcile the job ledger", "err", merr)
+		}
+		cancel()
+	}
 	if !cfg.NoWorkers {
 		// The end of the run, on stderr: what was handed back when it was
 		// stopped, and the summary line.

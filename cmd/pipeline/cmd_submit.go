@@ -72,12 +72,13 @@ rejected without --skip-invalid.`,
 				return err
 			}
 			defer cleanup()
-			// First pass: check every line, keeping only a hash and a line
-			// number per job id, so memory stays flat whatever the size.
+			// First pass: check every line, the ids on disk, so memory
+			// stays flat whatever the size.
 			jc := newJobCheck(reg, limit)
 			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
 				jc.where = src.String()
 			}
+			defer jc.close()
 			bad := 0
 			err = jc.scanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {
@@ -103,6 +104,9 @@ rejected without --skip-invalid.`,
 				}
 				defer conn.Close()
 				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
+					return err
+				}
+				if err := reconcileLedger(c.Context, c, conn, nil, log); err != nil {
 					return err
 				}
 				// Second pass: read the input again and publish it.

@@ -28,6 +28,7 @@ type runStatus struct {
 	inHandle    atomic.Int64 // jobs in the handler now: what --concurrency bounds
 	succeeded   atomic.Int64
 	alreadyDone atomic.Int64 // acked without a model call: the ledger says they ended
+	repeated    atomic.Int64 // answered, but an outcome of the run was stored already (it stays)
 	calls       atomic.Int64 // model calls (attempts)
 	tokens      atomic.Int64 // prompt + completion tokens
 	handedBack  atomic.Int64 // jobs handed back undone on shutdown
@@ -58,6 +59,42 @@ func (s *runStatus) handler(h ingest.Handler) ingest.Handler {
 // stored counts one result or dead letter the stream acknowledged
 // (ingest.WorkerConfig.Stored).
 func (s *runStatus) stored(m ingest.SinkMsg) {
+	o, ok := outcomeOf(m)
+	if !ok {
+		return // not an outcome: nothing to count
+	}
+	s.spent(o)
+	if o.Status == dlq.StatusSucceeded {
+		s.succeeded.Add(1)
+		return
+	}
+	s.mu.Lock()
+	s.dead[o.Class]++
+	s.mu.Unlock()
+}
+
+// repeatedOutcome counts a job the workers answered whose outcome was not
+// kept, the run's stored one standing (ingest.WorkerConfig.Repeated): its
+// model calls were made all the same.
+func (s *runStatus) repeatedOutcome(m ingest.SinkMsg) {
+	s.repeated.Add(1)
+	if o, ok := outcomeOf(m); ok {
+		s.spent(o)
+	}
+}
+
+// spent counts an outcome's model calls and tokens.
+func (s *runStatus) spent(o dlq.Outcome) {
+	s.calls.Add(int64(o.Attempts))
+	var tokens int64
+	for _, a := range o.Trace {
+		tokens += int64(a.PromptTokens + a.CompletionTokens)
+	}
+	s.tokens.Add(tokens)
+}
+
+// outcomeOf is the outcome a worker handed over.
+func outcomeOf(m ingest.SinkMsg) (dlq.Outcome, bool) {
 	var o dlq.Outcome
 	switch r := m.Record.(type) {
 	case *dlq.Outcome:
@@ -67,22 +104,10 @@ func (s *runStatus) stored(m ingest.SinkMsg) {
 	default:
 		var err error
 		if o, err = dlq.DecodeOutcome(m.Data); err != nil {
-			return // not an outcome: nothing to count
+			return o, false
 		}
 	}
-	s.calls.Add(int64(o.Attempts))
-	var tokens int64
-	for _, a := range o.Trace {
-		tokens += int64(a.PromptTokens + a.CompletionTokens)
-	}
-	s.tokens.Add(tokens)
-	if o.Status == dlq.StatusSucceeded {
-		s.succeeded.Add(1)
-		return
-	}
-	s.mu.Lock()
-	s.dead[o.Class]++
-	s.mu.Unlock()
+	return o, true
 }
 
 // runSnapshot is the status at one moment.
@@ -100,6 +125,9 @@ type runSnapshot struct {
 	Breaker     string
 	// Batches is set in batch mode.
 	Batches *batchCounts
+
+	// Repeated: answered, their run's outcome already stored (it stays).
+	Repeated int64
 }
 
 // batchCounts are the fleet's batch-mode work in flight: batches not
@@ -139,7 +167,7 @@ func (s runSnapshot) held() int64 {
 
 func (s *runStatus) snapshot(now time.Time) runSnapshot {
 	snap := runSnapshot{
-		Elapsed: now.Sub(s.start), Succeeded: s.succeeded.Load(), AlreadyDone: s.alreadyDone.Load(),
+		Elapsed: now.Sub(s.start), Succeeded: s.succeeded.Load(), AlreadyDone: s.alreadyDone.Load(), Repeated: s.repeated.Load(),
 		InFlight: s.inHandle.Load(), Calls: s.calls.Load(), Tokens: s.tokens.Load(), HandedBack: s.handedBack.Load(),
 		Breaker: s.breaker.Load().(string), Dead: map[string]int{},
 	}
@@ -149,7 +177,7 @@ func (s *runStatus) snapshot(now time.Time) runSnapshot {
 		snap.Done += int64(v)
 	}
 	s.mu.Unlock()
-	snap.Done += snap.Succeeded + snap.AlreadyDone
+	snap.Done += snap.Succeeded + snap.AlreadyDone + snap.Repeated
 	snap.Total = snap.Done
 	if f := s.census.Load(); f != nil {
 		snap.Batches = batchCountsOf((*f)())
@@ -236,6 +264,9 @@ func summaryLine(s runSnapshot) string {
 	}
 	if s.AlreadyDone > 0 {
 		fmt.Fprintf(&b, ", %d already done", s.AlreadyDone)
+	}
+	if s.Repeated > 0 {
+		fmt.Fprintf(&b, ", %d answered again (an outcome of their run was stored already and stays)", s.Repeated)
 	}
 	fmt.Fprintf(&b, ", %d model calls, %d tokens", s.Calls, s.Tokens)
 	return b.String()

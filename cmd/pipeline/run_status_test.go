@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 )
 
@@ -48,6 +49,22 @@ func TestStatusLine(t *testing.T) {
 // TestBatchCountsOf: the status line counts the batches in flight only, a
 // batch the provider has by the provider's word, the others by the
 // record's state; ended and abandoned batches are left out.
+// TestSummaryCountsRepeatedAnswers: jobs answered whose run's outcome was
+// stored already count as jobs, and their model calls as calls, instead of
+// a summary of "0 jobs ... 0 model calls" after 2 calls.
+func TestSummaryCountsRepeatedAnswers(t *testing.T) {
+	s := newRunStatus(time.Now())
+	o := dlq.Outcome{JobID: "a", Status: dlq.StatusSucceeded, Attempts: 2, Trace: []dlq.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
+	s.repeatedOutcome(ingest.SinkMsg{MsgID: "a", Record: &o})
+	snap := s.snapshot(time.Now())
+	got := summaryLine(snap)
+	for _, want := range []string{"run: 1 jobs in", "0 succeeded", "1 answered again", "2 model calls, 30 tokens"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
+	}
+}
+
 func TestBatchCountsOf(t *testing.T) {
 	c := batch.Census{Batches: map[batch.Kind]int{
 		{Provider: "openai", State: batch.StateSubmitting}:                          1,

@@ -77,17 +77,17 @@ func bytesSource(b []byte) opener {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
-// jobCheck checks job lines. The first pass (scan) remembers, per job id, a
-// 64-bit hash of it and the line it first appears on, nothing else: its
-// memory grows by some bytes per job, never with the jobs' size. The
-// second pass (publish) checks every line again and takes the first line
-// of each id. Two different ids with the same hash (odds about n²/2^65)
-// would be reported as a repeat.
+// jobCheck checks job lines. The first pass (scan) writes each accepted
+// line's id to disk (see idSpill) and finds the repeated ids there, so its
+// memory stays flat whatever the number of lines: a sorted run of ids, a
+// read buffer per run, and a few bytes per repeated line. The second pass
+// (publish) checks every line again against the ids the first accepted,
+// and takes the first line of each id. close removes the files.
 type jobCheck struct {
 	reg   *schemas.Registry
 	limit int64
 	seed  maphash.Seed
-	first map[uint64]int
+	ids   *idSpill
 	valid int // lines that passed the first pass
 
 	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
@@ -96,7 +96,14 @@ type jobCheck struct {
 }
 
 func newJobCheck(reg *schemas.Registry, limit int64) *jobCheck {
-	return &jobCheck{reg: reg, limit: limit, seed: maphash.MakeSeed(), first: map[uint64]int{}}
+	return &jobCheck{reg: reg, limit: limit, seed: maphash.MakeSeed()}
+}
+
+// close removes the first pass's files; safe twice.
+func (jc *jobCheck) close() {
+	if jc.ids != nil {
+		jc.ids.close()
+	}
 }
 
 // parse checks one line on its own: size, JSON, fields, schema. It returns
@@ -129,15 +136,21 @@ func (jc *jobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
 }
 
 // scanFrom is the first pass over open's input: bad is called with every
-// refused line's number and reason.
+// refused line's number and reason, in line order, once the input is read.
 func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error {
+	jc.close()
+	ids, err := newIDSpill()
+	if err != nil {
+		return err
+	}
+	jc.ids, jc.valid = ids, 0
 	r, err := open()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	first := true // before the first line that is not blank
-	return readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
+	err = readLines(r, jc.limit, func(n int, raw []byte, size int64) error {
 		j, line, reason := jc.parse(raw, size)
 		if first && reason != "" {
 			reason += firstLineHint(raw)
@@ -149,19 +162,22 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 		first = first && reason == "" && line == nil
 		switch {
 		case reason != "":
-			bad(n, reason)
+			return ids.bad(n, reason)
 		case line == nil: // blank
 		default:
-			h := maphash.String(jc.seed, j.ID)
-			if first, dup := jc.first[h]; dup {
-				bad(n, fmt.Sprintf("job id %q repeats line %d", j.ID, first))
-				return nil
-			}
-			jc.first[h] = n
 			jc.valid++
+			return ids.add(maphash.String(jc.seed, j.ID), n, j.ID)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := ids.finish(); err != nil {
+		return err
+	}
+	jc.valid -= len(ids.repeated)
+	return ids.report(bad)
 }
 
 // notUTF8 starts the refusal of a line that is not UTF-8.
@@ -217,6 +233,14 @@ const (
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
 func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.SubmitItem) error) error {
+	if jc.ids == nil {
+		return errors.New("the input was not checked first")
+	}
+	seq, err := jc.ids.sequence()
+	if err != nil {
+		return err
+	}
+	repeats := jc.ids.repeated
 	r, err := open()
 	if err != nil {
 		return err
@@ -228,11 +252,14 @@ func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.Sub
 		if reason != "" || line == nil {
 			return nil // refused (and reported) by the first pass
 		}
-		first, known := jc.first[maphash.String(jc.seed, j.ID)]
+		at, h, id, ok, err := seq.next()
 		switch {
-		case !known:
+		case err != nil:
+			return err
+		case !ok || at != n || id != j.ID || h != maphash.String(jc.seed, j.ID):
 			return fmt.Errorf("line %d changed since it was checked (job id %q is new)", n, j.ID)
-		case first != n:
+		case len(repeats) > 0 && repeats[0].line == n:
+			repeats = repeats[1:]
 			return nil // a repeat, refused by the first pass
 		}
 		seen++

@@ -35,6 +35,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 		return io.NopCloser(strings.NewReader(b.String())), nil
 	}
 	jc := newJobCheck(reg, 1<<20)
+	defer jc.close()
 	var bad []string
 	if err := jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
 		t.Fatal(err)
@@ -115,6 +116,7 @@ func TestSubmitCheckPassMemoryIsFlat(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	jc := newJobCheck(reg, 1<<20)
+	defer jc.close()
 	if err := jc.scanFrom(func() (io.ReadCloser, error) { return os.Open(p) }, func(int, string) {}); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +180,7 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	}
 	in := "\ufeff{\"id\":\"w1\",\"schema\":\"invoice\",\"input\":\"x\"}\r\n{\"id\":\"w2\",\"schema\":\"invoice\",\"input\":\"y\"}\r\n\r\n"
 	jc := newJobCheck(reg, 1<<20)
+	defer jc.close()
 	var bad []string
 	if err := jc.scanFrom(bytesSource([]byte(in)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
 		t.Fatal(err)
@@ -203,6 +206,7 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			jc := newJobCheck(reg, 1<<20)
+			defer jc.close()
 			var bad []string
 			if err := jc.scanFrom(bytesSource([]byte(tc.in)), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
 				t.Fatal(err)
