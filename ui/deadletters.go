@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,7 +154,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := transcriptView{O: o, Dead: o.Status == dlq.StatusDeadLettered, Job: pretty(o.Job)}
+	v := transcriptView{O: o, Dead: o.Status == dlq.StatusDeadLettered, Job: dlq.JobText(o.Job, "")}
 	if !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() {
 		v.Took = o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond)
 	}
@@ -185,12 +184,4 @@ func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
 		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
 	}
 	return out, nil
-}
-
-func pretty(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }

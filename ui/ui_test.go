@@ -410,3 +410,23 @@ func TestActionWayBack(t *testing.T) {
 	mustContain(t, "the replay's result", text(body), "replayed 1 jobs", "a pipeline run on this data dir (or one already running) must pick them up")
 	mustContain(t, "the replay's result", body, `href="`+html.EscapeString(list)+`" id="back"`)
 }
+
+// TestTranscriptShowsTheInputAsText: the job on a dead letter's page is
+// its fields, then the input as the text it is (line breaks kept), not
+// escaped one-line JSON.
+func TestTranscriptShowsTheInputAsText(t *testing.T) {
+	f := newFixture(t, nil)
+	o := dlq.Outcome{JobID: "mail-1", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered,
+		Class: "exhausted", Reason: "heal attempts used up", Attempts: 1,
+		Job:   json.RawMessage(`{"id":"mail-1","schema":"ticket","input":"From: <ana@example.com>\nSubj: refund","metadata":{"src":"imap"}}`),
+		Trace: []dlq.Attempt{{N: 1, Temperature: 0.7, Raw: `{}`, Class: "schema"}},
+	}
+	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+		t.Fatal(err)
+	}
+	page := f.get(t, "/dead-letters/mail-1", http.StatusOK)
+	mustContain(t, "mail-1's page", page, "From: &lt;ana@example.com&gt;\n", "Subj: refund", "metadata")
+	if strings.Contains(page, `\u003c`) || strings.Contains(page, `\n`) {
+		t.Errorf("the job is shown as escaped JSON:\n%s", page)
+	}
+}
