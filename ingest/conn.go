@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -48,6 +49,8 @@ type Conn struct {
 	// ledgerReads gathers the workers' ledger reads; ledgerInbox takes
 	// the replies of each gathered read.
 	ledgerReads ledgerReads
+	// dupWindow is the JOBS stream's duplicate window as set up (ns).
+	dupWindow   atomic.Int64
 	ledgerInbox replyMux
 
 	// auth are the embedded server's credentials (zero with a URL).
@@ -80,9 +83,6 @@ type Conn struct {
 func (cfg Config) withDefaults() Config {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
-	}
-	if cfg.DuplicateWindow <= 0 {
-		cfg.DuplicateWindow = DefaultDuplicateWindow
 	}
 	return cfg
 }
