@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -181,4 +182,73 @@ func storedSize(m jetstream.Msg) int64 {
 		}
 	}
 	return n
+}
+
+// DeleteOutcomes removes from stream (RESULTS or DLQ) the messages whose
+// message id is in msgIDs, and their payload objects: what an operator
+// purged from the index leaves the record too, so a rebuild does not bring
+// it back and its body does not stay in the object store. It reads the
+// stream's headers once, from its first message, and returns how many
+// messages it deleted.
+func (c *Conn) DeleteOutcomes(ctx context.Context, stream string, msgIDs []string) (int, error) {
+	if len(msgIDs) == 0 {
+		return 0, nil
+	}
+	want := make(map[string]bool, len(msgIDs))
+	for _, id := range msgIDs {
+		want[id] = true
+	}
+	s, err := c.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	state := s.CachedInfo().State
+	if state.Msgs == 0 {
+		return 0, nil
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	if err != nil {
+		return 0, fmt.Errorf("reading stream %s's headers: %w", stream, err)
+	}
+	var seqs []uint64
+	var objects []string
+	for seen := uint64(0); seen < state.Msgs; {
+		batch, err := cons.Fetch(int(min(state.Msgs-seen, trimScanMax)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return 0, fmt.Errorf("reading stream %s's headers: %w", stream, err)
+		}
+		got, last := 0, uint64(0)
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				continue
+			}
+			last = meta.Sequence.Stream
+			if want[msg.Headers().Get(jetstream.MsgIDHeader)] {
+				seqs = append(seqs, last)
+				if o := msg.Headers().Get(HeaderPayload); o != "" {
+					objects = append(objects, o)
+				}
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return 0, fmt.Errorf("reading stream %s's headers: %w", stream, err)
+		}
+		seen += uint64(got)
+		if got == 0 || last >= state.LastSeq {
+			break
+		}
+	}
+	deleted := 0
+	for _, seq := range seqs {
+		if err := s.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return deleted, fmt.Errorf("deleting stream %s's message %d: %w", stream, seq, err)
+		}
+		deleted++
+	}
+	for _, o := range objects {
+		c.dropPayload(ctx, o)
+	}
+	return deleted, nil
 }

@@ -82,6 +82,9 @@ func (c *Conn) storedConfig(ctx context.Context, name string) (*jetstream.Stream
 	return &cfg, nil
 }
 
+// minDuplicateWindow is the shortest duplicate window the server accepts.
+const minDuplicateWindow = 100 * time.Millisecond
+
 // Stream metadata keys holding the limits the sink applies (StreamLimits).
 const (
 	metaMaxAge   = "pipeline.max_age"
@@ -119,11 +122,11 @@ func (c *Conn) applyLimits(sc *jetstream.StreamConfig, have *jetstream.StreamCon
 	sc.Metadata[metaMaxAge] = age.String()
 	sc.Metadata[metaMaxBytes] = strconv.FormatInt(size, 10)
 	sc.MaxAge, sc.MaxBytes = 0, -1
-	if age > 0 && sc.Duplicates > age {
-		if have == nil || have.Duplicates != age {
+	if capped := max(age, minDuplicateWindow); age > 0 && sc.Duplicates > capped {
+		if have == nil || have.Duplicates != capped {
 			c.log.Warn("duplicate window capped at the streams' max age (a message id is remembered at most as long as the outcome is kept)", "stream", sc.Name, "duplicate_window", sc.Duplicates, "max_age", age)
 		}
-		sc.Duplicates = age
+		sc.Duplicates = capped
 	}
 }
 
