@@ -128,21 +128,28 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// setupStreams runs ensureStreams. On the embedded server it tries again
-// for up to joinTimeout while requests time out or find no responders:
-// that is a joined server changing hands (its owner exited and this
-// process, or another, is taking it over). An error of the JetStream API
-// (a configuration the server refuses) is final, and so is an external
-// server's error.
+// setupStreams runs ensureStreams, again while the embedded server
+// changes hands (retryOnHandover).
 func (c *Conn) setupStreams(ctx context.Context) error {
+	return c.retryOnHandover(ctx, "setting up the streams", func() error { return c.ensureStreams(ctx) })
+}
+
+// retryOnHandover runs fn, and on the embedded server runs it again for up
+// to joinTimeout while it fails the way requests fail when a joined
+// server changes hands (its owner exited and this process, or another,
+// is taking it over): timeouts, no responders, no response from a stream
+// that lived in the old server's memory. The server this process now owns
+// answers within moments. An error of the JetStream API (a configuration
+// the server refuses) is final, and so is an external server's error.
+func (c *Conn) retryOnHandover(ctx context.Context, what string, fn func() error) error {
 	deadline := time.Now().Add(joinTimeout)
 	for {
-		err := c.ensureStreams(ctx)
+		err := fn()
 		var apiErr *jetstream.APIError
 		if err == nil || c.cfg.URL != "" || errors.As(err, &apiErr) || ctx.Err() != nil || c.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		c.log.Info("setting up the streams on the embedded nats server: trying again", "err", err)
+		c.log.Info(what+" on the embedded nats server: trying again", "err", err)
 		select {
 		case <-ctx.Done():
 			return err
