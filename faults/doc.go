@@ -30,13 +30,17 @@
 // `run` started together (submit exits), kill -9 of the owner (the joined
 // run must take the server over and finish), and the owner frozen by
 // SIGSTOP (nobody can take over: the joined run must exit 3 naming the
-// data dir).
+// data dir), and kill -9 of the owner while the joined run is still
+// starting (it must retry its start-up on the server it took over). In the
+// stores: a job's body changed in the object store after submit (it must
+// end as an invalid_job dead letter naming the digest mismatch).
 //
 // Run it with
 //
 //	go test -v -run TestFaults ./faults/
 //
 // and -update to rewrite RESULTS.md with the table (scenario, jobs,
-// results, dead letters, lost, duplicated). FAULTS_RACE=1 builds the
+// results, dead letters, lost, duplicated); with a -run that chooses some
+// scenarios, -update rewrites their rows and keeps the others'. FAULTS_RACE=1 builds the
 // pipeline binary with -race.
 package faults
