@@ -30,8 +30,9 @@
 // `run` started together (submit exits), kill -9 of the owner (the joined
 // run must take the server over and finish), and the owner frozen by
 // SIGSTOP (nobody can take over: the joined run must exit 3 naming the
-// data dir), and kill -9 of the owner while the joined run is still
-// starting (it must retry its start-up on the server it took over). In the
+// data dir), and the owner stopped (SIGTERM) the moment another run
+// joined it, while that one is still starting (it must take over and
+// finish). In the
 // stores: a job's body changed in the object store after submit (it must
 // end as an invalid_job dead letter naming the digest mismatch).
 //
