@@ -96,3 +96,30 @@ func Purge(ctx context.Context, st *dlq.Store, f dlq.Filter, dryRun, all bool) (
 	}
 	return ids, nil
 }
+
+// PurgeWithStreams is Purge that also deletes the purged dead letters'
+// messages from the DLQ stream, with their bodies in the payload object
+// store (a later dlq rebuild does not bring them back, and the bucket does
+// not keep them). A dry run touches neither. When the stream's delete
+// fails the index is purged already: the error says so.
+func PurgeWithStreams(ctx context.Context, conn *ingest.Conn, st *dlq.Store, f dlq.Filter, dryRun, all bool) ([]string, error) {
+	if EmptyFilter(f) && !all {
+		return nil, ErrNoFilter
+	}
+	runs, err := st.PurgeRuns(ctx, f, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(runs))
+	msgIDs := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i], msgIDs[i] = r.JobID, ingest.RunMsgID(r.JobID, r.Run)
+	}
+	if dryRun {
+		return ids, nil
+	}
+	if _, err := conn.DeleteOutcomes(ctx, ingest.StreamDLQ, msgIDs); err != nil {
+		return ids, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), ingest.StreamDLQ, err)
+	}
+	return ids, nil
+}

@@ -7,8 +7,10 @@
 // A replay republishes each selected job as it was submitted, under the
 // message id <job id>~r<n> (worker.ReplayMsgID, n the next run), then
 // marks its dead letter replayed in the index; the new run's outcome is
-// indexed as run n. A purge deletes dead letters from the index only: the
-// DLQ stream keeps its copies (`pipeline dlq rebuild` brings them back).
+// indexed as run n. Purge deletes dead letters from the index only (the
+// DLQ stream keeps its copies: `pipeline dlq rebuild` brings them back);
+// PurgeWithStreams, which `pipeline dlq purge` calls, deletes the stream's
+// copies and their bodies in the object store too.
 // Both refuse an empty filter (ErrNoFilter), so nothing is replayed or
 // purged wholesale by accident; Purge takes All to mean it.
 //

@@ -272,21 +272,42 @@ func (s *Store) MarkReplayed(ctx context.Context, jobID string, run int) error {
 // Purge deletes the selected dead letters (with their trace) and returns
 // their job ids; with dryRun it only returns the ids.
 func (s *Store) Purge(ctx context.Context, f Filter, dryRun bool) ([]string, error) {
+	runs, err := s.PurgeRuns(ctx, f, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.JobID
+	}
+	return ids, nil
+}
+
+// Run names one run of a job.
+type Run struct {
+	JobID string
+	Run   int
+}
+
+// PurgeRuns is Purge returning the runs it deleted (or, with dryRun, would
+// delete): a caller that deletes their messages from the streams too needs
+// the run to name the message.
+func (s *Store) PurgeRuns(ctx context.Context, f Filter, dryRun bool) ([]Run, error) {
 	where, args := f.where(true)
-	q := `SELECT o.id, o.job_id FROM outcomes o` + where + ` ORDER BY o.finished_at DESC, o.id DESC` + f.limit()
+	q := `SELECT o.id, o.job_id, o.run FROM outcomes o` + where + ` ORDER BY o.finished_at DESC, o.id DESC` + f.limit()
 	if dryRun {
-		ids, _, err := s.ids(ctx, s.r, q, args)
+		runs, _, err := s.runs(ctx, s.r, q, args)
 		if err != nil {
 			return nil, fmt.Errorf("purging dead letters (dry run): %w", err)
 		}
-		return ids, nil
+		return runs, nil
 	}
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("purging dead letters: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	ids, rowIDs, err := s.ids(ctx, tx, q, args)
+	runs, rowIDs, err := s.runs(ctx, tx, q, args)
 	if err != nil {
 		return nil, fmt.Errorf("purging dead letters: %w", err)
 	}
@@ -296,31 +317,31 @@ func (s *Store) Purge(ctx context.Context, f Filter, dryRun bool) ([]string, err
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("purging dead letters: committing: %w", err)
 	}
-	return ids, nil
+	return runs, nil
 }
 
-type querier interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}
-
-func (s *Store) ids(ctx context.Context, db querier, q string, args []any) ([]string, []int64, error) {
+func (s *Store) runs(ctx context.Context, db querier, q string, args []any) ([]Run, []int64, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer rows.Close()
-	var ids []string
+	var runs []Run
 	var rowIDs []int64
 	for rows.Next() {
 		var id int64
-		var job string
-		if err := rows.Scan(&id, &job); err != nil {
+		var r Run
+		if err := rows.Scan(&id, &r.JobID, &r.Run); err != nil {
 			return nil, nil, err
 		}
-		ids = append(ids, job)
+		runs = append(runs, r)
 		rowIDs = append(rowIDs, id)
 	}
-	return ids, rowIDs, rows.Err()
+	return runs, rowIDs, rows.Err()
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
 // deleteOutcomes deletes outcome rows by id; ON DELETE CASCADE removes

@@ -55,6 +55,9 @@ func Open(path string) (*Store, error) {
 	if err := createPrivate(path); err != nil {
 		return nil, err
 	}
+	if err := checkWritable(path); err != nil {
+		return nil, err
+	}
 	w, err := sql.Open("sqlite3", dsn(path, false))
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", path, err)
@@ -89,6 +92,31 @@ func Open(path string) (*Store, error) {
 	r.SetMaxIdleConns(4)
 	s.r = r
 	return s, nil
+}
+
+// ErrReadOnly is returned by Open when the index file (or its -wal or
+// -shm file) cannot be opened for writing: SQLite would open it read-only
+// without a word, and fail every write, or crash the process on a shared
+// memory file it cannot write (SIGBUS).
+var ErrReadOnly = errors.New("dlq: index is not writable")
+
+// checkWritable opens the database file and its -wal and -shm files (those
+// that exist) for writing, and closes them: a read-only or immutable one is
+// an ErrReadOnly naming it.
+func checkWritable(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) && p != path {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %s cannot be opened for writing (%w); make it writable (chmod, chattr -i) or give another --db", ErrReadOnly, p, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrReadOnly, p, err)
+		}
+	}
+	return nil
 }
 
 // createPrivate creates the database file with mode 0600 when it does not

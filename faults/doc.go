@@ -30,17 +30,22 @@
 // `run` started together (submit exits), kill -9 of the owner (the joined
 // run must take the server over and finish), and the owner frozen by
 // SIGSTOP (nobody can take over: the joined run must exit 3 naming the
-// data dir). The job ledger lost (its bucket deleted, or a data dir made
+// data dir), and the owner stopped (SIGTERM) the moment another run
+// joined it, while that one is still starting (it must take over and
+// finish). The job ledger lost (its bucket deleted, or a data dir made
 // to look like an earlier release's: no entries, or the first format of
 // one key per job) before the same file is submitted again: submit must
 // warn that it rebuilt the ledger, naming the entries, and publish
-// nothing; the next run calls the model for none.
+// nothing; the next run calls the model for none. In the stores: a job's
+// body changed in the object store after submit (it must end as an
+// invalid_job dead letter naming the digest mismatch).
 //
 // Run it with
 //
 //	go test -v -run TestFaults ./faults/
 //
 // and -update to rewrite RESULTS.md with the table (scenario, jobs,
-// results, dead letters, lost, duplicated). FAULTS_RACE=1 builds the
+// results, dead letters, lost, duplicated); with a -run that chooses some
+// scenarios, -update rewrites their rows and keeps the others'. FAULTS_RACE=1 builds the
 // pipeline binary with -race.
 package faults

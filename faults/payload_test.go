@@ -27,8 +27,11 @@ type storedOutcome struct {
 	Run      int    `json:"run"`
 	Status   string `json:"status"`
 	Class    string `json:"class"`
+	Reason   string `json:"reason"`
 	Attempts int    `json:"attempts"`
-	Trace    []struct {
+	// Deliveries of the job when it ended.
+	Deliveries int `json:"deliveries"`
+	Trace      []struct {
 		Raw string `json:"raw"`
 	} `json:"trace"`
 	Job json.RawMessage `json:"job"`

@@ -42,7 +42,9 @@ type Config struct {
 	CredsFile, TLSCert, TLSKey, TLSCA string
 	// Replicas for the streams (1; 3 on a cluster).
 	Replicas int
-	// DuplicateWindow of the streams (default 2 minutes): a job, result or
+	// DuplicateWindow of the streams (zero: the streams' current window, 2
+	// minutes when they are created; on RESULTS and DLQ at most their max
+	// age, StreamLimits): a job, result or
 	// dead letter published again with the same Nats-Msg-Id inside it is
 	// stored once. Keep it at least twice the workers' AckWait so a job
 	// redelivered after a lost ack finds its result deduplicated; beyond it
@@ -64,8 +66,11 @@ type Config struct {
 }
 
 // StreamLimits bound the RESULTS and DLQ streams (the JOBS work queue
-// empties itself). The server discards the oldest messages past a limit.
-// A nil field leaves the stream's current setting as it is (none, on a
+// empties itself). They are kept in the streams' metadata and applied by
+// the sink, only to messages the index holds: it removes those older than
+// MaxAge and the oldest beyond MaxBytes, with their payload objects; an
+// outcome the index has not read is never removed. The server's own
+// limits stay off. A nil field leaves the stream's current setting as it is (none, on a
 // stream being created); a zero value means no limit. They are applied when
 // a stream is created and updated on an existing one at every Connect.
 type StreamLimits struct {

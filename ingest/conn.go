@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -48,6 +49,8 @@ type Conn struct {
 	// ledgerReads gathers the workers' ledger reads; ledgerInbox takes
 	// the replies of each gathered read.
 	ledgerReads ledgerReads
+	// dupWindow is the JOBS stream's duplicate window as set up (ns).
+	dupWindow   atomic.Int64
 	ledgerInbox replyMux
 
 	// auth are the embedded server's credentials (zero with a URL).
@@ -80,9 +83,6 @@ type Conn struct {
 func (cfg Config) withDefaults() Config {
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
-	}
-	if cfg.DuplicateWindow <= 0 {
-		cfg.DuplicateWindow = DefaultDuplicateWindow
 	}
 	return cfg
 }
@@ -128,21 +128,28 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// setupStreams runs ensureStreams. On the embedded server it tries again
-// for up to joinTimeout while requests time out or find no responders:
-// that is a joined server changing hands (its owner exited and this
-// process, or another, is taking it over). An error of the JetStream API
-// (a configuration the server refuses) is final, and so is an external
-// server's error.
+// setupStreams runs ensureStreams, again while the embedded server
+// changes hands (retryOnHandover).
 func (c *Conn) setupStreams(ctx context.Context) error {
+	return c.retryOnHandover(ctx, "setting up the streams", func() error { return c.ensureStreams(ctx) })
+}
+
+// retryOnHandover runs fn, and on the embedded server runs it again for up
+// to joinTimeout while it fails the way requests fail when a joined
+// server changes hands (its owner exited and this process, or another,
+// is taking it over): timeouts, no responders, no response from a stream
+// that lived in the old server's memory. The server this process now owns
+// answers within moments. An error of the JetStream API (a configuration
+// the server refuses) is final, and so is an external server's error.
+func (c *Conn) retryOnHandover(ctx context.Context, what string, fn func() error) error {
 	deadline := time.Now().Add(joinTimeout)
 	for {
-		err := c.ensureStreams(ctx)
+		err := fn()
 		var apiErr *jetstream.APIError
 		if err == nil || c.cfg.URL != "" || errors.As(err, &apiErr) || ctx.Err() != nil || c.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		c.log.Info("setting up the streams on the embedded nats server: trying again", "err", err)
+		c.log.Info(what+" on the embedded nats server: trying again", "err", err)
 		select {
 		case <-ctx.Done():
 			return err

@@ -38,6 +38,9 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64, ea
 		switch {
 		case errors.Is(err, ErrPayloadMissing):
 			d.JobErr = fmt.Errorf("%w: its body %s is missing from object store %s", ErrInvalidJob, d.payload, BucketPayloads)
+		case errors.Is(err, ErrPayloadCorrupt):
+			// Tampered with or damaged: no delivery reads it better.
+			d.JobErr = fmt.Errorf("%w: its body cannot be trusted: %w", ErrInvalidJob, err)
 		case err != nil:
 			r.log.Warn("reading a job's body from the object store failed; job handed back", "msg_id", d.MsgID, "object", d.payload, "err", err)
 			return Outcome{Action: ActionRetry}, false

@@ -55,7 +55,8 @@
 // and DLQ (pipeline.dlq.>, limits) are created or updated on every Connect,
 // on file storage with Config.Replicas. Every message carries Nats-Msg-Id:
 // the job id for a job, its result and its dead letter. The duplicate window
-// (Config.DuplicateWindow, default 2 minutes) should be at least twice the
+// (Config.DuplicateWindow, default 2 minutes; unset, the streams keep
+// theirs; on RESULTS and DLQ at most their max age) should be at least twice the
 // workers' AckWait, so a job redelivered after a lost ack finds its result
 // already stored; past the window the sink's upserts on job id keep one
 // outcome per job. Every id inside the window costs server memory.

@@ -44,6 +44,8 @@ const (
 // Fleet is this process's membership in the group sharing one limit key.
 // Size is safe for concurrent use; Leave ends the membership.
 type Fleet struct {
+	c    *Conn
+	mu   sync.Mutex // guards kv
 	kv   jetstream.KeyValue
 	key  string // the limit key
 	id   string // this member's id
@@ -69,19 +71,16 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 	if limitKey == "" || strings.ContainsAny(limitKey, ".*> ") {
 		return nil, fmt.Errorf("joining the rate-limit fleet: limit key %q: want letters, digits, - or _", limitKey)
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketLimits,
-		Description: "pipeline: processes sharing a model's rate limit, one key per live process",
-		History:     1,
-		TTL:         FleetTTL,
-		Storage:     jetstream.MemoryStorage,
-		Replicas:    c.cfg.Replicas,
+	f := &Fleet{c: c, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	// A joined server that changes hands meanwhile loses the bucket (it
+	// lives in memory): made again on the server that took over.
+	err := c.retryOnHandover(ctx, "joining the rate-limit fleet", func() error {
+		if err := f.ensureBucket(ctx); err != nil {
+			return err
+		}
+		return f.beat(ctx)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketLimits, c.cfg.Replicas, err)
-	}
-	f := &Fleet{kv: kv, key: limitKey, id: nuid.Next(), log: c.log, done: make(chan struct{}), kick: make(chan struct{}, 1)}
-	if err := f.beat(ctx); err != nil {
 		return nil, fmt.Errorf("joining the rate-limit fleet: %w", err)
 	}
 	if f.Size() > 1 {
@@ -92,7 +91,7 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			_ = f.kv.Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
+			_ = f.bucket().Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
 			return nil, fmt.Errorf("joining the rate-limit fleet: %w", ctx.Err())
 		case <-t.C:
 		}
@@ -101,10 +100,10 @@ func (c *Conn) JoinFleet(ctx context.Context, limitKey string) (*Fleet, error) {
 		}
 	}
 	lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.Watch(lctx, f.pauseKey())
+	w, err := f.bucket().Watch(lctx, f.pauseKey())
 	if err != nil {
 		stop()
-		_ = f.kv.Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
+		_ = f.bucket().Delete(context.WithoutCancel(ctx), f.memberKey()) // best effort: the TTL removes it anyway
 		return nil, fmt.Errorf("joining the rate-limit fleet: watching %s: %w", f.pauseKey(), err)
 	}
 	f.stop = stop
@@ -168,7 +167,7 @@ func (f *Fleet) writePause(ctx context.Context) error {
 	if n == 0 || time.Now().UnixNano() >= n {
 		return nil
 	}
-	if _, err := f.kv.Put(ctx, f.pauseKey(), []byte(time.Unix(0, n).UTC().Format(time.RFC3339Nano))); err != nil {
+	if _, err := f.bucket().Put(ctx, f.pauseKey(), []byte(time.Unix(0, n).UTC().Format(time.RFC3339Nano))); err != nil {
 		return fmt.Errorf("writing the pause: %w", err)
 	}
 	return nil
@@ -188,7 +187,7 @@ func (f *Fleet) Leave(ctx context.Context) error {
 	f.leaveOnce.Do(func() {
 		f.stop()
 		<-f.done
-		if derr := f.kv.Delete(ctx, f.memberKey()); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
+		if derr := f.bucket().Delete(ctx, f.memberKey()); derr != nil && !errors.Is(derr, jetstream.ErrKeyNotFound) {
 			err = fmt.Errorf("leaving the rate-limit fleet: %w", derr)
 		}
 	})
@@ -240,12 +239,51 @@ func (f *Fleet) run(ctx context.Context, parent <-chan struct{}, w jetstream.Key
 	}
 }
 
-// beat rewrites this member's key and counts the live members.
+// ensureBucket creates the fleet's bucket, or updates it to the
+// configuration.
+func (f *Fleet) ensureBucket(ctx context.Context) error {
+	kv, err := f.c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      BucketLimits,
+		Description: "pipeline: processes sharing a model's rate limit, one key per live process",
+		History:     1,
+		TTL:         FleetTTL,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    f.c.cfg.Replicas,
+	})
+	if err != nil {
+		return fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketLimits, f.c.cfg.Replicas, err)
+	}
+	f.mu.Lock()
+	f.kv = kv
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *Fleet) bucket() jetstream.KeyValue {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.kv
+}
+
+// beat rewrites this member's key and counts the live members. When the
+// bucket is gone (it lives in the server's memory: a server restarted or
+// taken over has none) it is made again first.
 func (f *Fleet) beat(ctx context.Context) error {
-	if _, err := f.kv.Put(ctx, f.memberKey(), []byte(time.Now().UTC().Format(time.RFC3339Nano))); err != nil {
+	put := func() error {
+		_, err := f.bucket().Put(ctx, f.memberKey(), []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		return err
+	}
+	err := put()
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+		if berr := f.ensureBucket(ctx); berr != nil {
+			return fmt.Errorf("writing member key: %w (making the bucket again: %w)", err, berr)
+		}
+		err = put()
+	}
+	if err != nil {
 		return fmt.Errorf("writing member key: %w", err)
 	}
-	keys, err := f.kv.ListKeysFiltered(ctx, f.key+".*")
+	keys, err := f.bucket().ListKeysFiltered(ctx, f.key+".*")
 	if err != nil {
 		return fmt.Errorf("listing members: %w", err)
 	}

@@ -25,12 +25,17 @@ const ActionHandOff Action = 100
 
 // BatchBucket opens (creating it if needed) the KV bucket of batch mode.
 func (c *Conn) BatchBucket(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketBatches,
-		Description: "pipeline: provider batches in flight and the jobs each holds",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    c.cfg.Replicas,
+	var kv jetstream.KeyValue
+	err := c.retryOnHandover(ctx, "opening the batch bucket", func() error {
+		var err error
+		kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      BucketBatches,
+			Description: "pipeline: provider batches in flight and the jobs each holds",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    c.cfg.Replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketBatches, c.cfg.Replicas, err)

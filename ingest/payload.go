@@ -50,6 +50,12 @@ const (
 // is not (or no longer) in the object store.
 var ErrPayloadMissing = errors.New("payload object missing")
 
+// ErrPayloadCorrupt is returned by Payload when the object a message names
+// does not hold the body the message announces (another size, or content
+// that does not match the message's digest): changed or damaged, it will
+// not read better later.
+var ErrPayloadCorrupt = errors.New("payload object does not match its message")
+
 // buckets are the KV and object store buckets next to the streams.
 type buckets struct {
 	payloads jetstream.ObjectStore
@@ -153,14 +159,17 @@ func (c *Conn) Payload(ctx context.Context, h nats.Header, data []byte) ([]byte,
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, fmt.Errorf("reading %s from object store %s: %w", name, BucketPayloads, ErrPayloadMissing)
 	}
+	if errors.Is(err, jetstream.ErrDigestMismatch) {
+		return nil, fmt.Errorf("reading %s from object store %s: %w: its chunks do not match the object's own digest (%w)", name, BucketPayloads, ErrPayloadCorrupt, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s from object store %s: %w", name, BucketPayloads, err)
 	}
 	if want := PayloadSize(h, nil); h.Get(HeaderPayloadSize) != "" && int64(len(body)) != want {
-		return nil, fmt.Errorf("reading %s from object store %s: %d bytes, the message announces %d", name, BucketPayloads, len(body), want)
+		return nil, fmt.Errorf("reading %s from object store %s: %w: %d bytes, the message announces %d", name, BucketPayloads, ErrPayloadCorrupt, len(body), want)
 	}
 	if want := h.Get(HeaderPayloadDigest); want != "" && digestOf(body) != want {
-		return nil, fmt.Errorf("reading %s from object store %s: content does not match the message's digest", name, BucketPayloads)
+		return nil, fmt.Errorf("reading %s from object store %s: %w: content does not match the message's digest (sha256 %s)", name, BucketPayloads, ErrPayloadCorrupt, want)
 	}
 	return body, nil
 }

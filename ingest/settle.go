@@ -224,7 +224,7 @@ func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, uint64, error) 
 	}
 	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)
 	defer cancel()
-	seq, err := r.c.outcomeSince(ctx, stream, filter, d.MsgID, time.Now().Add(-r.c.cfg.DuplicateWindow))
+	seq, err := r.c.outcomeSince(ctx, stream, filter, d.MsgID, time.Now().Add(-r.c.duplicateWindow()))
 	if err != nil || seq == 0 {
 		return "", 0, err
 	}

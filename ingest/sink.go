@@ -278,6 +278,8 @@ type sinkLoop struct {
 	streams []*sinkStream
 	batch   []SinkMsg
 	fails   int
+	// lastTrim is when the stream limits were last applied (trim).
+	lastTrim time.Time
 }
 
 func (l *sinkLoop) stream(name string) *sinkStream {
@@ -332,11 +334,13 @@ func (l *sinkLoop) run(ctx context.Context) error {
 			return nil
 		}
 		l.publish()
+		l.trim(ctx, false)
 		if !l.cfg.UntilIdle {
 			continue
 		}
 		if err == nil && caught && len(l.batch) == 0 && l.offers.len() == 0 && l.caughtUp() {
 			if idleStreak++; idleStreak >= 2 {
+				l.trim(ctx, true)
 				return nil
 			}
 		} else {

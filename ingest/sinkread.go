@@ -40,7 +40,7 @@ func (l *sinkLoop) observe(ctx context.Context) (caught bool, err error) {
 						lost-- // handed over by a worker: the index has it
 					}
 				}
-				l.log.Warn("sink: outcomes left the stream before they were indexed (stream limits --stream-max-age / --stream-max-bytes, or a purge); they are gone",
+				l.log.Warn("sink: outcomes left the stream before they were indexed (a purge or limits set on the stream outside pipeline); they are gone",
 					"stream", st.name, "lost", lost, "cursor", st.cursor, "first_seq", info.FirstSeq)
 			}
 			st.jump(info.FirstSeq - 1)
@@ -118,9 +118,9 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 		dseq++
 		m, err := l.c.toSinkMsgResolved(ctx, msg)
 		switch {
-		case errors.Is(err, ErrPayloadMissing):
-			// Gone for good: the index cannot hold it; say so and go on.
-			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
+		case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt):
+			// Gone (or changed) for good: the index cannot hold it; say so and go on.
+			l.log.Error("sink: an outcome's body is missing from the object store or does not match its message; not indexed", "err", err)
 		case err != nil:
 			readErr = err
 			broken = true // read again from here on the next pass
@@ -191,9 +191,9 @@ func (l *sinkLoop) readDirect(ctx context.Context, s jetstream.Stream, st *sinkS
 		}
 		m, err := l.c.rawSinkMsg(ctx, st.name, raw)
 		switch {
-		case errors.Is(err, ErrPayloadMissing):
-			// Gone for good: the index cannot hold it; say so and go on.
-			l.log.Error("sink: an outcome's body is missing from the object store; not indexed", "err", err)
+		case errors.Is(err, ErrPayloadMissing), errors.Is(err, ErrPayloadCorrupt):
+			// Gone (or changed) for good: the index cannot hold it; say so and go on.
+			l.log.Error("sink: an outcome's body is missing from the object store or does not match its message; not indexed", "err", err)
 			l.absent(st, raw.Sequence)
 			continue
 		case err != nil:

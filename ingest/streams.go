@@ -1,10 +1,13 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,7 +24,7 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 			Retention:   ret,
 			Storage:     jetstream.FileStorage,
 			Replicas:    c.cfg.Replicas,
-			Duplicates:  c.cfg.DuplicateWindow,
+			Duplicates:  cmp.Or(max(c.cfg.DuplicateWindow, 0), DefaultDuplicateWindow),
 			Discard:     jetstream.DiscardOld,
 			MaxMsgs:     -1,
 			MaxBytes:    -1,
@@ -38,45 +41,101 @@ func (c *Conn) streamConfigs() []jetstream.StreamConfig {
 
 // ensureStreams creates the streams, the payload object store and the job
 // ledger, or updates them to the configuration; running it again changes
-// nothing.
+// nothing. What the configuration leaves unset (the duplicate window, the
+// stream limits) is read back from the existing streams, never re-asserted.
 func (c *Conn) ensureStreams(ctx context.Context) error {
 	for _, sc := range c.streamConfigs() {
-		if sc.Name != StreamJobs {
-			if err := c.applyLimits(ctx, &sc); err != nil {
-				return err
+		have, err := c.storedConfig(ctx, sc.Name)
+		if err != nil {
+			return err
+		}
+		if have != nil {
+			sc.Metadata = maps.Clone(have.Metadata)
+			if c.cfg.DuplicateWindow <= 0 && have.Duplicates > 0 {
+				sc.Duplicates = have.Duplicates
 			}
+		}
+		if sc.Name != StreamJobs {
+			c.applyLimits(&sc, have)
 		}
 		if _, err := c.js.CreateOrUpdateStream(ctx, sc); err != nil {
 			return fmt.Errorf("creating or updating stream %s (%s, replicas %d): %w", sc.Name, sc.Subjects[0], sc.Replicas, err)
+		}
+		if sc.Name == StreamJobs {
+			c.dupWindow.Store(int64(sc.Duplicates))
 		}
 	}
 	return c.ensureBuckets(ctx)
 }
 
-// applyLimits sets the configured StreamLimits on sc, keeping the existing
-// stream's setting for a limit that is not configured.
-func (c *Conn) applyLimits(ctx context.Context, sc *jetstream.StreamConfig) error {
-	lim := c.cfg.StreamLimits
-	if lim.MaxAge == nil || lim.MaxBytes == nil {
-		s, err := c.js.Stream(ctx, sc.Name)
-		switch {
-		case err == nil:
-			have := s.CachedInfo().Config
-			sc.MaxAge, sc.MaxBytes = have.MaxAge, have.MaxBytes
-		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return fmt.Errorf("looking up stream %s: %w", sc.Name, err)
+// storedConfig is the configuration of stream name as the server has it,
+// nil when the stream does not exist.
+func (c *Conn) storedConfig(ctx context.Context, name string) (*jetstream.StreamConfig, error) {
+	s, err := c.js.Stream(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("looking up stream %s: %w", name, err)
+	}
+	cfg := s.CachedInfo().Config
+	return &cfg, nil
+}
+
+// minDuplicateWindow is the shortest duplicate window the server accepts.
+const minDuplicateWindow = 100 * time.Millisecond
+
+// Stream metadata keys holding the limits the sink applies (StreamLimits).
+const (
+	metaMaxAge   = "pipeline.max_age"
+	metaMaxBytes = "pipeline.max_bytes"
+)
+
+// applyLimits records the configured StreamLimits in sc's metadata,
+// keeping the existing stream's (have) setting for a limit that is not
+// configured. The server's own MaxAge and MaxBytes stay unlimited: it
+// would discard outcomes the index has not read; the sink applies the
+// limits instead, to what the index holds (Sink, trim). A stream of an
+// earlier version with the server's limits set has them moved over. The
+// duplicate window of a stream with a max age is capped at that age (said
+// when the cap changes the stream).
+func (c *Conn) applyLimits(sc *jetstream.StreamConfig, have *jetstream.StreamConfig) {
+	var age time.Duration
+	var size int64
+	if have != nil {
+		age, size = limitsOf(*have)
+		if _, ok := have.Metadata[metaMaxAge]; !ok && (have.MaxAge > 0 || have.MaxBytes > 0) {
+			age, size = max(have.MaxAge, 0), max(have.MaxBytes, 0)
+			c.log.Info("stream limits now applied by the sink, to what the index holds, instead of the server", "stream", sc.Name, "max_age", age, "max_bytes", size)
 		}
 	}
+	lim := c.cfg.StreamLimits
 	if lim.MaxAge != nil {
-		sc.MaxAge = max(*lim.MaxAge, 0)
+		age = max(*lim.MaxAge, 0)
 	}
 	if lim.MaxBytes != nil {
-		sc.MaxBytes = *lim.MaxBytes
-		if sc.MaxBytes <= 0 {
-			sc.MaxBytes = -1
-		}
+		size = max(*lim.MaxBytes, 0)
 	}
-	return nil
+	if sc.Metadata == nil {
+		sc.Metadata = map[string]string{}
+	}
+	sc.Metadata[metaMaxAge] = age.String()
+	sc.Metadata[metaMaxBytes] = strconv.FormatInt(size, 10)
+	sc.MaxAge, sc.MaxBytes = 0, -1
+	if capped := max(age, minDuplicateWindow); age > 0 && sc.Duplicates > capped {
+		if have == nil || have.Duplicates != capped {
+			c.log.Warn("duplicate window capped at the streams' max age (a message id is remembered at most as long as the outcome is kept)", "stream", sc.Name, "duplicate_window", sc.Duplicates, "max_age", age)
+		}
+		sc.Duplicates = capped
+	}
+}
+
+// limitsOf reads the limits the sink applies from a stream's metadata
+// (zero: none).
+func limitsOf(cfg jetstream.StreamConfig) (time.Duration, int64) {
+	age, _ := time.ParseDuration(cfg.Metadata[metaMaxAge])
+	size, _ := strconv.ParseInt(cfg.Metadata[metaMaxBytes], 10, 64)
+	return max(age, 0), max(size, 0)
 }
 
 // Defaults of WorkerConfig.
@@ -233,4 +292,13 @@ func consumerDiff(have, want jetstream.ConsumerConfig) []string {
 		add("num_replicas", have.Replicas, want.Replicas)
 	}
 	return d
+}
+
+// duplicateWindow is the JOBS stream's duplicate window: the configured
+// one, or the stream's own when none was configured.
+func (c *Conn) duplicateWindow() time.Duration {
+	if d := time.Duration(c.dupWindow.Load()); d > 0 {
+		return d
+	}
+	return cmp.Or(max(c.cfg.DuplicateWindow, 0), DefaultDuplicateWindow)
 }

@@ -123,13 +123,20 @@ func (c *Conn) RunWorkers(ctx context.Context, cfg WorkerConfig, h Handler) erro
 	if cfg.Logger == nil {
 		log = c.log
 	}
-	cons, err := c.ensureConsumer(ctx, StreamJobs, c.workerConsumerConfig(cfg))
+	var cons jetstream.Consumer
+	var jobs jetstream.Stream
+	err := c.retryOnHandover(ctx, "setting up the workers' consumer", func() error {
+		var err error
+		if cons, err = c.ensureConsumer(ctx, StreamJobs, c.workerConsumerConfig(cfg)); err != nil {
+			return err
+		}
+		if jobs, err = c.js.Stream(ctx, StreamJobs); err != nil {
+			return fmt.Errorf("looking up stream %s: %w", StreamJobs, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	jobs, err := c.js.Stream(ctx, StreamJobs)
-	if err != nil {
-		return fmt.Errorf("looking up stream %s: %w", StreamJobs, err)
 	}
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()

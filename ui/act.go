@@ -122,7 +122,13 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	confirmed := r.PostForm.Get("confirm") == "yes"
-	got, err := actions.Purge(r.Context(), s.cfg.Store, f, !confirmed, false)
+	var got []string
+	var err error
+	if confirmed && s.cfg.Conn != nil { // the DLQ stream's copies and their bodies go too
+		got, err = actions.PurgeWithStreams(r.Context(), s.cfg.Conn, s.cfg.Store, f, false, false)
+	} else {
+		got, err = actions.Purge(r.Context(), s.cfg.Store, f, !confirmed, false)
+	}
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

@@ -400,7 +400,7 @@ func natsFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "nats-sync-always", EnvVars: []string{"PIPELINE_NATS_SYNC_ALWAYS"},
 			Usage: "embedded server: fsync every write before acknowledging it (survives power loss; about 40x slower publishes). Off: acknowledged data survives a kill -9 of the process, and is fsynced every 2 minutes"},
 		&cli.DurationFlag{Name: "duplicate-window", EnvVars: []string{"PIPELINE_DUPLICATE_WINDOW"}, Value: 2 * time.Minute,
-			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op)"},
+			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op); unset: the streams keep their current window (2m when created); RESULTS and DLQ at most --stream-max-age"},
 	}
 }
 
@@ -461,17 +461,20 @@ func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
 
 func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
 	cfg := ingest.Config{
-		URL:             c.String("nats-url"),
-		DataDir:         c.String("data-dir"),
-		Listen:          c.String("nats-listen"),
-		CredsFile:       c.String("nats-creds"),
-		TLSCert:         c.String("nats-tls-cert"),
-		TLSKey:          c.String("nats-tls-key"),
-		TLSCA:           c.String("nats-tls-ca"),
-		Replicas:        c.Int("replicas"),
-		SyncAlways:      c.Bool("nats-sync-always"),
-		DuplicateWindow: c.Duration("duplicate-window"),
-		Logger:          log,
+		URL:        c.String("nats-url"),
+		DataDir:    c.String("data-dir"),
+		Listen:     c.String("nats-listen"),
+		CredsFile:  c.String("nats-creds"),
+		TLSCert:    c.String("nats-tls-cert"),
+		TLSKey:     c.String("nats-tls-key"),
+		TLSCA:      c.String("nats-tls-ca"),
+		Replicas:   c.Int("replicas"),
+		SyncAlways: c.Bool("nats-sync-always"),
+		Logger:     log,
+	}
+	if c.IsSet("duplicate-window") {
+		// Unset, the streams keep the window they have (2m when created).
+		cfg.DuplicateWindow = c.Duration("duplicate-window")
 	}
 	limits, err := streamLimits(c)
 	if err != nil {

@@ -123,13 +123,13 @@ func (e *env) dlqCommand() *cli.Command {
 			e.replayCommand(),
 			{
 				Name:      "purge",
-				Usage:     "delete dead letters from the index (the DLQ stream keeps its copy)",
+				Usage:     "delete dead letters from the index and their messages (with their bodies) from the DLQ stream",
 				ArgsUsage: " ",
-				Flags: flags(dbFlags(), filterFlags(), []cli.Flag{
+				Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
 					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
-				}),
+				}, logFlags()),
 				Action: func(c *cli.Context) error {
 					f, err := readFilter(c)
 					if err != nil {
@@ -148,7 +148,17 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					defer st.Close()
-					ids, err := actions.Purge(c.Context, st, f, c.Bool("dry-run"), c.Bool("all"))
+					var ids []string
+					if c.Bool("dry-run") {
+						ids, err = actions.Purge(c.Context, st, f, true, c.Bool("all"))
+					} else {
+						conn, _, derr := e.dial(c)
+						if derr != nil {
+							return derr
+						}
+						defer conn.Close()
+						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, c.Bool("all"))
+					}
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}

@@ -1,20 +1,25 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	_ "github.com/llmpipeline/pipeline/dlq" // the sqlite3 driver
 )
 
-// TestStreamLimitsWarnAboutUnindexedOutcomes: a --stream-max-bytes that
-// discards outcomes the index has not indexed yet is never silent: submit
-// (no sink) warns on applying it, and the sink warns when it finds them
-// gone.
-func TestStreamLimitsWarnAboutUnindexedOutcomes(t *testing.T) {
+// TestStreamLimitsKeepUnindexedOutcomes: limits shorter than the sink's
+// lag never remove outcomes the index has not read. Outcomes stored with
+// the sink stopped (run --sink=false) stay on the streams through a
+// submit that sets --stream-max-bytes 2KiB and --stream-max-age 1m (below
+// the duplicate window: capped, not refused), commands without the flags
+// keep working, and the next run indexes every outcome before it trims
+// the streams to the limit.
+func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
 	dir := t.TempDir()
 	jobs := func(prefix string, n int) string {
 		var b strings.Builder
@@ -29,32 +34,57 @@ func TestStreamLimitsWarnAboutUnindexedOutcomes(t *testing.T) {
 		}
 		return p
 	}
+	onStreams := func() uint64 {
+		t.Helper()
+		c := connFor(t, []string{"--data-dir", dir})
+		defer c.Close()
+		p, err := c.Pending(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Results + p.DeadLetters
+	}
 	run := []string{"run", "--data-dir", dir, "--until-idle", "--sim-latency", "0"}
 	mustCLI(t, "", "submit", "--data-dir", dir, jobs("a", 20))
 	mustCLI(t, "", run...) // indexed
 	mustCLI(t, "", "submit", "--data-dir", dir, jobs("b", 20))
 	mustCLI(t, "", append(run, "--sink=false")...) // on the streams, not indexed
 
-	_, errs, code := runCLI(t, "", "submit", "--data-dir", dir, "--stream-max-bytes", "2KiB", jobs("c", 1))
+	_, errs, code := runCLI(t, "", "submit", "--data-dir", dir, "--stream-max-bytes", "2KiB", "--stream-max-age", "1m", jobs("c", 1))
 	if code != 0 {
-		t.Fatalf("submit: exit %d: %s", code, errs)
+		t.Fatalf("submit --stream-max-bytes 2KiB --stream-max-age 1m: exit %d: %s", code, errs)
 	}
-	lost := regexp.MustCompile(`level=WARN msg="stream limits discarded outcomes the index had not indexed yet.*stream=(RESULTS|DLQ) lost=([1-9]\d*)`)
-	if !lost.MatchString(errs) {
-		t.Errorf("submit applying --stream-max-bytes did not warn about the unindexed outcomes it discarded:\n%s", errs)
+	if n := strings.Count(errs, "duplicate window capped"); n == 0 {
+		t.Errorf("submit did not say the duplicate window was capped at the max age:\n%s", errs)
+	}
+	if n := onStreams(); n != 40 {
+		t.Errorf("%d outcomes on the streams after the limits were set, want all 40 (20 of them not indexed yet)", n)
+	}
+	// Commands that do not set the flags read the stored settings back.
+	if _, errs, code := runCLI(t, "", "results", "--data-dir", dir); code != 0 {
+		t.Fatalf("results after --stream-max-age 1m: exit %d: %s", code, errs)
 	}
 
-	_, errs, code = runCLI(t, "", run...)
+	_, errs, code = runCLI(t, "", append(run, "--log-level", "info")...)
 	if code != 0 {
 		t.Fatalf("run: exit %d: %s", code, errs)
 	}
-	if !regexp.MustCompile(`level=WARN msg="sink: outcomes left the stream before they were indexed.*lost=[1-9]`).MatchString(errs) {
-		t.Errorf("the sink did not warn about outcomes gone before it indexed them:\n%s", errs)
+	if strings.Contains(errs, "duplicate window capped") {
+		t.Errorf("run without the flags said the cap again:\n%s", errs)
 	}
-
-	// Limits are kept by a command that does not set them.
-	out := mustCLI(t, "", "results", "--data-dir", dir)
-	if n := len(jsonLines(t, out)); n > 3 {
-		t.Errorf("%d results on RESULTS after --stream-max-bytes 2KiB: the limit was not applied", n)
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "pipeline.db")+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var indexed int
+	if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM outcomes`).Scan(&indexed); err != nil {
+		t.Fatal(err)
+	}
+	if indexed != 41 {
+		t.Errorf("index holds %d outcomes, want all 41: the limits removed outcomes before they were indexed", indexed)
+	}
+	if n := onStreams(); n > 10 {
+		t.Errorf("%d outcomes left on the streams once indexed, with --stream-max-bytes 2KiB: the sink did not apply the limit", n)
 	}
 }
