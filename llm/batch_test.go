@@ -110,7 +110,7 @@ func results(t *testing.T, b llm.Batcher, st llm.BatchStatus) map[string]llm.Bat
 	t.Helper()
 	got := map[string]llm.BatchResult{}
 	var order []string
-	err := b.Results(t.Context(), st, func(r llm.BatchResult) error {
+	err := b.Results(t.Context(), st, nil, func(r llm.BatchResult) error {
 		if _, dup := got[r.CustomID]; dup {
 			t.Errorf("result for %s twice", r.CustomID)
 		}

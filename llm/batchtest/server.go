@@ -31,8 +31,39 @@ type Config struct {
 	// default a batch ends at its first poll.
 	Hold bool
 	// Key is the API key every call must carry (Authorization: Bearer for
-	// OpenAI, x-api-key for Anthropic); "" accepts any.
+	// OpenAI, x-api-key for Anthropic); "" accepts any. SetKey changes it
+	// (a key revoked while batches are in flight).
 	Key string
+	// Refuse, if set, validates each request of an OpenAI batch (its body)
+	// as the provider does while the batch is "validating": a non-nil
+	// error fails the whole batch, the errors of every refused line in
+	// its errors.data (Line is set by the server, 1 for the first line).
+	Refuse func(body []byte) *ErrorData
+	// EnqueuedTokenLimit, if set, is the organisation's enqueued-token
+	// limit of OpenAI's Batch API: a batch whose requests' tokens (their
+	// bodies' bytes over four), with those of the batches in progress,
+	// exceed it fails while validating with token_limit_exceeded.
+	EnqueuedTokenLimit int
+	// Break, if set, may rewrite each line of a results file (an output
+	// or error file, Anthropic's results) as it is written: a broken line.
+	Break func(customID string, line []byte) []byte
+	// Twice, if set, answers the requests it names twice: two lines of
+	// the same custom_id, each from its own call of Answer.
+	Twice func(customID string) bool
+	// Stray lines of custom ids no request has, each about StrayBytes
+	// long, end every OpenAI output file; they are made as the file is
+	// served, never held.
+	Stray      int
+	StrayBytes int
+}
+
+// ErrorData is one item of the errors.data of a failed OpenAI batch
+// object (openai-openapi: Batch.errors.data[]).
+type ErrorData struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Param   string `json:"param,omitempty"`
+	Line    int    `json:"line,omitempty"`
 }
 
 // Server is the fake provider. Its URL serves both wire formats: OpenAI
@@ -49,6 +80,7 @@ type Server struct {
 	order     []string // batch ids, oldest first
 	submitted []string // every custom_id ever accepted, in order
 	creates   int
+	unauth    int // calls refused for their key
 }
 
 type batch struct {
@@ -65,6 +97,8 @@ type batch struct {
 	outputID     string
 	errorID      string
 	counts       [5]int // succeeded, errored, canceled, expired, total
+	errors       []ErrorData
+	tokens       int // the requests' tokens, as the enqueued-token limit counts them
 }
 
 // New starts a server; it is closed when the test ends (t.Cleanup by the
@@ -105,6 +139,40 @@ func (s *Server) Status(id string) string {
 		return b.status
 	}
 	return ""
+}
+
+// SetKey changes the key every call must carry.
+func (s *Server) SetKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Key = key
+}
+
+// Unauthorized is how many calls were refused for their key.
+func (s *Server) Unauthorized() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unauth
+}
+
+// Failed returns the errors.data of a failed batch (nil otherwise).
+func (s *Server) Failed(id string) []ErrorData {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.batches[id]; b != nil {
+		return slices.Clone(b.errors)
+	}
+	return nil
+}
+
+// Requests returns the custom ids of a batch, in its order.
+func (s *Server) Requests(id string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.batches[id]; b != nil {
+		return slices.Clone(b.customIDs)
+	}
+	return nil
 }
 
 // Release lets a held batch end at its next poll.
@@ -150,7 +218,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	anthropic := strings.HasPrefix(p, "/v1/messages/batches")
 	if !s.authorized(r, anthropic) {
-		writeJSON(w, http.StatusUnauthorized, errorBody(anthropic, "authentication_error", "invalid x-api-key"))
+		s.mu.Lock()
+		s.unauth++
+		s.mu.Unlock()
+		if anthropic {
+			writeJSON(w, http.StatusUnauthorized, errorBody(true, "authentication_error", "invalid x-api-key"))
+			return
+		}
+		// OpenAI's answer to a wrong key: 401, invalid_request_error,
+		// code invalid_api_key.
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]any{
+			"message": "Incorrect API key provided: sk-*****. You can find your API key at https://platform.openai.com/account/api-keys.",
+			"type":    "invalid_request_error", "param": nil, "code": "invalid_api_key"}})
 		return
 	}
 	switch {
@@ -165,6 +244,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		id := strings.TrimSuffix(strings.TrimPrefix(p, "/v1/files/"), "/content")
 		s.mu.Lock()
 		data, ok := s.files[id]
+		stray, size := s.cfg.Stray, s.cfg.StrayBytes
 		s.mu.Unlock()
 		if !ok {
 			writeJSON(w, http.StatusNotFound, errorBody(false, "invalid_request_error", "No such File object: "+id))
@@ -172,6 +252,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		_, _ = w.Write(data)
+		if strings.HasPrefix(id, "file-out-") {
+			writeStray(w, id, stray, size)
+		}
 	case strings.HasPrefix(p, "/v1/batches"):
 		s.serveOpenAI(w, r, strings.TrimPrefix(p, "/v1/batches"))
 	default:
@@ -180,13 +263,16 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) authorized(r *http.Request, anthropic bool) bool {
-	if s.cfg.Key == "" {
+	s.mu.Lock()
+	key := s.cfg.Key
+	s.mu.Unlock()
+	if key == "" {
 		return true
 	}
 	if anthropic {
-		return r.Header.Get("x-api-key") == s.cfg.Key && r.Header.Get("anthropic-version") != ""
+		return r.Header.Get("x-api-key") == key && r.Header.Get("anthropic-version") != ""
 	}
-	return r.Header.Get("Authorization") == "Bearer "+s.cfg.Key
+	return r.Header.Get("Authorization") == "Bearer "+key
 }
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
@@ -344,6 +430,9 @@ func (s *Server) create(provider string, ids []string, bodies [][]byte, meta map
 	b := &batch{id: fmt.Sprintf("%s%04d", prefix, s.creates), provider: provider, status: status, customIDs: ids, bodies: bodies,
 		metadata: meta, created: time.Now().UTC(), held: s.cfg.Hold, answered: map[string]bool{}}
 	b.counts[4] = len(ids)
+	for _, body := range bodies {
+		b.tokens += len(body) / 4
+	}
 	s.batches[b.id] = b
 	s.order = append(s.order, b.id)
 	s.submitted = append(s.submitted, ids...)
@@ -356,11 +445,75 @@ func (s *Server) get(id string) *batch {
 	return s.batches[id]
 }
 
-// poll moves a batch along: validating to in_progress, and, unless held,
-// to its end with every request answered.
+// writeStray writes n output lines of custom ids no request has, each
+// about size bytes, one at a time.
+func writeStray(w io.Writer, file string, n, size int) {
+	content := strings.Repeat("x", max(size-300, 1))
+	for i := range n {
+		var buf bytes.Buffer
+		writeLine(&buf, map[string]any{"id": fmt.Sprintf("batch_req_stray_%d", i), "custom_id": fmt.Sprintf("stray-%s-%d", file, i),
+			"response": map[string]any{"status_code": 200, "request_id": "req_stray", "body": map[string]any{
+				"id": "chatcmpl-stray", "object": "chat.completion", "model": "gpt-4o-mini",
+				"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": content}, "finish_reason": "stop"}},
+				"usage":   map[string]any{"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}}, "error": nil})
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return
+		}
+	}
+}
+
+// validate is what OpenAI does while a batch is "validating": each line
+// is checked (Config.Refuse), then the enqueued-token limit. It returns
+// the errors that fail the batch. Called with s.mu held.
+func (s *Server) validate(b *batch) []ErrorData {
+	var errs []ErrorData
+	if s.cfg.Refuse != nil {
+		for i, body := range b.bodies {
+			if e := s.cfg.Refuse(body); e != nil {
+				e := *e
+				e.Line = i + 1
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) > 0 || s.cfg.EnqueuedTokenLimit <= 0 {
+		return errs
+	}
+	enqueued := 0
+	for _, o := range s.batches {
+		if o != b && o.provider == "openai" && (o.status == "in_progress" || o.status == "finalizing") {
+			enqueued += o.tokens
+		}
+	}
+	if enqueued+b.tokens > s.cfg.EnqueuedTokenLimit {
+		return []ErrorData{{Code: "token_limit_exceeded", Message: fmt.Sprintf("Enqueued token limit reached for gpt-4o-mini in organization org-test. Limit: %s enqueued tokens. Please try again once some in_progress batches have been completed.", thousands(s.cfg.EnqueuedTokenLimit))}}
+	}
+	return nil
+}
+
+// thousands writes n as OpenAI's messages do: 2,000,000.
+func thousands(n int) string {
+	d := strconv.Itoa(n)
+	var out []byte
+	for i := range len(d) {
+		if i > 0 && (len(d)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, d[i])
+	}
+	return string(out)
+}
+
+// poll moves a batch along: validating to in_progress (or failed), and,
+// unless held, to its end with every request answered.
 func (s *Server) poll(b *batch) {
 	s.mu.Lock()
 	if b.status == "validating" {
+		if errs := s.validate(b); len(errs) > 0 {
+			b.status, b.errors, b.ended = "failed", errs, time.Now().UTC()
+			s.mu.Unlock()
+			return
+		}
 		b.status = "in_progress"
 	}
 	run := (b.status == "in_progress") && !b.held
@@ -389,20 +542,37 @@ func (s *Server) finish(b *batch, n int, how string) {
 	for i := range min(n, len(ids)) {
 		status, body := s.answer(b.provider, bodies[i])
 		lines = append(lines, line{ids[i], status, body})
+		if s.cfg.Twice != nil && s.cfg.Twice(ids[i]) {
+			// Written before the first one: lines are in reverse order.
+			status, body := s.answer(b.provider, bodies[i])
+			lines = append(lines, line{ids[i], status, body})
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	writeLine := func(w *bytes.Buffer, v map[string]any) {
+		var l bytes.Buffer
+		writeLine(&l, v)
+		if s.cfg.Break != nil {
+			id, _ := v["custom_id"].(string)
+			w.Write(s.cfg.Break(id, l.Bytes()))
+			return
+		}
+		w.Write(l.Bytes())
+	}
 	var out, errs bytes.Buffer
 	// Reverse order: the providers do not keep the input's order.
 	for i := len(lines) - 1; i >= 0; i-- {
 		l := lines[i]
-		b.answered[l.id] = true
 		ok := l.status >= 200 && l.status < 300
-		if ok {
-			b.counts[0]++
-		} else {
-			b.counts[1]++
+		if !b.answered[l.id] {
+			if ok {
+				b.counts[0]++
+			} else {
+				b.counts[1]++
+			}
 		}
+		b.answered[l.id] = true
 		if b.provider == "openai" {
 			obj := map[string]any{"id": "batch_req_" + strconv.Itoa(i), "custom_id": l.id,
 				"response": map[string]any{"status_code": l.status, "request_id": "req_" + strconv.Itoa(i), "body": json.RawMessage(l.body)}, "error": nil}
@@ -494,12 +664,27 @@ func (s *Server) openAIObjectLocked(b *batch) map[string]any {
 		}
 		return s
 	}
+	var errs any
+	if len(b.errors) > 0 {
+		data := make([]map[string]any, 0, len(b.errors))
+		for _, e := range b.errors {
+			var param, line any
+			if e.Param != "" {
+				param = e.Param
+			}
+			if e.Line > 0 {
+				line = e.Line
+			}
+			data = append(data, map[string]any{"code": e.Code, "message": e.Message, "param": param, "line": line})
+		}
+		errs = map[string]any{"object": "list", "data": data}
+	}
 	return map[string]any{
-		"id": b.id, "object": "batch", "endpoint": "/v1/chat/completions", "errors": nil,
+		"id": b.id, "object": "batch", "endpoint": "/v1/chat/completions", "errors": errs,
 		"input_file_id": "file-in", "completion_window": "24h", "status": b.status,
 		"output_file_id": nilIfEmpty(b.outputID), "error_file_id": nilIfEmpty(b.errorID),
 		"created_at": b.created.Unix(), "in_progress_at": nil, "expires_at": b.created.Add(24 * time.Hour).Unix(),
-		"finalizing_at": nil, "completed_at": at("completed"), "failed_at": nil, "expired_at": at("expired"),
+		"finalizing_at": nil, "completed_at": at("completed"), "failed_at": at("failed"), "expired_at": at("expired"),
 		"cancelling_at": nil, "cancelled_at": at("cancelled"),
 		"request_counts": map[string]any{"total": b.counts[4], "completed": b.counts[0], "failed": b.counts[1]},
 		"metadata":       b.metadata,
