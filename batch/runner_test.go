@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,9 +79,13 @@ type rig struct {
 	run     *batch.Runner
 	// now, if set before start, is the runner's clock.
 	now func() time.Time
+	// size, if set before start, is the runner's batch size (default 10).
+	size int
+	// logs, if set before start, gets the runner's log.
+	logs io.Writer
 }
 
-func newRig(t *testing.T, hold bool) *rig {
+func newRig(t *testing.T, hold bool, opts ...func(*batchtest.Config)) *rig {
 	t.Helper()
 	r := &rig{t: t}
 	dir := t.TempDir()
@@ -92,7 +97,11 @@ func newRig(t *testing.T, hold bool) *rig {
 		t.Fatal(err)
 	}
 	r.reg = reg
-	r.srv = batchtest.New(batchtest.Config{Answer: answer(&r.calls), Hold: hold, Key: "sk-test"})
+	scfg := batchtest.Config{Answer: answer(&r.calls), Hold: hold, Key: "sk-test"}
+	for _, o := range opts {
+		o(&scfg)
+	}
+	r.srv = batchtest.New(scfg)
 	t.Cleanup(r.srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -130,8 +139,16 @@ func (r *rig) start(heal string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	size := r.size
+	if size == 0 {
+		size = 10
+	}
+	var log *slog.Logger
+	if r.logs != nil {
+		log = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
-		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now})
+		Size: size, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,8 @@ type Config struct {
 	// Refuse, if set, validates each request of an OpenAI batch (its body)
 	// as the provider does while the batch is "validating": a non-nil
 	// error fails the whole batch, the errors of every refused line in
-	// its errors.data (Line is set by the server, 1 for the first line).
+	// its errors.data (Line is set by the server, 1 for the first line;
+	// a Line below 0 is left out: an error that names no line).
 	Refuse func(body []byte) *ErrorData
 	// EnqueuedTokenLimit, if set, is the organisation's enqueued-token
 	// limit of OpenAI's Batch API: a batch whose requests' tokens (their
@@ -163,6 +164,24 @@ func (s *Server) Failed(id string) []ErrorData {
 		return slices.Clone(b.errors)
 	}
 	return nil
+}
+
+// SetEnqueuedTokenLimit changes Config.EnqueuedTokenLimit.
+func (s *Server) SetEnqueuedTokenLimit(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.EnqueuedTokenLimit = n
+}
+
+// Tokens is a batch's requests' tokens as the enqueued-token limit counts
+// them (their bodies' bytes over four).
+func (s *Server) Tokens(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.batches[id]; b != nil {
+		return b.tokens
+	}
+	return 0
 }
 
 // Requests returns the custom ids of a batch, in its order.
@@ -471,7 +490,11 @@ func (s *Server) validate(b *batch) []ErrorData {
 		for i, body := range b.bodies {
 			if e := s.cfg.Refuse(body); e != nil {
 				e := *e
-				e.Line = i + 1
+				if e.Line < 0 {
+					e.Line = 0
+				} else {
+					e.Line = i + 1
+				}
 				errs = append(errs, e)
 			}
 		}
