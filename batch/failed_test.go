@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
@@ -333,5 +335,55 @@ func TestBatchCustomIDAnsweredTwice(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "answered twice") {
 		t.Errorf("the custom id answered twice was not logged:\n%s", logs)
+	}
+}
+
+// A request answered inside a batch with a refused key (a 401 line in
+// OpenAI's error file; Anthropic's authentication_error result) is not
+// the job's fault: it is queued again, nothing is dead-lettered, and the
+// runner stops (Stopped, Err) as the synchronous workers do; the other
+// answers of the batch are settled. Before: queued again and sent in the
+// next batch, forever.
+func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	r := newRig(t, false, func(c *batchtest.Config) {
+		inner := answer(&calls)
+		c.Answer = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			if bytes.Contains(body, []byte("FATE:auth")) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-*****.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+				return
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			inner.ServeHTTP(w, req)
+		})
+	})
+	r.submit("ok-1", "auth-1")
+	stop := r.start(batch.HealBatch)
+	defer stop()
+	select {
+	case <-r.run.Stopped():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner did not stop on a refused key")
+	}
+	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+		t.Fatalf("Err() = %v, want an auth error", err)
+	}
+	r.waitEnded("ok-1")
+	n := r.srv.Creates()
+	stop()
+	got := r.outcomes()
+	if len(got["auth-1"]) != 0 {
+		t.Errorf("auth-1 ended for a refused key: %+v", got["auth-1"])
+	}
+	r.allSucceeded("ok-1")
+	if p, err := r.run.Pending(t.Context()); err != nil || p != 1 {
+		t.Errorf("%d jobs held by batch mode (%v), want auth-1 queued for the next run", p, err)
+	}
+	if n != 1 {
+		t.Errorf("%d batches, want 1: nothing is submitted after the stop", n)
 	}
 }

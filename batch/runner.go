@@ -269,13 +269,15 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 	}
 	select {
 	case r.in <- e:
+	case <-r.halt.done:
+		return r.stopOutcome()
 	case <-ctx.Done():
 		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
 	}
 	select {
 	case err := <-e.done:
 		if err != nil {
-			if r.stopOn(err) {
+			if r.stopOn(err) || r.halt.stopped() {
 				return r.stopOutcome()
 			}
 			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "submitting the batch: " + err.Error()}
