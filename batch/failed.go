@@ -136,7 +136,7 @@ func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatu
 	if alone {
 		parts = append(parts, fmt.Sprintf("%d requests re-sent in smaller batches", n))
 	} else {
-		parts = append(parts, fmt.Sprintf("%d requests re-sent once the %d batches in flight have finished", n, others))
+		parts = append(parts, fmt.Sprintf("%d requests re-sent once the batches in flight (%d) have finished", n, others))
 	}
 	if capTokens > 0 {
 		parts = append(parts, fmt.Sprintf("batches kept under %d tokens", capTokens*9/10))

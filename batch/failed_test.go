@@ -114,6 +114,7 @@ func (r *rig) allSucceeded(ids ...string) {
 func TestBatchTokenLimitWaitsForBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
+	r.size, r.wait = 3, 10*time.Second // three jobs a batch, whatever the scheduling
 	first := []string{"ok-1", "ok-2", "ok-3"}
 	r.submit(first...)
 	stop := r.start(batch.HealBatch)
@@ -128,7 +129,7 @@ func TestBatchTokenLimitWaitsForBatchesInFlight(t *testing.T) {
 	b2 := r.waitBatch(2)
 	rec := r.waitRecordEnded(b2)
 	if r.srv.Status(b2) != "failed" || !strings.Contains(rec.Reason(), "token_limit_exceeded: Enqueued token limit reached") ||
-		!strings.Contains(rec.Reason(), "re-sent once the 1 batches in flight have finished") {
+		!strings.Contains(rec.Reason(), "3 requests re-sent once the batches in flight (1) have finished") {
 		t.Fatalf("batch %s: status %q, reason %q", b2, r.srv.Status(b2), rec.Reason())
 	}
 	r.waitPolls(5)
@@ -164,7 +165,7 @@ func TestBatchTokenLimitResendsSmaller(t *testing.T) {
 		t.Parallel()
 		r := newRig(t, false)
 		ids := []string{"ok-1", "ok-2", "ok-3", "ok-4", "ok-5", "ok-6"}
-		r.size = len(ids)
+		r.size, r.wait = len(ids), time.Second // the six in the first batch
 		// Any 2 requests fit, 6 do not; each is about the same size.
 		probe := newRig(t, true)
 		probe.submit("ok-1")
@@ -293,9 +294,8 @@ func TestBatchUnreadableLineAffectsItsRequestOnly(t *testing.T) {
 	r.waitEnded(ids...)
 	stop()
 	r.allSucceeded(ids...)
-	b := r.srv.Batches()
-	if len(b) != 2 || len(r.srv.Requests(b[0])) != 4 || len(r.srv.Requests(b[1])) != 2 {
-		t.Errorf("batches %v, want the 4 requests, then the 2 whose lines were unreadable", b)
+	if n := len(r.srv.Submitted()); n != 4+2 {
+		t.Errorf("%d requests submitted, want 6: the 4, then the 2 whose lines were unreadable", n)
 	}
 	if !strings.Contains(logs.String(), "unreadable result line") {
 		t.Errorf("the unreadable lines were not logged:\n%s", logs)

@@ -79,8 +79,10 @@ type rig struct {
 	run     *batch.Runner
 	// now, if set before start, is the runner's clock.
 	now func() time.Time
-	// size, if set before start, is the runner's batch size (default 10).
+	// size and wait, if set before start, are the runner's batch size
+	// (default 10) and wait (default 20 ms).
 	size int
+	wait time.Duration
 	// logs, if set before start, gets the runner's log.
 	logs io.Writer
 }
@@ -143,12 +145,16 @@ func (r *rig) start(heal string) (stop func()) {
 	if size == 0 {
 		size = 10
 	}
+	wait := r.wait
+	if wait == 0 {
+		wait = 20 * time.Millisecond
+	}
 	var log *slog.Logger
 	if r.logs != nil {
 		log = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
-		Size: size, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now, Logger: log})
+		Size: size, Wait: wait, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +351,7 @@ func TestBatchExpiredRequeues(t *testing.T) {
 func TestBatchResumesAfterRestart(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
+	r.size, r.wait = 3, 2*time.Second // one batch, however slow the machine: only it is released
 	ids := []string{"ok-1", "ok-2", "heal-1"}
 	r.submit(ids...)
 	stop := r.start(batch.HealBatch)
