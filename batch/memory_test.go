@@ -45,6 +45,7 @@ func TestBatchOutputFileStreamed(t *testing.T) {
 	stop := r.start(batch.HealBatch)
 	defer stop()
 	r.waitEnded("ok-1")
+	r.waitRecordEnded(r.srv.Batches()[0]) // the whole file read
 	close(done)
 	wg.Wait()
 	stop()
