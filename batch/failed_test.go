@@ -114,7 +114,7 @@ func (r *rig) allSucceeded(ids ...string) {
 func TestBatchTokenLimitWaitsForBatchesInFlight(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
-	r.size, r.wait = 3, 10*time.Second // three jobs a batch, whatever the scheduling
+	r.size, r.wait = 3, 2*time.Second // three jobs a batch, whatever the scheduling
 	first := []string{"ok-1", "ok-2", "ok-3"}
 	r.submit(first...)
 	stop := r.start(batch.HealBatch)
@@ -133,6 +133,11 @@ func TestBatchTokenLimitWaitsForBatchesInFlight(t *testing.T) {
 		t.Fatalf("batch %s: status %q, reason %q", b2, r.srv.Status(b2), rec.Reason())
 	}
 	r.waitPolls(5)
+	// A job arriving meanwhile is acked into the queue, and waits too.
+	r.submit("ok-7")
+	second = append(second, "ok-7")
+	r.waitAcked()
+	r.waitPolls(2)
 	if n := r.srv.Creates(); n != 2 {
 		t.Fatalf("%d batches created while the first is in flight, want 2 (the failed one's requests wait)", n)
 	}
