@@ -144,7 +144,16 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 		return err
 	}
 	r.changed(rec, rev)
-	return r.collect(ctx, rec, rev, st)
+	err = r.collect(ctx, rec, rev, st)
+	if err != nil && stops(err) {
+		// This process stops: the lease goes back, so the next run reads
+		// the batch at its first poll instead of after the lease.
+		rec.State, rec.Owner, rec.LeaseAt = StateSubmitted, "", time.Time{}
+		if _, perr := r.st.put(context.WithoutCancel(ctx), prefixBatch+key, rec, rev, false); perr != nil && !conflict(perr) {
+			r.log.Warn("handing back the lease of a batch being read", "batch", key, "err", perr)
+		}
+	}
+	return err
 }
 
 // collect settles every request of a done batch. The results are
