@@ -400,9 +400,16 @@ func inputDigest(job []byte) string {
 func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 	if out.Action != ingest.ActionResult && out.Action != ingest.ActionDeadLetter {
 		// The loop could not finish (a synchronous heal turn failed in
-		// transport): the next attempt goes into a batch.
+		// transport, or was refused for the key: the run stops then): the
+		// next attempt goes into a batch.
 		it.Attempt = len(it.Answers) + 1
-		return r.requeue(ctx, it, 0, OutcomeRetry)
+		if err := r.requeue(ctx, it, 0, OutcomeRetry); err != nil {
+			return err
+		}
+		if out.Action == ingest.ActionStop {
+			r.stopOn(out.Err)
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()

@@ -392,3 +392,43 @@ func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
 		t.Errorf("%d batches, want 1: nothing is submitted after the stop", n)
 	}
 }
+
+// With --batch-heal sync, a heal turn refused for the key (a 401 of the
+// synchronous endpoint) stops the runner too, and the job waits in the
+// queue. Before: queued again and sent in the next batch.
+func TestBatchHealSyncRefusedForTheKeyStops(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	r := newRig(t, false, func(c *batchtest.Config) {
+		inner := answer(&calls)
+		c.Answer = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			if bytes.Count(body, []byte(`"role"`)) > 2 { // a heal turn
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-*****.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+				return
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			inner.ServeHTTP(w, req)
+		})
+	})
+	r.submit("heal-1")
+	stop := r.start(batch.HealSync)
+	defer stop()
+	select {
+	case <-r.run.Stopped():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner did not stop on a heal turn refused for the key")
+	}
+	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+		t.Fatalf("Err() = %v, want an auth error", err)
+	}
+	stop()
+	if got := r.outcomes()["heal-1"]; len(got) != 0 {
+		t.Errorf("heal-1 ended: %+v", got)
+	}
+	if p, err := r.run.Pending(t.Context()); err != nil || p != 1 {
+		t.Errorf("%d jobs held (%v), want heal-1 queued for the next run", p, err)
+	}
+}

@@ -301,6 +301,7 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 func TestBatchHealSync(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, false)
+	r.size, r.wait = 2, 2*time.Second // one batch, however slow the machine
 	r.submit("heal-1", "ok-1")
 	stop := r.start(batch.HealSync)
 	defer stop()
