@@ -39,6 +39,7 @@ func (r *Runner) Tick(ctx context.Context) error {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
 	r.census.begin()
+	r.limit.begin()
 	var errs []error
 	complete := true
 	queued, err := r.st.keys(ctx, prefixQueue)
@@ -47,7 +48,11 @@ func (r *Runner) Tick(ctx context.Context) error {
 		complete = false
 	}
 	waiting := 0
-	holding := r.limit.holding() || r.halt.stopped()
+	type queuedItem struct {
+		it  Item
+		rev uint64
+	}
+	var ready []queuedItem
 	for _, k := range queued {
 		it, rev, err := r.st.getItem(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && it.State != itemQueued) {
@@ -59,9 +64,7 @@ func (r *Runner) Tick(ctx context.Context) error {
 			continue
 		}
 		waiting++
-		if !holding {
-			go r.enqueue(ctx, it, rev)
-		}
+		ready = append(ready, queuedItem{it, rev})
 	}
 	keys, err := r.st.keys(ctx, prefixBatch)
 	if err != nil {
@@ -80,6 +83,15 @@ func (r *Runner) Tick(ctx context.Context) error {
 	r.census.end(r.cfg.Now(), waiting, complete)
 	if complete {
 		r.releaseHold()
+		r.fleetHold()
+	}
+	// The queued requests are offered only now, after every record was
+	// read: one queued again for the enqueued-token limit, by this
+	// process or another, is never sent before the hold is known.
+	if !r.limit.holding() && !r.halt.stopped() {
+		for _, q := range ready {
+			go r.enqueue(ctx, q.it, q.rev)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -92,6 +104,7 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	r.limit.read(rec, r.cfg.Batcher.Provider())
 	now := r.cfg.Now().UTC()
 	if settled(rec) && now.Sub(rec.EndedAt) > r.cfg.KeepEnded {
 		err := r.st.kv.Delete(ctx, prefixBatch+key, jetstream.LastRevision(rev))

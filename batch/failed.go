@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,6 +32,78 @@ type limit struct {
 	hold   bool
 	tokens int // the enqueued-token limit the provider named (0: none)
 	size   int // the most requests a batch may carry (0: no cap)
+
+	// What the running poll read of the fleet's records (polls run one at
+	// a time): when the latest token_limit_exceeded failure ended, the
+	// limit it named, and when each batch in flight was created.
+	failedAt time.Time
+	failed   map[string]bool // keys of the token-limited batches read
+	named    int
+	inFlight map[string]time.Time
+}
+
+// begin starts a poll's reading.
+func (l *limit) begin() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failedAt, l.named, l.failed, l.inFlight = time.Time{}, 0, map[string]bool{}, map[string]time.Time{}
+}
+
+// read notes a record of the bucket, as the poll reads it.
+func (l *limit) read(rec Record, provider string) {
+	if rec.Provider != provider {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inFlight == nil {
+		l.failed, l.inFlight = map[string]bool{}, map[string]time.Time{}
+	}
+	if kindOf(rec).InFlight() {
+		l.inFlight[rec.Key] = rec.CreatedAt
+	}
+	// A failed batch's status is in its record from the moment it is
+	// being read (collecting), before its requests are queued again.
+	if (rec.State == StateCollecting || rec.State == StateEnded) && rec.Status.State == llm.BatchFailed && tokenLimited(rec.Status) {
+		l.failed[rec.Key] = true
+		// The provider's failed_at is in whole seconds: the lease, taken
+		// when the failure was read, is the later and finer time.
+		at := rec.Status.EndedAt
+		if rec.LeaseAt.After(at) {
+			at = rec.LeaseAt
+		}
+		if at.After(l.failedAt) {
+			l.failedAt = at
+		}
+		for _, e := range rec.Status.Errors {
+			if n, ok := llm.EnqueuedTokenLimit(e.Message); ok {
+				l.named = max(l.named, n)
+			}
+		}
+	}
+}
+
+// fleetHold applies what the poll read of the fleet's batches: any
+// process's token_limit_exceeded failure holds this one too while a
+// batch created before that failure is still in flight, and the limit it
+// named caps this process's batches.
+func (r *Runner) fleetHold() {
+	l := &r.limit
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.named > 0 && l.tokens == 0 {
+		l.tokens = l.named
+	}
+	if l.hold || l.failedAt.IsZero() {
+		return
+	}
+	for key, created := range l.inFlight {
+		if !l.failed[key] && !created.After(l.failedAt) {
+			l.hold = true
+			r.log.Info("another process's batch failed for the enqueued-token limit: no batch is submitted until the batches in flight have finished")
+			return
+		}
+	}
 }
 
 func (l *limit) holding() bool {

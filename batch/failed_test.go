@@ -39,17 +39,27 @@ func (s *syncBuffer) String() string {
 // record is the record of the batch the provider knows as id.
 func (r *rig) record(id string) batch.Record {
 	r.t.Helper()
+	rec, ok := r.findRecord(id)
+	if !ok {
+		r.t.Fatalf("no record of batch %s", id)
+	}
+	return rec
+}
+
+// findRecord looks for the record of the batch the provider knows as id
+// (none until the record names it).
+func (r *rig) findRecord(id string) (batch.Record, bool) {
+	r.t.Helper()
 	recs, err := batch.Records(r.t.Context(), r.kv)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	for _, rec := range recs {
 		if rec.ProviderID == id {
-			return rec
+			return rec, true
 		}
 	}
-	r.t.Fatalf("no record of batch %s", id)
-	return batch.Record{}
+	return batch.Record{}, false
 }
 
 // waitPolls waits until the runner has read the bucket whole n more times.
@@ -87,7 +97,7 @@ func (r *rig) waitRecordEnded(id string) batch.Record {
 	r.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		if rec := r.record(id); rec.State == batch.StateEnded {
+		if rec, ok := r.findRecord(id); ok && rec.State == batch.StateEnded {
 			return rec
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -431,4 +441,53 @@ func TestBatchHealSyncRefusedForTheKeyStops(t *testing.T) {
 	if p, err := r.run.Pending(t.Context()); err != nil || p != 1 {
 		t.Errorf("%d jobs held (%v), want heal-1 queued for the next run", p, err)
 	}
+}
+
+// Two processes on one bucket: whichever reads the batch that failed for
+// the enqueued-token limit, neither submits a batch until the batch in
+// flight before the failure has finished (the other learns it from the
+// failed batch's record). Before: the other process sent the requests
+// again at its next poll, into batches that failed again.
+func TestBatchTokenLimitHoldsTheFleet(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, true)
+	r.size, r.wait = 3, 2*time.Second
+	first := []string{"ok-1", "ok-2", "ok-3"}
+	r.submit(first...)
+	stop1 := r.start(batch.HealBatch)
+	defer stop1()
+	one := r.run
+	b1 := r.waitBatch(1)
+	r.waitAcked()
+	r.waitStatus(b1, "in_progress")
+	r.srv.SetEnqueuedTokenLimit(r.srv.Tokens(b1) * 3 / 2)
+	stop2 := r.start(batch.HealBatch)
+	defer stop2()
+	two := r.run
+	second := []string{"ok-4", "ok-5", "ok-6"}
+	r.submit(second...)
+	b2 := r.waitBatch(2)
+	r.waitRecordEnded(b2)
+	for _, run := range []*batch.Runner{one, two} {
+		r.run = run
+		r.waitPolls(5)
+	}
+	if n := r.srv.Creates(); n != 2 {
+		for _, id := range r.srv.Batches() {
+			t.Logf("%s %s %d requests", id, r.srv.Status(id), len(r.srv.Requests(id)))
+		}
+		t.Fatalf("%d batches created while the first is in flight, want 2: both processes hold", n)
+	}
+	r.srv.SetHold(false)
+	r.srv.Release(b1)
+	r.waitEnded(append(first, second...)...)
+	stop1()
+	stop2()
+	r.allSucceeded(append(first, second...)...)
+	for _, id := range r.srv.Batches()[2:] {
+		if st := r.srv.Status(id); st != "completed" {
+			t.Errorf("batch %s re-sent after the wait is %s, want completed", id, st)
+		}
+	}
+	r.noCustomIDTwice()
 }
