@@ -99,6 +99,7 @@ func TestBatchObserveAndCensus(t *testing.T) {
 func TestBatchCensusInFlight(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
+	r.size, r.wait = 3, 10*time.Second // one batch, however slow the machine
 	ids := []string{"ok-1", "ok-2", "ok-3"}
 	r.submit(ids...)
 	stop := r.start(batch.HealBatch)

@@ -21,7 +21,7 @@ func (r *Runner) pollLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Poll)
 	defer t.Stop()
 	for {
-		if err := r.Tick(ctx); err != nil && ctx.Err() == nil {
+		if err := r.Tick(ctx); err != nil && ctx.Err() == nil && !r.halt.stopped() {
 			r.log.Warn("polling batches", "err", err)
 		}
 		select {
@@ -39,6 +39,7 @@ func (r *Runner) Tick(ctx context.Context) error {
 	r.tickMu.Lock()
 	defer r.tickMu.Unlock()
 	r.census.begin()
+	r.limit.begin()
 	var errs []error
 	complete := true
 	queued, err := r.st.keys(ctx, prefixQueue)
@@ -47,6 +48,11 @@ func (r *Runner) Tick(ctx context.Context) error {
 		complete = false
 	}
 	waiting := 0
+	type queuedItem struct {
+		it  Item
+		rev uint64
+	}
+	var ready []queuedItem
 	for _, k := range queued {
 		it, rev, err := r.st.getItem(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || (err == nil && it.State != itemQueued) {
@@ -58,7 +64,7 @@ func (r *Runner) Tick(ctx context.Context) error {
 			continue
 		}
 		waiting++
-		go r.enqueue(ctx, it, rev)
+		ready = append(ready, queuedItem{it, rev})
 	}
 	keys, err := r.st.keys(ctx, prefixBatch)
 	if err != nil {
@@ -68,9 +74,25 @@ func (r *Runner) Tick(ctx context.Context) error {
 	for _, k := range keys {
 		if err := r.pollOne(ctx, k); err != nil {
 			errs = append(errs, fmt.Errorf("batch %s: %w", k, err))
+			if r.stopOn(err) {
+				complete = false
+				break // every other call would be refused too
+			}
 		}
 	}
 	r.census.end(r.cfg.Now(), waiting, complete)
+	if complete {
+		r.releaseHold()
+		r.fleetHold()
+	}
+	// The queued requests are offered only now, after every record was
+	// read: one queued again for the enqueued-token limit, by this
+	// process or another, is never sent before the hold is known.
+	if !r.limit.holding() && !r.halt.stopped() {
+		for _, q := range ready {
+			go r.enqueue(ctx, q.it, q.rev)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -82,6 +104,7 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
+	r.limit.read(rec, r.cfg.Batcher.Provider())
 	now := r.cfg.Now().UTC()
 	if settled(rec) && now.Sub(rec.EndedAt) > r.cfg.KeepEnded {
 		err := r.st.kv.Delete(ctx, prefixBatch+key, jetstream.LastRevision(rev))
@@ -134,36 +157,84 @@ func (r *Runner) pollOne(ctx context.Context, key string) error {
 		return err
 	}
 	r.changed(rec, rev)
-	return r.collect(ctx, rec, rev, st)
+	err = r.collect(ctx, rec, rev, st)
+	if err != nil && stops(err) {
+		// This process stops: the lease goes back, so the next run reads
+		// the batch at its first poll instead of after the lease.
+		rec.State, rec.Owner, rec.LeaseAt = StateSubmitted, "", time.Time{}
+		if _, perr := r.st.put(context.WithoutCancel(ctx), prefixBatch+key, rec, rev, false); perr != nil && !conflict(perr) {
+			r.log.Warn("handing back the lease of a batch being read", "batch", key, "err", perr)
+		}
+	}
+	return err
 }
 
-// collect settles every request of a done batch.
+// collect settles every request of a done batch. The results are
+// streamed: lines of custom ids the batch does not have are dropped
+// unparsed as they are read, and a request is settled by its first valid
+// answer as soon as it is read (a second line of the same custom id is
+// logged and ignored). Failed and unreadable answers are kept (their
+// errors only) until the whole file is read, in case a valid one follows;
+// a request without any line was left unanswered.
 func (r *Runner) collect(ctx context.Context, rec Record, rev uint64, st llm.BatchStatus) error {
-	got := make(map[string]llm.BatchResult, len(rec.Requests))
-	err := r.cfg.Batcher.Results(ctx, st, func(res llm.BatchResult) error {
-		got[res.CustomID] = res
-		return nil
+	if st.State == llm.BatchFailed {
+		return r.collectFailed(ctx, rec, rev, st)
+	}
+	reqs := make(map[string]Request, len(rec.Requests))
+	for _, q := range rec.Requests {
+		reqs[q.CustomID] = q
+	}
+	answered := make(map[string]bool, len(rec.Requests))
+	failed := map[string]llm.BatchResult{}
+	twice := func(id string) {
+		r.log.Warn("a custom id answered twice in a batch's results: its first valid answer settles it, the other is ignored",
+			"batch", rec.Key, "id", rec.ProviderID, "custom_id", id)
+	}
+	err := r.cfg.Batcher.Results(ctx, st, func(id string) bool { _, ok := reqs[id]; return ok }, func(res llm.BatchResult) error {
+		q, ok := reqs[res.CustomID]
+		if !ok {
+			if res.Type == llm.ResultUnreadable {
+				r.log.Warn("an unreadable line in a batch's results: the request it answers, if any, is asked again in a later batch",
+					"batch", rec.Key, "id", rec.ProviderID, "err", res.Err)
+			}
+			return nil // not one of ours
+		}
+		if answered[res.CustomID] {
+			twice(res.CustomID)
+			return nil
+		}
+		if res.Type != llm.ResultSucceeded {
+			if _, dup := failed[res.CustomID]; dup {
+				twice(res.CustomID)
+			} else {
+				if res.Type == llm.ResultUnreadable {
+					r.log.Warn("an unreadable line in a batch's results: its request is asked again in a later batch",
+						"batch", rec.Key, "id", rec.ProviderID, "custom_id", res.CustomID, "err", res.Err)
+				}
+				failed[res.CustomID] = res
+			}
+			return nil
+		}
+		if _, dup := failed[res.CustomID]; dup {
+			twice(res.CustomID)
+			delete(failed, res.CustomID)
+		}
+		answered[res.CustomID] = true
+		return r.settleOne(ctx, rec, q, &res)
 	})
 	if err != nil {
-		return err // the lease is ours: the next tick reads again
+		r.stopOn(err)
+		return err // the lease is ours: the next tick reads again (what was settled stays settled)
 	}
 	for _, q := range rec.Requests {
-		it, irev, err := r.st.getItem(ctx, q.Item)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue // settled already
-		}
-		if err != nil {
-			return err
-		}
-		if it.State != itemBatched || it.Batch != rec.Key || it.CustomID != q.CustomID {
+		if answered[q.CustomID] {
 			continue
 		}
-		res, ok := got[q.CustomID]
 		var p *llm.BatchResult
-		if ok {
+		if res, ok := failed[q.CustomID]; ok {
 			p = &res
 		}
-		if err := r.answer(ctx, it, irev, p); err != nil {
+		if err := r.settleOne(ctx, rec, q, p); err != nil {
 			return err
 		}
 	}
@@ -178,6 +249,22 @@ func (r *Runner) collect(ctx context.Context, rec Record, rev uint64, st llm.Bat
 	r.log.Info("batch settled", "batch", rec.Key, "id", rec.ProviderID, "status", st.Status,
 		"succeeded", st.Counts.Succeeded, "errored", st.Counts.Errored)
 	return nil
+}
+
+// settleOne settles request q of rec with res (nil: no answer), unless
+// its item has moved on (settled already, by an earlier read).
+func (r *Runner) settleOne(ctx context.Context, rec Record, q Request, res *llm.BatchResult) error {
+	it, irev, err := r.st.getItem(ctx, q.Item)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil // settled already
+	}
+	if err != nil {
+		return err
+	}
+	if it.State != itemBatched || it.Batch != rec.Key || it.CustomID != q.CustomID {
+		return nil
+	}
+	return r.answer(ctx, it, irev, res)
 }
 
 // settled reports whether a record's batch is over for good: ended, or
@@ -204,8 +291,8 @@ func (r *Runner) sweep(ctx context.Context, rec Record, rev uint64) error {
 		if err != nil {
 			return err
 		}
-		if it.State != itemBatched || it.Batch != rec.Key || (it.Attempt == 1 && len(it.CustomIDs) == 1) {
-			continue
+		if it.State != itemBatched || it.Batch != rec.Key || it.FromDelivery {
+			continue // a delivery never acked comes back by itself
 		}
 		if err := r.requeue(ctx, it, irev, OutcomeRequeued); err != nil {
 			return err
@@ -253,9 +340,15 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 			level = slog.LevelWarn
 		}
 		r.log.Log(ctx, level, "the model does not take this parameter: its requests go into a later batch without it", "item", it.Key, "param", he.Param, "err", he.Message)
-	case heal.KindAuth:
-		r.log.Error("a batch request was refused for its credentials; it is queued again", "item", it.Key, "err", res.Err)
-		return r.requeue(ctx, it, rev, OutcomeRetry)
+	}
+	if stops(res.Err) {
+		// The account, not the request (Anthropic's authentication_error
+		// in a result): queued again at no cost, and the run stops.
+		if err := r.requeue(ctx, it, rev, OutcomeRetry); err != nil {
+			return err
+		}
+		r.stopOn(res.Err)
+		return nil
 	}
 	it.Transport++
 	if it.Transport > r.cfg.TransportRetries {
@@ -320,9 +413,16 @@ func inputDigest(job []byte) string {
 func (r *Runner) store(ctx context.Context, it Item, out ingest.Outcome) error {
 	if out.Action != ingest.ActionResult && out.Action != ingest.ActionDeadLetter {
 		// The loop could not finish (a synchronous heal turn failed in
-		// transport): the next attempt goes into a batch.
+		// transport, or was refused for the key: the run stops then): the
+		// next attempt goes into a batch.
 		it.Attempt = len(it.Answers) + 1
-		return r.requeue(ctx, it, 0, OutcomeRetry)
+		if err := r.requeue(ctx, it, 0, OutcomeRetry); err != nil {
+			return err
+		}
+		if out.Action == ingest.ActionStop {
+			r.stopOn(out.Err)
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()

@@ -19,7 +19,13 @@
 // is queued for the next batch (or, with HealSync, sent synchronously); a
 // per-request error inside a batch is a transport failure of that attempt,
 // sent again in a later batch up to Config.TransportRetries; a request left
-// unanswered by an expired or cancelled batch goes into a later batch.
+// unanswered by an expired or cancelled batch goes into a later batch. A
+// batch the provider failed as a whole is settled by its error code
+// (collectFailed): the enqueued-token limit holds new batches until the
+// fleet's in flight have finished; a validation error dead-letters the
+// requests it names. Results are streamed, and a line that cannot be read
+// affects only its own request. An account-level failure (a refused key)
+// stops the runner (Stopped, Err): nothing is dead-lettered.
 // Outcomes are stored with ingest.Conn.StoreOutcome: the same streams,
 // duplicate window and job ledger as the synchronous path.
 //

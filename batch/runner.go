@@ -187,6 +187,9 @@ type Runner struct {
 	pending map[string]bool // item keys gathered and not yet submitted
 
 	refusedParams sync.Map // request parameters a model refused, warned about once
+
+	halt  *halt // an account-level failure stops the runner
+	limit limit // the enqueued-token limit: holding, and the batch caps learned
 }
 
 var _ ingest.Handler = (*Runner)(nil)
@@ -207,16 +210,20 @@ func New(cfg Config) (*Runner, error) {
 		return nil, err
 	}
 	return &Runner{cfg: cfg, st: store{kv: cfg.KV}, owner: newKey(cfg.Now()), log: cfg.Logger,
-		in: make(chan *entry), pending: map[string]bool{}}, nil
+		in: make(chan *entry), pending: map[string]bool{}, halt: newHalt()}, nil
 }
 
-// Run gathers, submits and polls until ctx is done.
+// Run gathers, submits and polls until ctx is done, or until an
+// account-level failure (a refused key) stops it: it returns that failure
+// then (Err), with every request left where it was.
 func (r *Runner) Run(ctx context.Context) error {
+	ctx, cancel := r.untilStopped(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { r.gather(ctx) })
 	wg.Go(func() { r.pollLoop(ctx) })
 	wg.Wait()
-	return nil
+	return r.Err()
 }
 
 // Handle implements ingest.Handler: the job's first attempt is captured
@@ -228,8 +235,14 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 	if d.JobErr != nil || d.Orphan {
 		return r.cfg.Inner.Handle(ctx, d)
 	}
+	if r.halt.stopped() {
+		return r.stopOutcome()
+	}
 	key := itemKey(d.MsgID)
 	if held, err := r.held(ctx, key); err != nil {
+		if r.stopOn(err) {
+			return r.stopOutcome()
+		}
 		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
 	} else if held {
 		return ingest.Outcome{Action: ingest.ActionHandOff}
@@ -246,8 +259,18 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 		done: make(chan error, 1),
 	}
 	e.size, _ = r.cfg.Batcher.Size(llm.BatchRequest{CustomID: customID(key, e.item.Attempt, newKey(time.Now())), Request: e.req})
+	if r.limit.holding() {
+		// The enqueued-token limit was reached: the request waits in the
+		// queue for the batches in flight to finish; the delivery is done.
+		if err := r.park(ctx, e.item); err != nil {
+			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
+		}
+		return ingest.Outcome{Action: ingest.ActionHandOff}
+	}
 	select {
 	case r.in <- e:
+	case <-r.halt.done:
+		return r.stopOutcome()
 	case <-ctx.Done():
 		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
 	}
@@ -259,6 +282,9 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 			return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: err, Reason: "submitting the batch: the provider account has no credit"}
 		}
 		if err != nil {
+			if r.stopOn(err) || r.halt.stopped() {
+				return r.stopOutcome()
+			}
 			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "submitting the batch: " + err.Error()}
 		}
 		return ingest.Outcome{Action: ingest.ActionHandOff}
@@ -369,7 +395,8 @@ func (r *Runner) gather(ctx context.Context) {
 			}
 			return
 		case e := <-r.in:
-			if int64(e.size)+bytes > maxBytes*9/10 {
+			size, tokenCap := r.limit.caps(r.cfg.Size)
+			if int64(e.size)+bytes > maxBytes*9/10 || (tokenCap > 0 && tokensOf(bytes+int64(e.size)) > tokenCap) {
 				flush()
 			}
 			group = append(group, e)
@@ -377,7 +404,7 @@ func (r *Runner) gather(ctx context.Context) {
 			if timer == nil {
 				timer = time.After(r.cfg.Wait)
 			}
-			if len(group) >= r.cfg.Size {
+			if len(group) >= size {
 				flush()
 			}
 		case <-timer:

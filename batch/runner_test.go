@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,9 +79,15 @@ type rig struct {
 	run     *batch.Runner
 	// now, if set before start, is the runner's clock.
 	now func() time.Time
+	// size and wait, if set before start, are the runner's batch size
+	// (default 10) and wait (default 20 ms).
+	size int
+	wait time.Duration
+	// logs, if set before start, gets the runner's log.
+	logs io.Writer
 }
 
-func newRig(t *testing.T, hold bool) *rig {
+func newRig(t *testing.T, hold bool, opts ...func(*batchtest.Config)) *rig {
 	t.Helper()
 	r := &rig{t: t}
 	dir := t.TempDir()
@@ -92,7 +99,11 @@ func newRig(t *testing.T, hold bool) *rig {
 		t.Fatal(err)
 	}
 	r.reg = reg
-	r.srv = batchtest.New(batchtest.Config{Answer: answer(&r.calls), Hold: hold, Key: "sk-test"})
+	scfg := batchtest.Config{Answer: answer(&r.calls), Hold: hold, Key: "sk-test"}
+	for _, o := range opts {
+		o(&scfg)
+	}
+	r.srv = batchtest.New(scfg)
 	t.Cleanup(r.srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -130,8 +141,20 @@ func (r *rig) start(heal string) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	size := r.size
+	if size == 0 {
+		size = 10
+	}
+	wait := r.wait
+	if wait == 0 {
+		wait = 20 * time.Millisecond
+	}
+	var log *slog.Logger
+	if r.logs != nil {
+		log = slog.New(slog.NewTextHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: "openai:gpt-4o-mini", KV: r.kv, Conn: r.conn, Inner: h,
-		Size: 10, Wait: 20 * time.Millisecond, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now})
+		Size: size, Wait: wait, Poll: 20 * time.Millisecond, Heal: heal, TransportRetries: 1, Observe: r.observe, Now: r.now, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +301,7 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 func TestBatchHealSync(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, false)
+	r.size, r.wait = 2, 2*time.Second // one batch, however slow the machine
 	r.submit("heal-1", "ok-1")
 	stop := r.start(batch.HealSync)
 	defer stop()
@@ -328,6 +352,7 @@ func TestBatchExpiredRequeues(t *testing.T) {
 func TestBatchResumesAfterRestart(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
+	r.size, r.wait = 3, 2*time.Second // one batch, however slow the machine: only it is released
 	ids := []string{"ok-1", "ok-2", "heal-1"}
 	r.submit(ids...)
 	stop := r.start(batch.HealBatch)

@@ -64,6 +64,26 @@ type Record struct {
 	CreatedAt  time.Time       `json:"created_at"`
 	LeaseAt    time.Time       `json:"lease_at,omitzero"`
 	EndedAt    time.Time       `json:"ended_at,omitzero"`
+	// Note says what batch mode did about a batch the provider failed
+	// (re-sent its requests, dead-lettered some), for `pipeline batches`.
+	Note string `json:"note,omitempty"`
+}
+
+// Reason is why a batch ended as it did, for `pipeline batches`: the
+// provider's message (a failed batch's first error) and what batch mode
+// did about it; "" for a batch that simply ended.
+func (r Record) Reason() string {
+	msg := r.Status.Message
+	if msg == "swept" {
+		msg = ""
+	}
+	switch {
+	case msg == "":
+		return r.Note
+	case r.Note == "":
+		return msg
+	}
+	return msg + "; " + r.Note
 }
 
 // Request is one request of a batch: the item it serves and its custom id.
@@ -93,9 +113,17 @@ type Item struct {
 	CustomIDs []string `json:"custom_ids,omitempty"`
 	// Transport counts the per-request errors of the current attempt;
 	// Requeues the times it came back unanswered (expired, cancelled).
-	Transport int       `json:"transport,omitzero"`
-	Requeues  int       `json:"requeues,omitzero"`
-	Updated   time.Time `json:"updated"`
+	Transport int `json:"transport,omitzero"`
+	Requeues  int `json:"requeues,omitzero"`
+	// Refused counts the batches the provider failed for a validation
+	// error that named no line (the request may or may not be the one
+	// refused): one re-send, then the job is dead-lettered.
+	Refused int `json:"refused,omitzero"`
+	// FromDelivery is set while the current request's batch was made
+	// from an unacked delivery (a first attempt that was not parked): if
+	// the batch is abandoned, the redelivery brings the job back.
+	FromDelivery bool      `json:"from_delivery,omitzero"`
+	Updated      time.Time `json:"updated"`
 }
 
 // itemKey is an item's key: a hash of the job's run id (message ids may

@@ -24,6 +24,10 @@ import (
 // it, else abandon it and gather the job anew under new custom ids). A
 // queued item of an abandoned record is queued again by the poller.
 func (r *Runner) submit(ctx context.Context, group []*entry) {
+	if r.limit.holding() || r.halt.stopped() {
+		r.hold(ctx, group)
+		return
+	}
 	now := r.cfg.Now().UTC()
 	key := newKey(now)
 	rec := Record{Key: key, Provider: r.cfg.Batcher.Provider(), Model: r.cfg.Model, State: StateSubmitting, Owner: r.owner, CreatedAt: now}
@@ -34,6 +38,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 		it.State, it.Batch = itemBatched, key
 		it.CustomID = customID(it.Key, it.Attempt, key)
 		it.CustomIDs = append(it.CustomIDs, it.CustomID)
+		it.FromDelivery = e.done != nil
 		it.Updated = now
 		rev, err := r.st.put(ctx, prefixItem+it.Key, it, e.rev, false)
 		if err != nil {
@@ -74,6 +79,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 			r.changed(rec, rev)
 		}
 		r.fail(ctx, kept, fmt.Errorf("creating batch %s: %w", key, err))
+		r.stopOn(err)
 		return
 	}
 	rec.State, rec.ProviderID, rec.Status = StateSubmitted, st.ID, st
@@ -96,6 +102,28 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 			if err := r.st.kv.Delete(ctx, prefixQueue+e.item.Key); err != nil {
 				r.log.Debug("deleting a queue marker", "item", e.item.Key, "err", err)
 			}
+		}
+		r.release(e, nil)
+	}
+}
+
+// hold keeps a gathered group out of any batch while the runner holds
+// (the enqueued-token limit) or has stopped: a delivery's request is
+// parked in the queue (its delivery acked), unless the runner stopped
+// (the delivery is handed back); a queued request stays queued.
+func (r *Runner) hold(ctx context.Context, group []*entry) {
+	for _, e := range group {
+		if e.done == nil {
+			r.release(e, nil) // still queued: the poller offers it again
+			continue
+		}
+		if r.halt.stopped() {
+			r.release(e, r.halt.err)
+			continue
+		}
+		if err := r.park(ctx, e.item); err != nil {
+			r.release(e, fmt.Errorf("queueing the request: %w", err))
+			continue
 		}
 		r.release(e, nil)
 	}

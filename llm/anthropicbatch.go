@@ -193,7 +193,7 @@ type anthropicBatchResult struct {
 }
 
 // Results reads the results file of an ended batch.
-func (b *AnthropicBatch) Results(ctx context.Context, st BatchStatus, fn func(BatchResult) error) error {
+func (b *AnthropicBatch) Results(ctx context.Context, st BatchStatus, want func(string) bool, fn func(BatchResult) error) error {
 	if len(st.outputs) == 0 {
 		fresh, err := b.Get(ctx, st.ID)
 		if err != nil {
@@ -209,13 +209,7 @@ func (b *AnthropicBatch) Results(ctx context.Context, st BatchStatus, fn func(Ba
 		return fmt.Errorf("anthropic batch %s: results_url is not on the API's host: the key is not sent elsewhere", st.ID)
 	}
 	err := b.http.stream(ctx, u, func(r io.Reader) error {
-		return readLines(r, batchLineLimit, func(line []byte) error {
-			res, err := b.result(ctx, line)
-			if err != nil {
-				return err
-			}
-			return fn(res)
-		})
+		return readResults(r, ProviderAnthropic, want, func(line []byte) (BatchResult, error) { return b.result(ctx, line) }, fn)
 	})
 	if err != nil {
 		return fmt.Errorf("reading anthropic batch %s results: %w", st.ID, err)

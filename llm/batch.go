@@ -15,11 +15,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmpipeline/pipeline/heal"
@@ -41,7 +45,45 @@ const (
 	ResultErrored   = "errored"
 	ResultCanceled  = "canceled"
 	ResultExpired   = "expired"
+	// ResultUnreadable is a line of the results that could not be read (a
+	// truncated download, a provider bug): CustomID is the line's when it
+	// could still be made out, else ""; Err says which line and why.
+	ResultUnreadable = "unreadable"
 )
+
+// BatchErrTokenLimit is the code of an OpenAI batch failed because the
+// organisation's enqueued-token limit for the model was reached: not the
+// requests' fault; they fit once batches in flight have finished.
+const BatchErrTokenLimit = "token_limit_exceeded"
+
+// BatchError is one reason the provider gives for failing a whole batch
+// (OpenAI's errors.data of the batch object).
+type BatchError struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	Param   string `json:"param,omitempty"`
+	// Line is the input file's line the error is about (1 is the first
+	// request), 0 when it names none.
+	Line int `json:"line,omitempty"`
+}
+
+// enqueuedLimit reads the limit out of the message of a
+// token_limit_exceeded error ("... Limit: 2,000,000 enqueued tokens. ...").
+var enqueuedLimit = regexp.MustCompile(`(?i)limit:\s*([0-9][0-9,_]*)\s*enqueued tokens`)
+
+// EnqueuedTokenLimit is the enqueued-token limit a token_limit_exceeded
+// message names, if it names one.
+func EnqueuedTokenLimit(msg string) (int, bool) {
+	m := enqueuedLimit.FindStringSubmatch(msg)
+	if m == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.NewReplacer(",", "", "_", "").Replace(m[1]))
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
 
 // BatchRequest is one request of a batch: the synchronous request and the
 // id its answer comes back under.
@@ -74,8 +116,11 @@ type BatchStatus struct {
 	Key       string    `json:"key,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
-	// Message explains a failed batch (the provider's validation errors).
+	// Message explains a failed batch (the provider's first error, "code:
+	// message"), or says what batch mode did about it.
 	Message string `json:"message,omitempty"`
+	// Errors are the provider's reasons for failing the batch.
+	Errors []BatchError `json:"errors,omitempty"`
 	// outputs are where the results are read: OpenAI's output and error
 	// file ids, Anthropic's results URL. Empty in a status read back from
 	// storage: Results reads the batch again then.
@@ -97,8 +142,9 @@ type BatchResult struct {
 	CustomID string
 	// Type is ResultSucceeded (Response holds the answer), ResultErrored
 	// (Err is a *heal.Error: KindTransport for a 5xx or an overloaded
-	// provider, KindRequest for a request the provider refused),
-	// ResultCanceled or ResultExpired (no answer).
+	// provider, KindRequest for a request the provider refused, KindAuth
+	// for a refused key), ResultCanceled or ResultExpired (no answer), or
+	// ResultUnreadable (Err says which line and why).
 	Type     string
 	Response heal.Response
 	Err      error
@@ -117,9 +163,12 @@ type Batcher interface {
 	// Find looks for a recent batch created with key; found is false when
 	// there is none, or the provider cannot say (Anthropic keeps no key).
 	Find(ctx context.Context, key string) (st BatchStatus, found bool, err error)
-	// Results calls fn with every result of a done batch, in the order the
-	// provider writes them (not the order of the requests).
-	Results(ctx context.Context, st BatchStatus, fn func(BatchResult) error) error
+	// Results streams the results of a done batch to fn, in the order the
+	// provider writes them (not the order of the requests). A line whose
+	// custom id want refuses is dropped as it is read, unparsed (want nil
+	// takes every line); a line that cannot be read is handed on as
+	// ResultUnreadable and the reading goes on.
+	Results(ctx context.Context, st BatchStatus, want func(customID string) bool, fn func(BatchResult) error) error
 	// Cancel asks the provider to cancel a batch.
 	Cancel(ctx context.Context, id string) (BatchStatus, error)
 	// Size is the most bytes a request's line may take in a batch,
@@ -233,14 +282,24 @@ func (m mirror) failure(ctx context.Context, status int, body []byte) error {
 	return err
 }
 
-// readLines calls fn with every non-empty line of r (a JSONL file), each
-// line at most maxLine bytes.
-func readLines(r io.Reader, maxLine int, fn func([]byte) error) error {
+// errLineTooLong is a line of a results file over the line limit: it is
+// skipped, the lines after it are read.
+var errLineTooLong = errors.New("line over the limit")
+
+// readLines calls fn with every non-empty line of r (a JSONL file) and its
+// number. A line over maxLine bytes is passed cut at maxLine, with
+// errLineTooLong; the rest of it is skipped unread into memory. An error
+// of fn stops the reading; so does a read error of r.
+func readLines(r io.Reader, maxLine int, fn func(n int, line []byte, err error) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
-		line, err := readLine(br, maxLine)
-		if len(bytes.TrimSpace(line)) > 0 {
-			if ferr := fn(line); ferr != nil {
+		line, long, err := readLine(br, maxLine)
+		if long {
+			if ferr := fn(n, line, errLineTooLong); ferr != nil {
+				return fmt.Errorf("line %d: %w", n, ferr)
+			}
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if ferr := fn(n, line, nil); ferr != nil {
 				return fmt.Errorf("line %d: %w", n, ferr)
 			}
 		}
@@ -253,18 +312,88 @@ func readLines(r io.Reader, maxLine int, fn func([]byte) error) error {
 	}
 }
 
-func readLine(br *bufio.Reader, maxLine int) ([]byte, error) {
+// readLine reads one line; over maxLine bytes, it keeps the first maxLine
+// and discards the rest (long is set).
+func readLine(br *bufio.Reader, maxLine int) (line []byte, long bool, err error) {
 	var buf []byte
 	for {
 		chunk, err := br.ReadSlice('\n')
-		buf = append(buf, chunk...)
-		if len(buf) > maxLine {
-			return nil, fmt.Errorf("a line over %d bytes", maxLine)
+		if !long {
+			if len(buf)+len(chunk) > maxLine {
+				buf = append(buf, chunk[:maxLine-len(buf)]...)
+				long = true
+			} else {
+				buf = append(buf, chunk...)
+			}
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
-			return buf, err
+			return buf, long, err
 		}
 	}
+}
+
+// customIDOf makes out the custom_id of a results line that does not
+// parse (cut short, say): the top-level members are read in order until
+// custom_id; "" when the line breaks before it.
+func customIDOf(line []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := t.(string)
+		if key == "custom_id" {
+			var id string
+			if dec.Decode(&id) != nil {
+				return ""
+			}
+			return id
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
+// unreadable is the result of a line that could not be read.
+func unreadable(provider string, n int, line []byte, err error) BatchResult {
+	return BatchResult{CustomID: customIDOf(line), Type: ResultUnreadable,
+		Err: &heal.Error{Kind: heal.KindTransport, Provider: provider,
+			Message: fmt.Sprintf("unreadable result line %d (%s): %s", n, err, truncate(strconv.Quote(string(line)), 120))}}
+}
+
+// readResults streams the results file r: each line's custom id is read
+// first, and the lines want refuses are dropped before the answer in it
+// is parsed; parse reads a line (an error: the line is unreadable).
+func readResults(r io.Reader, provider string, want func(string) bool, parse func([]byte) (BatchResult, error), fn func(BatchResult) error) error {
+	return readLines(r, batchLineLimit, func(n int, line []byte, err error) error {
+		if err != nil {
+			return fn(unreadable(provider, n, line, err))
+		}
+		var head struct {
+			CustomID string `json:"custom_id"`
+		}
+		if err := json.Unmarshal(line, &head); err != nil {
+			return fn(unreadable(provider, n, line, err))
+		}
+		if head.CustomID == "" {
+			return fn(unreadable(provider, n, line, errors.New("no custom_id")))
+		}
+		if want != nil && !want(head.CustomID) {
+			return nil
+		}
+		res, err := parse(line)
+		if err != nil {
+			return fn(unreadable(provider, n, line, err))
+		}
+		return fn(res)
+	})
 }
 
 // batchHTTP sends the batch endpoints' requests with the synchronous

@@ -110,7 +110,7 @@ func results(t *testing.T, b llm.Batcher, st llm.BatchStatus) map[string]llm.Bat
 	t.Helper()
 	got := map[string]llm.BatchResult{}
 	var order []string
-	err := b.Results(t.Context(), st, func(r llm.BatchResult) error {
+	err := b.Results(t.Context(), st, nil, func(r llm.BatchResult) error {
 		if _, dup := got[r.CustomID]; dup {
 			t.Errorf("result for %s twice", r.CustomID)
 		}
@@ -324,5 +324,38 @@ func TestBatchWrongKeyIsAuth(t *testing.T) {
 	}
 	if srv.Creates() != 0 {
 		t.Errorf("%d batches created with a wrong key", srv.Creates())
+	}
+}
+
+// TestOpenAIBatchFailedKeepsTheProviderErrors: a batch OpenAI fails while
+// validating carries every item of its errors.data (code, message, param,
+// line) in the status, the first as its Message.
+func TestOpenAIBatchFailedKeepsTheProviderErrors(t *testing.T) {
+	t.Parallel()
+	srv := batchtest.New(batchtest.Config{Answer: chatAnswer(), Key: batchKey, Refuse: func(body []byte) *batchtest.ErrorData {
+		if strings.Contains(string(body), "answer with bad") {
+			return &batchtest.ErrorData{Code: "invalid_value", Message: "Invalid value for 'max_tokens'.", Param: "body.max_tokens"}
+		}
+		return nil
+	}})
+	t.Cleanup(srv.Close)
+	b := newBatcher(t, llm.ProviderOpenAI, srv)
+	st, err := b.Create(t.Context(), "key0002", []llm.BatchRequest{batchReq("a-1", "ok"), batchReq("b-1", "bad"), batchReq("c-1", "ok"), batchReq("d-1", "bad")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = waitDone(t, b, st.ID)
+	want := []llm.BatchError{
+		{Code: "invalid_value", Message: "Invalid value for 'max_tokens'.", Param: "body.max_tokens", Line: 2},
+		{Code: "invalid_value", Message: "Invalid value for 'max_tokens'.", Param: "body.max_tokens", Line: 4},
+	}
+	if st.State != llm.BatchFailed || st.Status != "failed" || !slices.Equal(st.Errors, want) {
+		t.Fatalf("status %s/%s, errors %+v; want failed with %+v", st.State, st.Status, st.Errors, want)
+	}
+	if st.Message != "invalid_value: Invalid value for 'max_tokens'. (and 1 more)" {
+		t.Errorf("message %q", st.Message)
+	}
+	if got := results(t, b, st); len(got) != 0 {
+		t.Errorf("%d results of a failed batch, want none", len(got))
 	}
 }

@@ -24,6 +24,9 @@ const (
 	batchObjectLimit = 4 << 20
 	// batchLineLimit bounds one line of a results file.
 	batchLineLimit = maxBody + bodyHeadroom
+	// maxBatchErrors bounds the errors of a failed batch kept with its
+	// record (one per request at most).
+	maxBatchErrors = 1000
 )
 
 // OpenAIBatch speaks OpenAI's Batch API: the requests are uploaded as a
@@ -81,6 +84,7 @@ type openAIBatchObject struct {
 		Data []struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
+			Param   string `json:"param"`
 			Line    *int   `json:"line"`
 		} `json:"data"`
 	} `json:"errors"`
@@ -260,8 +264,21 @@ func (b *OpenAIBatch) status(data []byte) (BatchStatus, error) {
 		st.State = BatchFailed
 		st.EndedAt = unixOr(o.FailedAt)
 		if o.Errors != nil && len(o.Errors.Data) > 0 {
-			e := o.Errors.Data[0]
+			for i, e := range o.Errors.Data {
+				if i == maxBatchErrors {
+					break
+				}
+				be := BatchError{Code: truncate(e.Code, 80), Message: b.http.c.redact(truncate(e.Message, 300)), Param: truncate(e.Param, 80)}
+				if e.Line != nil && *e.Line > 0 {
+					be.Line = *e.Line
+				}
+				st.Errors = append(st.Errors, be)
+			}
+			e := st.Errors[0]
 			st.Message = truncate(e.Code+": "+e.Message, 500)
+			if n := len(o.Errors.Data); n > 1 {
+				st.Message += fmt.Sprintf(" (and %d more)", n-1)
+			}
 		}
 	case "expired":
 		st.State = BatchExpired
@@ -304,7 +321,7 @@ type openAIBatchOutput struct {
 // Results reads the output file, then the error file. A request with no
 // line in either (an expired or cancelled batch) has no result: the caller
 // knows its requests and treats the missing ones as unanswered.
-func (b *OpenAIBatch) Results(ctx context.Context, st BatchStatus, fn func(BatchResult) error) error {
+func (b *OpenAIBatch) Results(ctx context.Context, st BatchStatus, want func(string) bool, fn func(BatchResult) error) error {
 	if len(st.outputs) == 0 {
 		fresh, err := b.Get(ctx, st.ID)
 		if err != nil {
@@ -317,13 +334,7 @@ func (b *OpenAIBatch) Results(ctx context.Context, st BatchStatus, fn func(Batch
 			continue
 		}
 		err := b.http.stream(ctx, b.cfg.endpoint("/files/"+url.PathEscape(id)+"/content"), func(r io.Reader) error {
-			return readLines(r, batchLineLimit, func(line []byte) error {
-				res, err := b.result(ctx, line)
-				if err != nil {
-					return err
-				}
-				return fn(res)
-			})
+			return readResults(r, ProviderOpenAI, want, func(line []byte) (BatchResult, error) { return b.result(ctx, line) }, fn)
 		})
 		if err != nil {
 			return fmt.Errorf("reading openai batch %s file %s: %w", st.ID, id, err)

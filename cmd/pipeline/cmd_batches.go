@@ -80,8 +80,25 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 	done := make(chan struct{})
 	go func() { defer close(done); _ = run.Run(rctx) }()
 	defer func() { cancel(); <-done }()
+	// An account-level failure of the batch endpoints (a refused key on
+	// upload, while polling or reading results) stops the workers as a
+	// refused synchronous call does: no job is dead-lettered, the jobs
+	// and the batches in flight wait for the next run.
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	go func() {
+		select {
+		case <-run.Stopped():
+			stopWorkers()
+		case <-wctx.Done():
+		}
+	}()
 	untilIdle := cfg.Workers.UntilIdle
-	if err := worker.Serve(ctx, conn, run, cfg); err != nil || !untilIdle {
+	err = worker.Serve(wctx, conn, run, cfg)
+	if rerr := run.Err(); rerr != nil {
+		return fmt.Errorf("batch mode: %w", rerr)
+	}
+	if err != nil || !untilIdle {
 		return err
 	}
 	// The jobs stream is idle; the batches are not, yet.
@@ -98,6 +115,8 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-run.Stopped():
+			return fmt.Errorf("batch mode: %w", run.Err())
 		case <-t.C:
 		}
 	}
@@ -139,7 +158,7 @@ func (e *env) batchesCommand() *cli.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "PROVIDER\tID\tSTATE\tSTATUS\tREQUESTS\tSUCCEEDED\tERRORED\tCREATED\tENDED")
+			fmt.Fprintln(tw, "PROVIDER\tID\tSTATE\tSTATUS\tREQUESTS\tSUCCEEDED\tERRORED\tCREATED\tENDED\tREASON")
 			for _, r := range recs {
 				ended := ""
 				if !r.EndedAt.IsZero() {
@@ -149,9 +168,9 @@ func (e *env) batchesCommand() *cli.Command {
 				if id == "" {
 					id = r.Key
 				}
-				l := escape.Line // the id and status are the provider's words
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l(r.Provider), l(id), l(r.State), l(r.Status.Status), len(r.Requests),
-					r.Status.Counts.Succeeded, r.Status.Counts.Errored, r.CreatedAt.Format(time.RFC3339), ended)
+				l := escape.Line // the id, status and reason are the provider's words
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", l(r.Provider), l(id), l(r.State), l(r.Status.Status), len(r.Requests),
+					r.Status.Counts.Succeeded, r.Status.Counts.Errored, r.CreatedAt.Format(time.RFC3339), ended, l(reasonCell(r.Reason())))
 			}
 			return tw.Flush()
 		},
@@ -194,6 +213,14 @@ func (e *env) batchesCommand() *cli.Command {
 			},
 		}},
 	}
+}
+
+// reasonCell is a batch's reason in the table: one line, "-" when none.
+func reasonCell(s string) string {
+	if s = oneLine(s); s == "" {
+		return "-"
+	}
+	return s
 }
 
 // batchRequests counts batch mode's requests by outcome
