@@ -342,8 +342,9 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		r.log.Log(ctx, level, "the model does not take this parameter: its requests go into a later batch without it", "item", it.Key, "param", he.Param, "err", he.Message)
 	}
 	if stops(res.Err) {
-		// The account, not the request (Anthropic's authentication_error
-		// in a result): queued again at no cost, and the run stops.
+		// The account, not the request (Anthropic's authentication_error or
+		// billing_error in a result): queued again at no cost, and the run
+		// stops.
 		if err := r.requeue(ctx, it, rev, OutcomeRetry); err != nil {
 			return err
 		}

@@ -276,11 +276,6 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 	}
 	select {
 	case err := <-e.done:
-		if heal.KindOf(err) == heal.KindNoCredit {
-			// Every batch would be refused the same way: the run stops as
-			// sync mode's does, and the job stays queued.
-			return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: err, Reason: "submitting the batch: the provider account has no credit"}
-		}
 		if err != nil {
 			if r.stopOn(err) || r.halt.stopped() {
 				return r.stopOutcome()

@@ -12,10 +12,10 @@ import (
 // it and no job can get past it (a refused key), so batch mode stops the
 // run as the synchronous workers do: nothing is dead-lettered, every
 // request stays where it is (queued, or in its batch at the provider)
-// for the next run. A new class of such failures is one more case here.
+// for the next run: a refused key, or an account with no credit left.
 func stops(err error) bool {
 	switch heal.KindOf(err) {
-	case heal.KindAuth:
+	case heal.KindAuth, heal.KindNoCredit:
 		return true
 	}
 	return false

@@ -257,7 +257,8 @@ func (b *AnthropicBatch) result(ctx context.Context, line []byte) (BatchResult, 
 
 // errored reads an errored result's error ({"type":"error","error":{...}}):
 // an invalid request is the request's fault (not retried); any other error
-// (api_error, overloaded_error) is transport.
+// (api_error, overloaded_error) is transport; a refused key or an account
+// without credit stops the run.
 func (b *AnthropicBatch) errored(raw json.RawMessage) error {
 	var e struct {
 		Type  string `json:"type"`
@@ -273,6 +274,8 @@ func (b *AnthropicBatch) errored(raw json.RawMessage) error {
 		kind, status = heal.KindRequest, http.StatusBadRequest
 	case "authentication_error", "permission_error":
 		kind, status = heal.KindAuth, http.StatusUnauthorized
+	case "billing_error":
+		kind, status = heal.KindNoCredit, http.StatusPaymentRequired
 	}
 	msg := anthropicErrorMessage(raw)
 	return &heal.Error{Kind: kind, Provider: ProviderAnthropic, StatusCode: status, Message: b.http.c.redact(msg), KeyEnv: b.cfg.KeyEnv}

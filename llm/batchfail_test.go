@@ -18,7 +18,8 @@ import (
 // Anthropic's authentication_error result). The cut line is handed on as
 // unreadable with its custom id and the lines after it are read; both
 // answers of the custom id come in file order; the refused key is an
-// auth error, which batch mode stops on.
+// auth error, and an account without credit (OpenAI's insufficient_quota,
+// Anthropic's billing_error) a no-credit one: batch mode stops on both.
 func TestBatchResultsOfBothProviders(t *testing.T) {
 	t.Parallel()
 	for _, provider := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic} {
@@ -26,6 +27,17 @@ func TestBatchResultsOfBothProviders(t *testing.T) {
 			t.Parallel()
 			answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
+				if bytes.Contains(body, []byte("answer with broke")) {
+					w.Header().Set("Content-Type", "application/json")
+					if r.URL.Path == "/v1/messages" {
+						w.WriteHeader(http.StatusPaymentRequired)
+						_, _ = io.WriteString(w, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low to access the Anthropic API."}}`)
+					} else {
+						w.WriteHeader(http.StatusTooManyRequests)
+						_, _ = io.WriteString(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+					}
+					return
+				}
 				if bytes.Contains(body, []byte("answer with denied")) {
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusUnauthorized)
@@ -50,7 +62,7 @@ func TestBatchResultsOfBothProviders(t *testing.T) {
 			t.Cleanup(srv.Close)
 			b := newBatcher(t, provider, srv)
 			st, err := b.Create(t.Context(), "key0003", []llm.BatchRequest{batchReq("ok-1", "ok"), batchReq("cut-1", "ok"),
-				batchReq("twice-1", "ok"), batchReq("denied-1", "denied"), batchReq("ok-2", "fine")})
+				batchReq("twice-1", "ok"), batchReq("denied-1", "denied"), batchReq("broke-1", "broke"), batchReq("ok-2", "fine")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -78,6 +90,9 @@ func TestBatchResultsOfBothProviders(t *testing.T) {
 			}
 			if r := by["denied-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || heal.KindOf(r[0].Err) != heal.KindAuth {
 				t.Errorf("denied-1: %+v, want an auth error", r)
+			}
+			if r := by["broke-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || heal.KindOf(r[0].Err) != heal.KindNoCredit {
+				t.Errorf("broke-1: %+v, want a no-credit error", r)
 			}
 			if r := by["ok-2"]; len(r) != 0 {
 				t.Errorf("ok-2 was not wanted, got %+v", r)
