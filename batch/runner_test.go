@@ -322,6 +322,7 @@ func TestBatchHealSync(t *testing.T) {
 func TestBatchExpiredRequeues(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, true)
+	r.size, r.wait = 3, 2*time.Second // one first batch of the three, however slow the machine
 	ids := []string{"ok-1", "ok-2", "ok-3"}
 	r.submit(ids...)
 	stop := r.start(batch.HealBatch)
