@@ -103,6 +103,10 @@ rejected without --skip-invalid.`,
 					return err
 				}
 				defer conn.Close()
+				if conn.Embedded() {
+					// The server's duplicate index lives in this process.
+					defer limitSubmitMemory()()
+				}
 				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
 					return err
 				}
