@@ -38,7 +38,10 @@ func (e *env) submitCommand() *cli.Command {
 repeated in the file, at most --max-job-bytes, UTF-8); a leading UTF-8 byte order mark and CRLF
 line ends are accepted, and a line that is not UTF-8 (a Latin-1 export) is refused at its first such
 byte. Bad lines are reported as FILE:LINE: reason and nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
-publish it, so memory stays flat whatever its size; stdin is first copied to a temporary file
+publish it, so submit's own memory stays flat whatever its size (when submit starts the embedded
+server itself, that server's duplicate index, about 94 bytes per job id published within
+--duplicate-window, lives in its process: start run first, or use --nats-url, to keep it out); stdin
+is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
 bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
 window) is counted as already done and not published; --rerun publishes it again as a new run
@@ -103,6 +106,10 @@ rejected without --skip-invalid.`,
 					return err
 				}
 				defer conn.Close()
+				if conn.Embedded() {
+					// The server's duplicate index lives in this process.
+					defer limitSubmitMemory()()
+				}
 				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
 					return err
 				}

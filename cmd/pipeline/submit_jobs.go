@@ -22,9 +22,11 @@ import (
 
 // submitBatch and submitBatchBytes bound one Conn.Submit call of the
 // publish pass, so the jobs in memory at a time: large enough for the
-// publishes to stay pipelined, small enough to stay flat.
+// publishes to stay pipelined, small enough to stay flat (at 10,000, the
+// batch, its messages and its ledger look-ups held 21 MB of a 1M-line
+// submit's live heap; at 2,500, 8 MB).
 const (
-	submitBatch      = 10_000
+	submitBatch      = 2_500
 	submitBatchBytes = 16 << 20
 )
 
