@@ -134,7 +134,7 @@ func (d *dialect) transform(schema json.RawMessage) *strictSchema {
 	if !ok {
 		return &strictSchema{schema: schema, why: "the schema is not an object"}
 	}
-	if t, typed := ro.vals["type"]; d.rootObject && t != "object" && (typed || ro.vals["properties"] == nil) {
+	if t, typed := ro.Vals["type"]; d.rootObject && t != "object" && (typed || ro.Vals["properties"] == nil) {
 		return &strictSchema{schema: schema, why: "the root is not an object schema"}
 	}
 	t.root = &restore{}
@@ -163,7 +163,7 @@ type transformer struct {
 // node makes the strict form of one schema at path; slot, when not nil, is
 // the restore to fill (a $defs entry's, referred to before it is made).
 func (t *transformer) node(s *object, path string, slot *restore) (any, *restore, error) {
-	out := &object{vals: map[string]any{}}
+	out := newObject()
 	back := slot
 	if back == nil {
 		back = &restore{}
@@ -171,25 +171,25 @@ func (t *transformer) node(s *object, path string, slot *restore) (any, *restore
 	var extra *object // keywords moved into the description
 	move := func(k string, v any) {
 		if extra == nil {
-			extra = &object{vals: map[string]any{}}
+			extra = newObject()
 		}
-		extra.set(k, v)
+		extra.Set(k, v)
 	}
 	for _, defsKey := range []string{"$defs", "definitions"} {
-		defs, ok := s.vals[defsKey].(*object)
+		defs, ok := s.Vals[defsKey].(*object)
 		if !ok {
 			continue
 		}
 		// Every entry's restore exists before any is made, so refs
 		// between them (and recursive ones) resolve.
-		for _, name := range defs.keys {
+		for _, name := range defs.Keys {
 			if _, ok := t.defs["#/"+defsKey+"/"+name]; !ok {
 				t.defs["#/"+defsKey+"/"+name] = &restore{}
 			}
 		}
-		nd := &object{vals: map[string]any{}}
-		for _, name := range defs.keys {
-			ds, ok := defs.vals[name].(*object)
+		nd := newObject()
+		for _, name := range defs.Keys {
+			ds, ok := defs.Vals[name].(*object)
 			if !ok {
 				return nil, nil, fmt.Errorf("%s/%s/%s: %w (a schema that is not an object)", path, defsKey, name, errNotStrict)
 			}
@@ -197,25 +197,25 @@ func (t *transformer) node(s *object, path string, slot *restore) (any, *restore
 			if err != nil {
 				return nil, nil, err
 			}
-			nd.set(name, v)
+			nd.Set(name, v)
 		}
-		out.set(defsKey, nd)
+		out.Set(defsKey, nd)
 	}
-	if ref, ok := s.vals["$ref"].(string); ok {
+	if ref, ok := s.Vals["$ref"].(string); ok {
 		// A reference stands alone (its siblings are not taken beside it).
-		out.set("$ref", ref)
+		out.Set("$ref", ref)
 		back.ref = ref
 		back.defs = t.defs
 		return out, back, nil
 	}
-	if v, ok := s.vals["allOf"].([]any); ok && !t.d.allOf {
+	if v, ok := s.Vals["allOf"].([]any); ok && !t.d.allOf {
 		if len(v) == 1 {
 			if one, ok := v[0].(*object); ok {
-				merged := s.clone()
-				merged.del("allOf")
-				for _, k := range one.keys {
-					if _, has := merged.vals[k]; !has {
-						merged.set(k, one.vals[k])
+				merged := s.Clone()
+				merged.Del("allOf")
+				for _, k := range one.Keys {
+					if _, has := merged.Vals[k]; !has {
+						merged.Set(k, one.Vals[k])
 					}
 				}
 				return t.node(merged, path, slot)
@@ -223,13 +223,13 @@ func (t *transformer) node(s *object, path string, slot *restore) (any, *restore
 		}
 	}
 	typed := false
-	for _, k := range s.keys {
-		v := s.vals[k]
+	for _, k := range s.Keys {
+		v := s.Vals[k]
 		switch {
 		case dropped[k]:
 		case k == "$defs" || k == "definitions":
 		case k == "type":
-			out.set("type", v)
+			out.Set("type", v)
 			typed = true
 		case k == "anyOf" || k == "oneOf" || (k == "allOf" && t.d.allOf):
 			list, ok := v.([]any)
@@ -253,72 +253,72 @@ func (t *transformer) node(s *object, path string, slot *restore) (any, *restore
 					return nil, nil, err
 				}
 				branches = append(branches, nb)
-				if isObjectSchema(bs) || bs.vals["$ref"] != nil {
+				if isObjectSchema(bs) || bs.Vals["$ref"] != nil {
 					objs = append(objs, rb)
 				}
 			}
-			if prev, ok := out.vals[word].([]any); ok {
+			if prev, ok := out.Vals[word].([]any); ok {
 				branches = append(prev, branches...)
 			}
-			out.set(word, branches)
+			out.Set(word, branches)
 			if len(objs) == 1 && word == "anyOf" {
 				back.branch = objs[0] // the one object a union can be
 			}
 			typed = true
 		case k == "enum" || k == "const":
 			if t.d.keep[k] {
-				out.set(k, v)
+				out.Set(k, v)
 				typed = true
 			} else {
 				move(k, v)
 			}
 		case k == "format":
 			if f, ok := v.(string); ok && t.d.formats[f] {
-				out.set(k, v)
+				out.Set(k, v)
 			} else {
 				move(k, v)
 			}
 		case k == "minItems" && t.d.minItems != nil:
 			if n, ok := number(v); ok && t.d.minItems(n) {
-				out.set(k, v)
+				out.Set(k, v)
 			} else {
 				move(k, v)
 			}
 		case structural[k]:
 			// properties, required, additionalProperties, items: below
 		case t.d.keep[k]:
-			out.set(k, v)
+			out.Set(k, v)
 		default:
 			move(k, v)
 		}
 	}
-	if !typed && s.vals["properties"] != nil {
-		out.set("type", "object")
+	if !typed && s.Vals["properties"] != nil {
+		out.Set("type", "object")
 		typed = true
 	}
 	if !typed {
 		return nil, nil, fmt.Errorf("%s: %w (a schema without a type, enum, const, anyOf or $ref)", orRoot(path), errNotStrict)
 	}
 	if isObjectSchema(s) {
-		props, _ := s.vals["properties"].(*object)
-		if props == nil || len(props.keys) == 0 {
-			if ap := s.vals["additionalProperties"]; (ap != nil && ap != false) || s.vals["patternProperties"] != nil {
+		props, _ := s.Vals["properties"].(*object)
+		if props == nil || len(props.Keys) == 0 {
+			if ap := s.Vals["additionalProperties"]; (ap != nil && ap != false) || s.Vals["patternProperties"] != nil {
 				return nil, nil, fmt.Errorf("%s: %w (an object of additional or pattern properties only)", orRoot(path), errNotStrict)
 			}
 		}
 		required := map[string]bool{}
-		if rl, ok := s.vals["required"].([]any); ok {
+		if rl, ok := s.Vals["required"].([]any); ok {
 			for _, r := range rl {
 				if name, ok := r.(string); ok {
 					required[name] = true
 				}
 			}
 		}
-		np := &object{vals: map[string]any{}}
+		np := newObject()
 		var req []any
 		if props != nil {
-			for _, name := range props.keys {
-				ps, ok := props.vals[name].(*object)
+			for _, name := range props.Keys {
+				ps, ok := props.Vals[name].(*object)
 				if !ok {
 					return nil, nil, fmt.Errorf("%s/properties/%s: %w (a schema that is not an object)", path, name, errNotStrict)
 				}
@@ -339,35 +339,35 @@ func (t *transformer) node(s *object, path string, slot *restore) (any, *restore
 						back.drop(name)
 					}
 				}
-				np.set(name, v)
+				np.Set(name, v)
 			}
 		}
-		out.set("properties", np)
+		out.Set("properties", np)
 		if req == nil {
 			req = []any{}
 		}
 		if t.d.allRequired || len(req) > 0 {
-			out.set("required", req)
+			out.Set("required", req)
 		}
-		out.set("additionalProperties", false)
+		out.Set("additionalProperties", false)
 	}
-	if items, ok := s.vals["items"].(*object); ok {
+	if items, ok := s.Vals["items"].(*object); ok {
 		v, rb, err := t.node(items, path+"/items", nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		out.set("items", v)
+		out.Set("items", v)
 		back.items = rb
-	} else if items, ok := s.vals["items"]; ok {
+	} else if items, ok := s.Vals["items"]; ok {
 		move("items", items) // a tuple (draft 7 items array) or a boolean
 	}
 	if extra != nil {
 		b, _ := json.Marshal(extra)
-		desc, _ := out.vals["description"].(string)
+		desc, _ := out.Vals["description"].(string)
 		if desc != "" {
 			desc += "\n\n"
 		}
-		out.set("description", desc+string(b))
+		out.Set("description", desc+string(b))
 	}
 	return out, back, nil
 }
@@ -390,14 +390,14 @@ func number(v any) (float64, bool) {
 
 // isObjectSchema: type object (alone or in a list), or properties.
 func isObjectSchema(s *object) bool {
-	if s.vals["properties"] != nil {
+	if s.Vals["properties"] != nil {
 		return true
 	}
 	return hasType(s, "object")
 }
 
 func hasType(s *object, want string) bool {
-	switch t := s.vals["type"].(type) {
+	switch t := s.Vals["type"].(type) {
 	case string:
 		return t == want
 	case []any:
@@ -416,18 +416,18 @@ func acceptsNull(s *object) bool {
 	if hasType(s, "null") {
 		return true
 	}
-	if e, ok := s.vals["enum"].([]any); ok {
+	if e, ok := s.Vals["enum"].([]any); ok {
 		for _, x := range e {
 			if x == nil {
 				return true
 			}
 		}
 	}
-	if c, ok := s.vals["const"]; ok && c == nil {
+	if c, ok := s.Vals["const"]; ok && c == nil {
 		return true
 	}
 	for _, k := range []string{"anyOf", "oneOf"} {
-		if l, ok := s.vals[k].([]any); ok {
+		if l, ok := s.Vals[k].([]any); ok {
 			for _, b := range l {
 				if bo, ok := b.(*object); ok && acceptsNull(bo) {
 					return true
@@ -442,33 +442,33 @@ func acceptsNull(s *object) bool {
 // type (type [T, "null"]) or a type list; any other schema (an enum, a
 // const, a union, a reference) becomes a union with {"type":"null"}.
 func nullable(s *object) *object {
-	_, enum := s.vals["enum"]
-	_, cst := s.vals["const"]
+	_, enum := s.Vals["enum"]
+	_, cst := s.Vals["const"]
 	if !enum && !cst {
-		switch t := s.vals["type"].(type) {
+		switch t := s.Vals["type"].(type) {
 		case string:
-			n := s.clone()
-			n.set("type", []any{t, "null"})
+			n := s.Clone()
+			n.Set("type", []any{t, "null"})
 			return n
 		case []any:
-			n := s.clone()
-			n.set("type", append(append([]any(nil), t...), "null"))
+			n := s.Clone()
+			n.Set("type", append(append([]any(nil), t...), "null"))
 			return n
 		}
-		if l, ok := s.vals["anyOf"].([]any); ok && s.vals["type"] == nil {
-			n := s.clone()
-			n.set("anyOf", append(append([]any(nil), l...), &object{keys: []string{"type"}, vals: map[string]any{"type": "null"}}))
+		if l, ok := s.Vals["anyOf"].([]any); ok && s.Vals["type"] == nil {
+			n := s.Clone()
+			n.Set("anyOf", append(append([]any(nil), l...), &object{Keys: []string{"type"}, Vals: map[string]any{"type": "null"}}))
 			return n
 		}
 	}
-	u := &object{vals: map[string]any{}}
+	u := newObject()
 	inner := s
-	if d, ok := s.vals["description"]; ok {
-		inner = s.clone()
-		inner.del("description")
-		u.set("description", d)
+	if d, ok := s.Vals["description"]; ok {
+		inner = s.Clone()
+		inner.Del("description")
+		u.Set("description", d)
 	}
-	u.set("anyOf", []any{inner, &object{keys: []string{"type"}, vals: map[string]any{"type": "null"}}})
+	u.Set("anyOf", []any{inner, &object{Keys: []string{"type"}, Vals: map[string]any{"type": "null"}}})
 	return u
 }
 
@@ -557,13 +557,13 @@ func (r *restore) apply(doc any, depth int) bool {
 		if r.branch != nil && r.nulls == nil && r.props == nil {
 			return r.branch.apply(doc, depth+1)
 		}
-		for _, k := range append([]string(nil), v.keys...) {
-			if r.nulls[k] && v.vals[k] == nil {
-				v.del(k)
+		for _, k := range append([]string(nil), v.Keys...) {
+			if r.nulls[k] && v.Vals[k] == nil {
+				v.Del(k)
 				changed = true
 				continue
 			}
-			if c := r.props[k]; c != nil && c.apply(v.vals[k], depth+1) {
+			if c := r.props[k]; c != nil && c.apply(v.Vals[k], depth+1) {
 				changed = true
 			}
 		}

@@ -89,7 +89,7 @@ func (d *schemaDoc) compile(v any, depth int) *snode {
 	case bool:
 		n.isFalse = !s
 	case *omap:
-		d.fill(n, s.m, depth)
+		d.fill(n, s.Vals, depth)
 	}
 	return n
 }
@@ -109,8 +109,8 @@ func (d *schemaDoc) fill(n *snode, s map[string]any, depth int) {
 		n.nullable = true
 	}
 	if props, ok := s["properties"].(*omap); ok {
-		for _, name := range props.keys {
-			n.props = append(n.props, sprop{name: name, n: d.compile(props.m[name], depth+1)})
+		for _, name := range props.Keys {
+			n.props = append(n.props, sprop{name: name, n: d.compile(props.Vals[name], depth+1)})
 		}
 	}
 	if req, ok := s["required"].([]any); ok {
@@ -219,7 +219,7 @@ func (d *schemaDoc) fill(n *snode, s map[string]any, depth int) {
 
 func isNullSchema(v any) bool {
 	m, ok := v.(*omap)
-	return ok && len(m.keys) == 1 && m.m["type"] == "null"
+	return ok && len(m.Keys) == 1 && m.Vals["type"] == "null"
 }
 
 // resolve returns the node for a local reference ("#", "#/$defs/x",
@@ -242,7 +242,7 @@ func (d *schemaDoc) resolve(ref string, depth int) *snode {
 			seg = unescapePointer(seg)
 			switch c := cur.(type) {
 			case *omap:
-				cur = c.m[seg]
+				cur = c.Vals[seg]
 			case []any:
 				i, err := strconv.Atoi(seg)
 				if err != nil || i < 0 || i >= len(c) {
@@ -265,7 +265,7 @@ func (d *schemaDoc) resolve(ref string, depth int) *snode {
 	case bool:
 		n.isFalse = !s
 	case *omap:
-		d.fill(n, s.m, depth+1)
+		d.fill(n, s.Vals, depth+1)
 	}
 	return n
 }

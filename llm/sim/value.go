@@ -1,13 +1,11 @@
 package sim
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/llmpipeline/pipeline/internal/jsonorder"
 )
 
 // val is a JSON value with object keys in order, as the simulator builds
@@ -30,80 +28,11 @@ const (
 )
 
 // omap is a decoded JSON object that remembers its key order.
-type omap struct {
-	keys []string
-	m    map[string]any
-}
+type omap = jsonorder.Object
 
 // decodeOrdered decodes one JSON value: objects as *omap, arrays as []any,
 // numbers as json.Number. Trailing data is an error.
-func decodeOrdered(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	v, err := decodeValue(dec, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
-}
-
-func decodeValue(dec *json.Decoder, depth int) (any, error) {
-	if depth > 200 {
-		return nil, errors.New("nested too deep")
-	}
-	t, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch x := t.(type) {
-	case json.Delim:
-		switch x {
-		case '{':
-			m := &omap{m: map[string]any{}}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				k, ok := kt.(string)
-				if !ok {
-					return nil, errors.New("object key is not a string")
-				}
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				if _, dup := m.m[k]; !dup {
-					m.keys = append(m.keys, k)
-				}
-				m.m[k] = v
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return m, nil
-		case '[':
-			a := []any{}
-			for dec.More() {
-				v, err := decodeValue(dec, depth+1)
-				if err != nil {
-					return nil, err
-				}
-				a = append(a, v)
-			}
-			if _, err := dec.Token(); err != nil {
-				return nil, err
-			}
-			return a, nil
-		}
-		return nil, errors.New("unexpected delimiter")
-	default:
-		return t, nil
-	}
-}
+func decodeOrdered(b []byte) (any, error) { return jsonorder.Decode(b, 200) }
 
 // fromAny converts a decodeOrdered value to a val.
 func fromAny(x any) *val {
@@ -117,10 +46,10 @@ func fromAny(x any) *val {
 	case string:
 		return &val{k: vStr, s: t}
 	case *omap:
-		v := &val{k: vObj, keys: make([]string, 0, len(t.keys)), vals: make([]*val, 0, len(t.keys))}
-		for _, k := range t.keys {
+		v := &val{k: vObj, keys: make([]string, 0, len(t.Keys)), vals: make([]*val, 0, len(t.Keys))}
+		for _, k := range t.Keys {
 			v.keys = append(v.keys, k)
-			v.vals = append(v.vals, fromAny(t.m[k]))
+			v.vals = append(v.vals, fromAny(t.Vals[k]))
 		}
 		return v
 	case []any:
