@@ -119,7 +119,7 @@ func (c *Conn) trimStream(ctx context.Context, name string, upto uint64) (int, e
 	if state.Msgs == 0 || state.FirstSeq > upto || (!old(state.FirstTime) && (maxBytes <= 0 || int64(state.Bytes) <= maxBytes)) {
 		return 0, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cons, closeCons, err := scanConsumer(ctx, s, jetstream.ConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   state.FirstSeq,
 		HeadersOnly:   true,
@@ -127,6 +127,7 @@ func (c *Conn) trimStream(ctx context.Context, name string, upto uint64) (int, e
 	if err != nil {
 		return 0, fmt.Errorf("reading stream %s's headers: %w", name, err)
 	}
+	defer closeCons()
 	batch, err := cons.FetchNoWait(int(min(upto-state.FirstSeq+1, trimScanMax)))
 	if err != nil {
 		return 0, fmt.Errorf("reading stream %s's headers: %w", name, err)
@@ -206,10 +207,11 @@ func (c *Conn) DeleteOutcomes(ctx context.Context, stream string, msgIDs []strin
 	if state.Msgs == 0 {
 		return 0, nil
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true})
+	cons, closeCons, err := scanConsumer(ctx, s, jetstream.ConsumerConfig{HeadersOnly: true})
 	if err != nil {
 		return 0, fmt.Errorf("reading stream %s's headers: %w", stream, err)
 	}
+	defer closeCons()
 	var seqs []uint64
 	var objects []string
 	for seen := uint64(0); seen < state.Msgs; {

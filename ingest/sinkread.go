@@ -79,7 +79,7 @@ func (l *sinkLoop) readGaps(ctx context.Context) error {
 }
 
 // readRange reads up to n due messages of st from sequence lo with an
-// ordered, ephemeral consumer (nothing is acked), the fast way. Sequences
+// ephemeral consumer (scanConsumer) (nothing is acked), the fast way. Sequences
 // it passes over that the stream does not hold are marked absent, so the
 // cursor moves past them. When the consumer cannot be made or brings
 // nothing (more) of what is due, the rest is read with direct gets
@@ -92,11 +92,12 @@ func (l *sinkLoop) readRange(ctx context.Context, st *sinkStream, lo uint64, n i
 		return fmt.Errorf("looking up stream %s: %w", st.name, err)
 	}
 	var res jetstream.MessageBatch
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cons, closeCons, err := scanConsumer(ctx, s, jetstream.ConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   lo,
 	})
 	if err == nil {
+		defer closeCons()
 		res, err = cons.FetchNoWait(n)
 	}
 	if err != nil {
