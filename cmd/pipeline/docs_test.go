@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -381,5 +382,44 @@ func TestREADMEFrontDoor(t *testing.T) {
 	}
 	if len(pages) < 5 {
 		t.Errorf("README.md links %d pages of docs/, want at least 5: %v", len(pages), pages)
+	}
+}
+
+var metricName = regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(pipeline_[a-z_]+)"`)
+
+// TestMetricsDocumented: every Prometheus metric the module defines is
+// named in the manual.
+func TestMetricsDocumented(t *testing.T) {
+	manual := docText(t)
+	var names []string
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range metricName.FindAllSubmatch(src, -1) {
+			names = append(names, string(m[1]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d metric definitions, want the module's (at least 10): %v", len(names), names)
+	}
+	for _, n := range names {
+		if !strings.Contains(manual, "`"+n+"`") {
+			t.Errorf("metric %s is named neither in README.md nor in docs/", n)
+		}
 	}
 }
