@@ -165,9 +165,11 @@ func TestHelpAgreesWithCode(t *testing.T) {
 }
 
 // TestConnectionFlagsHaveEnvVars: every connection flag of run has its
-// environment variable, and the README's table names it.
+// environment variable, and the manual (the README or a page of docs/)
+// names it.
 func TestConnectionFlagsHaveEnvVars(t *testing.T) {
 	readme := string(mustRead(t, "../../README.md"))
+	manual := docText(t)
 	for _, f := range natsFlags() {
 		name := f.Names()[0]
 		ev, ok := f.(interface{ GetEnvVars() []string })
@@ -176,8 +178,8 @@ func TestConnectionFlagsHaveEnvVars(t *testing.T) {
 			continue
 		}
 		for _, v := range ev.GetEnvVars() {
-			if !strings.Contains(readme, "`"+v+"`") {
-				t.Errorf("README does not name %s (the env var of --%s)", v, name)
+			if !strings.Contains(manual, "`"+v+"`") {
+				t.Errorf("neither README.md nor docs/ names %s (the env var of --%s)", v, name)
 			}
 		}
 	}
