@@ -21,7 +21,7 @@ func Example() {
 		return
 	}
 	page := b.String()
-	fmt.Println(page[strings.Index(page, "<main>"):strings.Index(page, "</main>")+len("</main>")])
+	fmt.Println(page[strings.Index(page, "<main>") : strings.Index(page, "</main>")+len("</main>")])
 	// Output:
 	// <main>
 	// <p>a &lt; b</p>  <code class="version">v1</code> <code>(root)</code>
