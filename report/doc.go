@@ -125,7 +125,10 @@
 //
 // "table" is aligned text for a terminal; "markdown" GitHub tables; "html"
 // one self-contained file (inline CSS, inline SVG bar charts of the top 15
-// clusters and of the funnel; no script, nothing loaded from a network).
+// clusters and of the funnel; no script, nothing loaded from a network),
+// rendered through html/template (templates/report.html) on the page
+// skeleton, partials and stylesheet it shares with the console
+// (internal/htmlview).
 // The golden files under testdata/ pin every format: `go test ./report
 // -run TestRenderGolden -update` rewrites them.
 //

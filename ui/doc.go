@@ -5,7 +5,9 @@
 //
 // It serves server-rendered pages (html/template, assets embedded, nothing
 // fetched from elsewhere, usable without JavaScript; a small script sorts
-// tables and refreshes the overview):
+// tables and refreshes the overview). The page skeleton, the partials and
+// the stylesheet are the ones the HTML report is rendered with
+// (internal/htmlview):
 //
 //	/                      overview: jobs, succeeded, dead-lettered, pending,
 //	                       in flight, rate, the breaker, the heal funnel

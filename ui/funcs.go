@@ -6,10 +6,10 @@ import (
 	"html/template"
 	"net/url"
 	"strings"
-	"time"
 )
 
-// funcs are the templates' helpers: formatting only, no reads.
+// funcs are the templates' own helpers, beside the shared ones
+// (htmlview.Funcs: short, path, ts, iso): formatting only, no reads.
 func funcs() template.FuncMap {
 	return template.FuncMap{
 		"pct": func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
@@ -29,21 +29,8 @@ func funcs() template.FuncMap {
 		// jobURL is the page of a job: its id may hold / ? # or spaces,
 		// or be "." or "..".
 		"jobURL": JobURL,
-		"short": func(v string) string {
-			if len(v) > 8 {
-				return v[:8]
-			}
-			return v
-		},
-		"ts": func(t time.Time) string {
-			if t.IsZero() {
-				return "-"
-			}
-			return t.UTC().Format("2006-01-02 15:04:05 UTC")
-		},
-		"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-		"join": strings.Join,
-		"qs":   func(v url.Values) string { return v.Encode() },
+		"join":   strings.Join,
+		"qs":     func(v url.Values) string { return v.Encode() },
 		"with": func(v url.Values, k, val string) string {
 			u := url.Values{}
 			for kk, vv := range v {
@@ -51,12 +38,6 @@ func funcs() template.FuncMap {
 			}
 			u.Set(k, val)
 			return u.Encode()
-		},
-		"path": func(p string) string {
-			if p == "" {
-				return "(root)"
-			}
-			return p
 		},
 		"orDash": func(s string) string {
 			if s == "" {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/htmlview"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -119,7 +120,7 @@ func (s *Server) parse() error {
 		if n == "templates/layout.html" {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(funcs()).ParseFS(assets, "templates/layout.html", n)
+		t, err := htmlview.Parse(funcs(), assets, "templates/layout.html", n)
 		if err != nil {
 			return fmt.Errorf("ui: parsing %s: %w", n, err)
 		}
@@ -132,6 +133,9 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static") // the directory is embedded above
 	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, htmlview.Files(), "style.css") // the stylesheet the report inlines
+	})
 	m.HandleFunc("GET /{$}", s.overviewPage)
 	m.HandleFunc("GET /overview/live", s.overviewLive)
 	m.HandleFunc("GET /api/overview", s.overviewJSON)
@@ -294,7 +298,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		p.Here = r.URL.RequestURI()
 	}
 	var buf bytes.Buffer
-	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+	if err := t.ExecuteTemplate(&buf, "page", p); err != nil {
 		s.cfg.Logger.Error("console: rendering a page", "page", name, "path", r.URL.Path, "err", err)
 		http.Error(w, "rendering the page failed: "+s.cfg.Secrets.String(err.Error()), http.StatusInternalServerError)
 		return
