@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // Defaults applied to zero Config fields.
@@ -77,7 +77,7 @@ type Config struct {
 	Stored func(ingest.SinkMsg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
 	// (budget and cost metric; the replays of the loop do not call it).
-	Paid func(heal.Usage)
+	Paid func(model.Usage)
 	// Observe, if set, is called with every batch state change and every
 	// request's outcome (metrics, progress).
 	Observe func(Event)
@@ -198,7 +198,7 @@ var _ ingest.Handler = (*Runner)(nil)
 type entry struct {
 	item Item
 	rev  uint64 // the item's revision (0: a new item from a delivery)
-	req  heal.Request
+	req  model.Request
 	size int
 	done chan error // for a delivery waiting to be acked; nil otherwise
 }
