@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/llmpipeline/pipeline/llm/strict"
 	"github.com/llmpipeline/pipeline/model"
 )
 
@@ -20,7 +21,7 @@ type Anthropic struct {
 
 	// strict holds the strict form of each schema sent with json_schema;
 	// warned, the schemas already logged as having none.
-	strict strictCache
+	strict *strict.Cache
 	warned sync.Map
 }
 
@@ -34,7 +35,7 @@ func NewAnthropic(cfg Config) (*Anthropic, error) {
 	if err := cfg.validate(ProviderAnthropic); err != nil {
 		return nil, err
 	}
-	a := &Anthropic{cfg: cfg, url: cfg.endpoint("/v1/messages"), own: own, strict: strictCache{d: anthropicStrict}}
+	a := &Anthropic{cfg: cfg, url: cfg.endpoint("/v1/messages"), own: own, strict: strict.NewCache(strict.Anthropic)}
 	a.c = anthropicCaller(cfg)
 	return a, nil
 }
@@ -204,12 +205,12 @@ func (a *Anthropic) Complete(ctx context.Context, req model.Request) (model.Resp
 		body.ToolChoice = &anthropicToolChoice{Type: "tool", Name: name}
 	}
 	if a.cfg.ResponseFormat == FormatJSONSchema && len(req.Schema) > 0 {
-		ss := a.strict.of(req.Schema)
-		if ss.strict {
-			body.OutputConfig = &anthropicOutputConfig{Format: anthropicOutputFormat{Type: "json_schema", Schema: ss.schema}}
+		ss := a.strict.Of(req.Schema)
+		if ss.Strict {
+			body.OutputConfig = &anthropicOutputConfig{Format: anthropicOutputFormat{Type: "json_schema", Schema: ss.JSON}}
 		} else if _, seen := a.warned.LoadOrStore(string(req.Schema), true); !seen {
 			a.cfg.Logger.Warn("the schema has no strict form: sent as plain text",
-				slog.String("provider", ProviderAnthropic), slog.String("schema", req.SchemaID), slog.String("reason", ss.why))
+				slog.String("provider", ProviderAnthropic), slog.String("schema", req.SchemaID), slog.String("reason", ss.Why))
 		}
 	}
 	var system []string

@@ -53,7 +53,7 @@
 // and OpenAI.ShareParams makes what is learned the fleet's (a ParamMemory:
 // ingest.Conn.ModelParams, a KV bucket).
 //
-// FormatJSONSchema sends the strict form of the job's schema (strict.go)
+// FormatJSONSchema sends the strict form of the job's schema (package llm/strict)
 // and maps the answer back before the heal loop judges it against the
 // job's own schema; StrictAnswers does the same for a batch's replayed
 // answers.

@@ -14,6 +14,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
+	"github.com/llmpipeline/pipeline/llm/strict"
 	"github.com/llmpipeline/pipeline/model"
 )
 
@@ -45,7 +46,7 @@ type OpenAI struct {
 
 	// strict holds the strict form of each schema sent with json_schema;
 	// warned, the schemas already logged as having none.
-	strict strictCache
+	strict *strict.Cache
 	warned sync.Map
 }
 
@@ -59,7 +60,7 @@ func NewOpenAI(cfg Config) (*OpenAI, error) {
 	if err := cfg.validate(ProviderOpenAI); err != nil {
 		return nil, err
 	}
-	o := &OpenAI{cfg: cfg, url: cfg.endpoint("/chat/completions"), own: own, strict: strictCache{d: openAIStrict}}
+	o := &OpenAI{cfg: cfg, url: cfg.endpoint("/chat/completions"), own: own, strict: strict.NewCache(strict.OpenAI)}
 	o.c = openAICaller(cfg)
 	o.knownParams()
 	return o, nil
@@ -302,7 +303,7 @@ func (o *OpenAI) Complete(ctx context.Context, req model.Request) (model.Respons
 			resp.Temperature = &one
 		}
 		if err == nil && back != nil && resp.ToolCallID == "" {
-			resp.Content = back.answer(resp.Content)
+			resp.Content = back.Answer(resp.Content)
 		}
 		return resp, err
 	}
@@ -342,7 +343,7 @@ func (o *OpenAI) learn(ctx context.Context, err error, body *openAIRequest) bool
 // and returns it encoded with its completion limit (0: none) and, in
 // json_schema mode, the way back from an answer to the strict schema sent
 // (nil: none needed).
-func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *restore, error) {
+func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *strict.Restore, error) {
 	body := &openAIRequest{
 		Model:     o.cfg.Model,
 		Messages:  req.Messages,
@@ -360,7 +361,7 @@ func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *resto
 		body.MaxCompletionTokens, body.MaxTokens = body.MaxTokens, 0
 	}
 	tool := false
-	var back *restore
+	var back *strict.Restore
 	switch o.cfg.ResponseFormat {
 	case FormatJSONObject:
 		body.Format = &openAIFormat{Type: "json_object"}
@@ -369,15 +370,15 @@ func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *resto
 			body.Format = &openAIFormat{Type: "json_object"}
 			break
 		}
-		ss := o.strict.of(req.Schema)
-		if !ss.strict {
+		ss := o.strict.Of(req.Schema)
+		if !ss.Strict {
 			if _, seen := o.warned.LoadOrStore(string(req.Schema), true); !seen {
 				o.cfg.Logger.Warn("the schema has no strict form: sent with strict false",
-					slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("reason", ss.why))
+					slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("reason", ss.Why))
 			}
 		}
-		back = ss.back
-		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: toolName(req.SchemaID), Schema: ss.schema, Strict: ss.strict}}
+		back = ss.Back
+		body.Format = &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: toolName(req.SchemaID), Schema: ss.JSON, Strict: ss.Strict}}
 	case FormatTool:
 		if len(req.Schema) == 0 {
 			body.Format = &openAIFormat{Type: "json_object"}
@@ -415,7 +416,7 @@ func (o *OpenAI) strictRefused(err error, body *openAIRequest, req model.Request
 	if body.Format == nil || body.Format.JSONSchema == nil || !body.Format.JSONSchema.Strict {
 		return false
 	}
-	o.strict.m.Store(string(req.Schema), &strictSchema{schema: req.Schema, why: "the provider refused its strict form: " + he.Message})
+	o.strict.Refused(req.Schema, "the provider refused its strict form: "+he.Message)
 	o.warned.Store(string(req.Schema), true)
 	o.cfg.Logger.Warn("the provider refused the schema's strict form: sent with strict false from now on",
 		slog.String("provider", ProviderOpenAI), slog.String("schema", req.SchemaID), slog.String("error", he.Message))
