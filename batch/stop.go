@@ -66,7 +66,7 @@ func (r *Runner) Err() error {
 
 // stopOn stops the runner if err is an account-level failure, and says
 // whether it did.
-func (r *Runner) stopOn(err error) bool {
+func (r *core) stopOn(err error) bool {
 	if err == nil || !stops(err) {
 		return false
 	}
@@ -78,7 +78,7 @@ func (r *Runner) stopOn(err error) bool {
 }
 
 // stopOutcome hands a delivery back because the runner stopped.
-func (r *Runner) stopOutcome() ingest.Outcome {
+func (r *core) stopOutcome() ingest.Outcome {
 	return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
 }
 

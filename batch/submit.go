@@ -23,7 +23,7 @@ import (
 // their batch "submitting" and resolve it (adopt it if the provider has
 // it, else abandon it and gather the job anew under new custom ids). A
 // queued item of an abandoned record is queued again by the poller.
-func (r *Runner) submit(ctx context.Context, group []*entry) {
+func (r *gatherer) submit(ctx context.Context, group []*entry) {
 	if r.limit.holding() || r.halt.stopped() {
 		r.hold(ctx, group)
 		return
@@ -111,7 +111,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 // (the enqueued-token limit) or has stopped: a delivery's request is
 // parked in the queue (its delivery acked), unless the runner stopped
 // (the delivery is handed back); a queued request stays queued.
-func (r *Runner) hold(ctx context.Context, group []*entry) {
+func (r *gatherer) hold(ctx context.Context, group []*entry) {
 	for _, e := range group {
 		if e.done == nil {
 			r.release(e, nil) // still queued: the poller offers it again
@@ -121,7 +121,7 @@ func (r *Runner) hold(ctx context.Context, group []*entry) {
 			r.release(e, r.halt.err)
 			continue
 		}
-		if err := r.park(ctx, e.item); err != nil {
+		if err := r.settle.park(ctx, e.item); err != nil {
 			r.release(e, fmt.Errorf("queueing the request: %w", err))
 			continue
 		}
@@ -132,7 +132,7 @@ func (r *Runner) hold(ctx context.Context, group []*entry) {
 // fail hands the entries of a batch that was not created back: a
 // delivery is naked (its item is dropped: the redelivery starts afresh),
 // a queued item stays queued for the next batch.
-func (r *Runner) fail(ctx context.Context, kept []*entry, err error) {
+func (r *gatherer) fail(ctx context.Context, kept []*entry, err error) {
 	r.log.Warn("batch not submitted; its requests wait for the next one", "err", err)
 	for _, e := range kept {
 		if e.done != nil {
@@ -152,7 +152,7 @@ func (r *Runner) fail(ctx context.Context, kept []*entry, err error) {
 
 // enqueue offers a queued item to the gatherer, its request rebuilt by
 // the loop from the answers so far.
-func (r *Runner) enqueue(ctx context.Context, it Item, rev uint64) {
+func (r *gatherer) enqueue(ctx context.Context, it Item, rev uint64) {
 	r.mu.Lock()
 	if r.pending[it.Key] {
 		r.mu.Unlock()
@@ -179,7 +179,7 @@ func (r *Runner) enqueue(ctx context.Context, it Item, rev uint64) {
 
 // request is the request of an item's current attempt, as the loop builds
 // it after the recorded answers.
-func (r *Runner) request(ctx context.Context, it Item) (model.Request, error) {
+func (r *gatherer) request(ctx context.Context, it Item) (model.Request, error) {
 	s := &script{answers: answers(it), capture: true}
 	d, err := delivery(it)
 	if err != nil {
@@ -198,4 +198,53 @@ func answers(it Item) map[int]model.Response {
 		m[i+1] = a
 	}
 	return m
+}
+
+// run collects entries into a batch until Size requests, the byte
+// limit, or Wait after the first.
+func (r *gatherer) run(ctx context.Context) {
+	_, maxBytes := r.cfg.Batcher.Limits()
+	var group []*entry
+	var bytes int64
+	var timer <-chan time.Time
+	flush := func() {
+		if len(group) > 0 {
+			r.submit(ctx, group)
+		}
+		group, bytes, timer = nil, 0, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			for _, e := range group {
+				r.release(e, ctx.Err())
+			}
+			return
+		case e := <-r.in:
+			size, tokenCap := r.limit.caps(r.cfg.Size)
+			if int64(e.size)+bytes > maxBytes*9/10 || (tokenCap > 0 && tokensOf(bytes+int64(e.size)) > tokenCap) {
+				flush()
+			}
+			group = append(group, e)
+			bytes += int64(e.size)
+			if timer == nil {
+				timer = time.After(r.cfg.Wait)
+			}
+			if len(group) >= size {
+				flush()
+			}
+		case <-timer:
+			flush()
+		}
+	}
+}
+
+// release ends an entry that did not get into a batch.
+func (r *gatherer) release(e *entry, err error) {
+	r.mu.Lock()
+	delete(r.pending, e.item.Key)
+	r.mu.Unlock()
+	if e.done != nil {
+		e.done <- err
+	}
 }
