@@ -4,7 +4,7 @@
 // Usage, the normalised finish reasons, and the model's Error with the
 // ErrorKind the caller branches on.
 //
-//	var m model.Model = llm.NewOpenAI(cfg)
+//	var m model.Model = provider // *llm.OpenAI, *llm.Anthropic, *sim.Model, a wrapper of one
 //	resp, err := m.Complete(ctx, model.Request{
 //		Messages:    []model.Message{{Role: model.RoleUser, Content: text}},
 //		Temperature: 0.7,
