@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // bytesPerToken is how batch mode estimates a request's tokens from the
@@ -87,7 +87,7 @@ func (l *limit) read(rec Record, provider string) {
 // process's token_limit_exceeded failure holds this one too while a
 // batch created before that failure is still in flight, and the limit it
 // named caps this process's batches.
-func (r *Runner) fleetHold() {
+func (r *poller) fleetHold() {
 	l := &r.limit
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -138,7 +138,7 @@ func (l *limit) caps(size int) (int, int) {
 //     provider's message; the others of the batch are queued again at no
 //     cost. Errors that name no line send every request once more; a
 //     request refused so twice is dead-lettered.
-func (r *Runner) collectFailed(ctx context.Context, rec Record, rev uint64, st llm.BatchStatus) error {
+func (r *poller) collectFailed(ctx context.Context, rec Record, rev uint64, st llm.BatchStatus) error {
 	var note string
 	var err error
 	if tokenLimited(st) {
@@ -171,7 +171,7 @@ func tokenLimited(st llm.BatchStatus) bool {
 }
 
 // tokenLimited handles a token_limit_exceeded batch.
-func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatus) (string, error) {
+func (r *poller) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatus) (string, error) {
 	others := r.othersInFlight(rec.Key)
 	named := 0
 	for _, e := range st.Errors {
@@ -188,7 +188,7 @@ func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatu
 			}
 		}
 		n, err := r.each(ctx, rec, func(it Item, irev uint64, _ int) error {
-			return r.finish(ctx, it, irev, &heal.Error{Kind: heal.KindRequest, Provider: rec.Provider,
+			return r.settle.finish(ctx, it, irev, &model.Error{Kind: model.KindRequest, Provider: rec.Provider,
 				Message: msg + " (the request alone, with no other batch in flight)"})
 		})
 		return fmt.Sprintf("%d request dead-lettered: over the enqueued-token limit by itself", n), err
@@ -203,7 +203,7 @@ func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatu
 	capTokens, capSize := r.limit.tokens, r.limit.size
 	r.limit.mu.Unlock()
 	n, err := r.each(ctx, rec, func(it Item, irev uint64, _ int) error {
-		return r.requeue(ctx, it, irev, OutcomeRequeued)
+		return r.settle.requeue(ctx, it, irev, OutcomeRequeued)
 	})
 	var parts []string
 	if alone {
@@ -220,7 +220,7 @@ func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatu
 }
 
 // refused handles a batch failed for validation errors.
-func (r *Runner) refused(ctx context.Context, rec Record, st llm.BatchStatus) (string, error) {
+func (r *poller) refused(ctx context.Context, rec Record, st llm.BatchStatus) (string, error) {
 	byLine := map[int]llm.BatchError{}
 	var general []llm.BatchError
 	for _, e := range st.Errors {
@@ -239,19 +239,19 @@ func (r *Runner) refused(ctx context.Context, rec Record, st llm.BatchStatus) (s
 	_, err := r.each(ctx, rec, func(it Item, irev uint64, line int) error {
 		if e, ok := byLine[line]; ok {
 			dead++
-			return r.finish(ctx, it, irev, refusal(rec.Provider, e))
+			return r.settle.finish(ctx, it, irev, refusal(rec.Provider, e))
 		}
 		if len(general) == 0 {
 			free++ // another request was refused, not this one
-			return r.requeue(ctx, it, irev, OutcomeRequeued)
+			return r.settle.requeue(ctx, it, irev, OutcomeRequeued)
 		}
 		it.Refused++
 		if it.Refused > 1 {
 			dead++
-			return r.finish(ctx, it, irev, refusal(rec.Provider, general[0]))
+			return r.settle.finish(ctx, it, irev, refusal(rec.Provider, general[0]))
 		}
 		again++
-		return r.requeue(ctx, it, irev, OutcomeRetry)
+		return r.settle.requeue(ctx, it, irev, OutcomeRetry)
 	})
 	parts := []string{fmt.Sprintf("%d dead-lettered (request_error)", dead)}
 	if again > 0 {
@@ -272,13 +272,13 @@ func refusal(provider string, e llm.BatchError) error {
 	if e.Line > 0 {
 		msg += fmt.Sprintf(" (line %d of the batch)", e.Line)
 	}
-	return &heal.Error{Kind: heal.KindRequest, Provider: provider, StatusCode: 400, Message: msg}
+	return &model.Error{Kind: model.KindRequest, Provider: provider, StatusCode: 400, Message: msg}
 }
 
 // each calls fn with every request of rec still waiting on it (its item
 // batched in rec under its custom id) and its line in the input (1 is the
 // first), and counts them.
-func (r *Runner) each(ctx context.Context, rec Record, fn func(it Item, rev uint64, line int) error) (int, error) {
+func (r *poller) each(ctx context.Context, rec Record, fn func(it Item, rev uint64, line int) error) (int, error) {
 	n := 0
 	for i, q := range rec.Requests {
 		it, irev, err := r.st.getItem(ctx, q.Item)
@@ -301,7 +301,7 @@ func (r *Runner) each(ctx context.Context, rec Record, fn func(it Item, rev uint
 
 // othersInFlight counts the batches of the provider in flight in the
 // fleet, but key, as the census last counted them.
-func (r *Runner) othersInFlight(key string) int {
+func (r *poller) othersInFlight(key string) int {
 	r.census.mu.Lock()
 	defer r.census.mu.Unlock()
 	n := 0
@@ -315,7 +315,7 @@ func (r *Runner) othersInFlight(key string) int {
 
 // releaseHold ends the hold once no other batch of the provider is in
 // flight (called after each poll).
-func (r *Runner) releaseHold() {
+func (r *poller) releaseHold() {
 	if !r.limit.holding() || r.othersInFlight("") > 0 {
 		return
 	}
@@ -323,12 +323,4 @@ func (r *Runner) releaseHold() {
 	r.limit.hold = false
 	r.limit.mu.Unlock()
 	r.log.Info("no batch in flight any more: the requests held for the enqueued-token limit go into new batches")
-}
-
-// park queues a request that came from a delivery while the runner holds
-// (the enqueued-token limit): the job is in batch mode's keeping, its
-// delivery can be acked.
-func (r *Runner) park(ctx context.Context, it Item) error {
-	it.FromDelivery = false
-	return r.queue(ctx, it, 0)
 }

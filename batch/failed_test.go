@@ -14,8 +14,8 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // syncBuffer is a log sink safe for the runner's goroutines.
@@ -384,7 +384,7 @@ func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the runner did not stop on a refused key")
 	}
-	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+	if err := r.run.Err(); model.KindOf(err) != model.KindAuth {
 		t.Fatalf("Err() = %v, want an auth error", err)
 	}
 	r.waitEnded("ok-1")
@@ -431,7 +431,7 @@ func TestBatchHealSyncRefusedForTheKeyStops(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the runner did not stop on a heal turn refused for the key")
 	}
-	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+	if err := r.run.Err(); model.KindOf(err) != model.KindAuth {
 		t.Fatalf("Err() = %v, want an auth error", err)
 	}
 	stop()

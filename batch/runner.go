@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // Defaults applied to zero Config fields.
@@ -77,7 +77,7 @@ type Config struct {
 	Stored func(ingest.SinkMsg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
 	// (budget and cost metric; the replays of the loop do not call it).
-	Paid func(heal.Usage)
+	Paid func(model.Usage)
 	// Observe, if set, is called with every batch state change and every
 	// request's outcome (metrics, progress).
 	Observe func(Event)
@@ -171,34 +171,67 @@ func (c Config) validate() error {
 // keeps them on JetStream, polls them and settles every answer through the
 // synchronous handler's loop. It implements ingest.Handler for the
 // workers: a job is acked once its request is part of a batch the provider
-// accepted.
+// accepted. Its work is done by three parts over one shared core: the
+// gatherer (entries into batches, submit.go), the poller (the batches'
+// states, collect.go and failed.go) and the settler (each request's
+// answer, through the loop, to an outcome or the queue, settle.go).
 type Runner struct {
+	*core
+	gather *gatherer
+	poll   *poller
+	settle *settler
+}
+
+var _ ingest.Handler = (*Runner)(nil)
+
+// core is what the parts of a Runner share: the configuration, the
+// bucket, the census, the stop and the enqueued-token limit.
+type core struct {
 	cfg   Config
 	st    store
 	owner string
 	log   *slog.Logger
 
-	in chan *entry
-
-	census census     // the bucket's batches, for Census
-	tickMu sync.Mutex // one poll at a time (the census counts one)
-
-	mu      sync.Mutex
-	pending map[string]bool // item keys gathered and not yet submitted
-
-	refusedParams sync.Map // request parameters a model refused, warned about once
+	census census // the bucket's batches, for Census
 
 	halt  *halt // an account-level failure stops the runner
 	limit limit // the enqueued-token limit: holding, and the batch caps learned
 }
 
-var _ ingest.Handler = (*Runner)(nil)
+// gatherer collects entries (deliveries' first attempts, queued requests)
+// into batches and submits them.
+type gatherer struct {
+	*core
+	settle *settler
+
+	in chan *entry
+
+	mu      sync.Mutex
+	pending map[string]bool // item keys gathered and not yet submitted
+}
+
+// poller reads the fleet's batches and settles the done ones.
+type poller struct {
+	*core
+	gather *gatherer
+	settle *settler
+
+	tickMu sync.Mutex // one poll at a time (the census counts one)
+}
+
+// settler takes one request's answer (or its failure) through the loop to
+// an outcome stored, or back into the queue.
+type settler struct {
+	*core
+
+	refusedParams sync.Map // request parameters a model refused, warned about once
+}
 
 // entry is one request on its way into a batch.
 type entry struct {
 	item Item
 	rev  uint64 // the item's revision (0: a new item from a delivery)
-	req  heal.Request
+	req  model.Request
 	size int
 	done chan error // for a delivery waiting to be acked; nil otherwise
 }
@@ -209,8 +242,10 @@ func New(cfg Config) (*Runner, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Runner{cfg: cfg, st: store{kv: cfg.KV}, owner: newKey(cfg.Now()), log: cfg.Logger,
-		in: make(chan *entry), pending: map[string]bool{}, halt: newHalt()}, nil
+	c := &core{cfg: cfg, st: store{kv: cfg.KV}, owner: newKey(cfg.Now()), log: cfg.Logger, halt: newHalt()}
+	s := &settler{core: c}
+	g := &gatherer{core: c, settle: s, in: make(chan *entry), pending: map[string]bool{}}
+	return &Runner{core: c, gather: g, poll: &poller{core: c, gather: g, settle: s}, settle: s}, nil
 }
 
 // Run gathers, submits and polls until ctx is done, or until an
@@ -220,8 +255,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	ctx, cancel := r.untilStopped(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { r.gather(ctx) })
-	wg.Go(func() { r.pollLoop(ctx) })
+	wg.Go(func() { r.gather.run(ctx) })
+	wg.Go(func() { r.poll.loop(ctx) })
 	wg.Wait()
 	return r.Err()
 }
@@ -262,13 +297,13 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 	if r.limit.holding() {
 		// The enqueued-token limit was reached: the request waits in the
 		// queue for the batches in flight to finish; the delivery is done.
-		if err := r.park(ctx, e.item); err != nil {
+		if err := r.settle.park(ctx, e.item); err != nil {
 			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
 		}
 		return ingest.Outcome{Action: ingest.ActionHandOff}
 	}
 	select {
-	case r.in <- e:
+	case r.gather.in <- e:
 	case <-r.halt.done:
 		return r.stopOutcome()
 	case <-ctx.Done():
@@ -350,7 +385,7 @@ func (r *Runner) resolve(ctx context.Context, rec Record, rev uint64) (bool, err
 }
 
 // observe hands e to Config.Observe, with the provider.
-func (r *Runner) observe(e Event) {
+func (r *core) observe(e Event) {
 	if r.cfg.Observe != nil {
 		e.Provider = r.cfg.Batcher.Provider()
 		r.cfg.Observe(e)
@@ -358,64 +393,15 @@ func (r *Runner) observe(e Event) {
 }
 
 // outcome reports one request's outcome.
-func (r *Runner) outcome(o string) {
+func (r *core) outcome(o string) {
 	r.observe(Event{Outcome: o})
 }
 
 // changed reports a batch record this process wrote at rev: it counts in
 // the census at once and Config.Observe sees the change.
-func (r *Runner) changed(rec Record, rev uint64) {
+func (r *core) changed(rec Record, rev uint64) {
 	r.census.note(rec, rev)
 	r.observe(Event{Batch: rec.Key, State: rec.State, Status: rec.Status.Status})
-}
-
-// gather collects entries into a batch until Size requests, the byte
-// limit, or Wait after the first.
-func (r *Runner) gather(ctx context.Context) {
-	_, maxBytes := r.cfg.Batcher.Limits()
-	var group []*entry
-	var bytes int64
-	var timer <-chan time.Time
-	flush := func() {
-		if len(group) > 0 {
-			r.submit(ctx, group)
-		}
-		group, bytes, timer = nil, 0, nil
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			for _, e := range group {
-				r.release(e, ctx.Err())
-			}
-			return
-		case e := <-r.in:
-			size, tokenCap := r.limit.caps(r.cfg.Size)
-			if int64(e.size)+bytes > maxBytes*9/10 || (tokenCap > 0 && tokensOf(bytes+int64(e.size)) > tokenCap) {
-				flush()
-			}
-			group = append(group, e)
-			bytes += int64(e.size)
-			if timer == nil {
-				timer = time.After(r.cfg.Wait)
-			}
-			if len(group) >= size {
-				flush()
-			}
-		case <-timer:
-			flush()
-		}
-	}
-}
-
-// release ends an entry that did not get into a batch.
-func (r *Runner) release(e *entry, err error) {
-	r.mu.Lock()
-	delete(r.pending, e.item.Key)
-	r.mu.Unlock()
-	if e.done != nil {
-		e.done <- err
-	}
 }
 
 // Pending is how many job runs batch mode holds (queued or in a batch).

@@ -24,6 +24,7 @@ import (
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -37,7 +38,7 @@ func answer(calls *atomic.Int64) http.Handler {
 		calls.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		var req struct {
-			Messages []heal.Message `json:"messages"`
+			Messages []model.Message `json:"messages"`
 		}
 		_ = json.Unmarshal(body, &req)
 		all := ""
@@ -168,7 +169,7 @@ func (r *rig) start(heal string) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-func newLoop(m heal.Model) (*heal.Loop, error) {
+func newLoop(m model.Model) (*heal.Loop, error) {
 	return heal.New(m, heal.Config{MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1})
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // stops reports whether err is an account-level failure: no job caused
@@ -14,8 +14,8 @@ import (
 // request stays where it is (queued, or in its batch at the provider)
 // for the next run: a refused key, or an account with no credit left.
 func stops(err error) bool {
-	switch heal.KindOf(err) {
-	case heal.KindAuth, heal.KindNoCredit:
+	switch model.KindOf(err) {
+	case model.KindAuth, model.KindNoCredit:
 		return true
 	}
 	return false
@@ -66,7 +66,7 @@ func (r *Runner) Err() error {
 
 // stopOn stops the runner if err is an account-level failure, and says
 // whether it did.
-func (r *Runner) stopOn(err error) bool {
+func (r *core) stopOn(err error) bool {
 	if err == nil || !stops(err) {
 		return false
 	}
@@ -78,7 +78,7 @@ func (r *Runner) stopOn(err error) bool {
 }
 
 // stopOutcome hands a delivery back because the runner stopped.
-func (r *Runner) stopOutcome() ingest.Outcome {
+func (r *core) stopOutcome() ingest.Outcome {
 	return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
 }
 

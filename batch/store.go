@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // Keys of the PIPELINE_BATCHES bucket:
@@ -104,10 +104,10 @@ type Item struct {
 	Deliveries  int             `json:"deliveries"`
 	// Attempt is the heal attempt of the current request; Answers the
 	// answers of the attempts before it.
-	Attempt int             `json:"attempt"`
-	Answers []heal.Response `json:"answers,omitempty"`
-	State   string          `json:"state"`
-	Batch   string          `json:"batch,omitempty"`
+	Attempt int              `json:"attempt"`
+	Answers []model.Response `json:"answers,omitempty"`
+	State   string           `json:"state"`
+	Batch   string           `json:"batch,omitempty"`
 	// CustomID is the current request's; CustomIDs every one submitted.
 	CustomID  string   `json:"custom_id,omitempty"`
 	CustomIDs []string `json:"custom_ids,omitempty"`

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // submit makes one batch of group. The order is what makes a crash at
@@ -23,7 +23,7 @@ import (
 // their batch "submitting" and resolve it (adopt it if the provider has
 // it, else abandon it and gather the job anew under new custom ids). A
 // queued item of an abandoned record is queued again by the poller.
-func (r *Runner) submit(ctx context.Context, group []*entry) {
+func (r *gatherer) submit(ctx context.Context, group []*entry) {
 	if r.limit.holding() || r.halt.stopped() {
 		r.hold(ctx, group)
 		return
@@ -65,7 +65,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 	}
 	r.changed(rec, recRev)
 	st, err := r.cfg.Batcher.Create(ctx, key, reqs)
-	if err != nil && heal.KindOf(err) == heal.KindTransport {
+	if err != nil && model.KindOf(err) == model.KindTransport {
 		// The create may have gone through with its answer lost.
 		if found, ok, ferr := r.cfg.Batcher.Find(ctx, key); ferr == nil && ok {
 			st, err = found, nil
@@ -111,7 +111,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 // (the enqueued-token limit) or has stopped: a delivery's request is
 // parked in the queue (its delivery acked), unless the runner stopped
 // (the delivery is handed back); a queued request stays queued.
-func (r *Runner) hold(ctx context.Context, group []*entry) {
+func (r *gatherer) hold(ctx context.Context, group []*entry) {
 	for _, e := range group {
 		if e.done == nil {
 			r.release(e, nil) // still queued: the poller offers it again
@@ -121,7 +121,7 @@ func (r *Runner) hold(ctx context.Context, group []*entry) {
 			r.release(e, r.halt.err)
 			continue
 		}
-		if err := r.park(ctx, e.item); err != nil {
+		if err := r.settle.park(ctx, e.item); err != nil {
 			r.release(e, fmt.Errorf("queueing the request: %w", err))
 			continue
 		}
@@ -132,7 +132,7 @@ func (r *Runner) hold(ctx context.Context, group []*entry) {
 // fail hands the entries of a batch that was not created back: a
 // delivery is naked (its item is dropped: the redelivery starts afresh),
 // a queued item stays queued for the next batch.
-func (r *Runner) fail(ctx context.Context, kept []*entry, err error) {
+func (r *gatherer) fail(ctx context.Context, kept []*entry, err error) {
 	r.log.Warn("batch not submitted; its requests wait for the next one", "err", err)
 	for _, e := range kept {
 		if e.done != nil {
@@ -152,7 +152,7 @@ func (r *Runner) fail(ctx context.Context, kept []*entry, err error) {
 
 // enqueue offers a queued item to the gatherer, its request rebuilt by
 // the loop from the answers so far.
-func (r *Runner) enqueue(ctx context.Context, it Item, rev uint64) {
+func (r *gatherer) enqueue(ctx context.Context, it Item, rev uint64) {
 	r.mu.Lock()
 	if r.pending[it.Key] {
 		r.mu.Unlock()
@@ -179,23 +179,72 @@ func (r *Runner) enqueue(ctx context.Context, it Item, rev uint64) {
 
 // request is the request of an item's current attempt, as the loop builds
 // it after the recorded answers.
-func (r *Runner) request(ctx context.Context, it Item) (heal.Request, error) {
+func (r *gatherer) request(ctx context.Context, it Item) (model.Request, error) {
 	s := &script{answers: answers(it), capture: true}
 	d, err := delivery(it)
 	if err != nil {
-		return heal.Request{}, err
+		return model.Request{}, err
 	}
 	r.cfg.Inner.Handle(withScript(ctx, s), d)
 	if s.captured == nil || s.captured.Attempt != it.Attempt {
-		return heal.Request{}, fmt.Errorf("the loop did not ask for attempt %d of %s", it.Attempt, it.MsgID)
+		return model.Request{}, fmt.Errorf("the loop did not ask for attempt %d of %s", it.Attempt, it.MsgID)
 	}
 	return *s.captured, nil
 }
 
-func answers(it Item) map[int]heal.Response {
-	m := make(map[int]heal.Response, len(it.Answers))
+func answers(it Item) map[int]model.Response {
+	m := make(map[int]model.Response, len(it.Answers))
 	for i, a := range it.Answers {
 		m[i+1] = a
 	}
 	return m
+}
+
+// run collects entries into a batch until Size requests, the byte
+// limit, or Wait after the first.
+func (r *gatherer) run(ctx context.Context) {
+	_, maxBytes := r.cfg.Batcher.Limits()
+	var group []*entry
+	var bytes int64
+	var timer <-chan time.Time
+	flush := func() {
+		if len(group) > 0 {
+			r.submit(ctx, group)
+		}
+		group, bytes, timer = nil, 0, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			for _, e := range group {
+				r.release(e, ctx.Err())
+			}
+			return
+		case e := <-r.in:
+			size, tokenCap := r.limit.caps(r.cfg.Size)
+			if int64(e.size)+bytes > maxBytes*9/10 || (tokenCap > 0 && tokensOf(bytes+int64(e.size)) > tokenCap) {
+				flush()
+			}
+			group = append(group, e)
+			bytes += int64(e.size)
+			if timer == nil {
+				timer = time.After(r.cfg.Wait)
+			}
+			if len(group) >= size {
+				flush()
+			}
+		case <-timer:
+			flush()
+		}
+	}
+}
+
+// release ends an entry that did not get into a batch.
+func (r *gatherer) release(e *entry, err error) {
+	r.mu.Lock()
+	delete(r.pending, e.item.Key)
+	r.mu.Unlock()
+	if e.done != nil {
+		e.done <- err
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -35,8 +36,8 @@ func BenchmarkRun(b *testing.B) {
 		{"healed_at_2", [][]byte{invalid, valid}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			model := ModelFunc(func(_ context.Context, req Request) (Response, error) {
-				return Response{Content: string(bc.answers[req.Attempt-1]), FinishReason: FinishStop, Latency: 1}, nil
+			model := model.Func(func(_ context.Context, req model.Request) (model.Response, error) {
+				return model.Response{Content: string(bc.answers[req.Attempt-1]), FinishReason: model.FinishStop, Latency: 1}, nil
 			})
 			l, err := New(model, Config{MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1})
 			if err != nil {

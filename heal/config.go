@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // History says how much of the failed attempts a heal request carries.
@@ -64,7 +66,7 @@ type Config struct {
 type Fallback struct {
 	// Name is the model's spec, recorded on each attempt it answered.
 	Name  string
-	Model Model
+	Model model.Model
 	// Attempts is its number of calls per job that may return an answer
 	// (0 means 1).
 	Attempts int

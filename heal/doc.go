@@ -30,7 +30,7 @@
 // never retried; no_progress stops when an attempt repeats the previous
 // output or its diagnostics (even at the last attempt: it is the more
 // telling cause); exhausted when the attempts are used up; transport, auth
-// and request_error come from the Model's *Error (Result.Err keeps it, and
+// and request_error come from the model's *model.Error (Result.Err keeps it, and
 // the attempts so far are kept with their token usage). Transport retries
 // happen inside the Model and never count as attempts. A cancelled ctx ends
 // the run promptly as transport with ctx's error in Err.
@@ -46,6 +46,8 @@
 // is the model of the last attempt, Result.Skipped the models passed over.
 // Credentials refused (auth) and a truncated output end the run at once.
 //
-// The package does no HTTP and knows nothing of NATS: providers implement
-// Model (package llm), the worker maps Results to acks and dead letters.
+// The package does no HTTP and knows nothing of NATS: it calls a
+// model.Model (the contract, package model; providers in package llm),
+// maps the model's ErrorKind to a failure class, and the worker maps
+// Results to acks and dead letters.
 package heal

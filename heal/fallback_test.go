@@ -3,6 +3,8 @@ package heal
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // chainConfig is the CLI's config with a primary "p" of n attempts and
@@ -26,10 +28,10 @@ func TestFallback(t *testing.T) {
 	bad := reply{content: `{"total": "12,50", "currency": "EUR"}`}
 	bad2 := reply{content: `{"total": -1, "currency": "EUR"}`}
 	good := reply{content: `{"total": 12.5, "currency": "EUR"}`}
-	transport := reply{err: &Error{Kind: KindTransport, Provider: "openai", Message: "circuit breaker open after repeated transport failures"}}
-	request := reply{err: &Error{Kind: KindRequest, Provider: "openai", StatusCode: 400, Message: "context_length_exceeded"}}
-	auth := reply{err: &Error{Kind: KindAuth, Provider: "openai", StatusCode: 401}}
-	notFound := reply{err: &Error{Kind: KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `p` does not exist"}}
+	transport := reply{err: &model.Error{Kind: model.KindTransport, Provider: "openai", Message: "circuit breaker open after repeated transport failures"}}
+	request := reply{err: &model.Error{Kind: model.KindRequest, Provider: "openai", StatusCode: 400, Message: "context_length_exceeded"}}
+	auth := reply{err: &model.Error{Kind: model.KindAuth, Provider: "openai", StatusCode: 401}}
+	notFound := reply{err: &model.Error{Kind: model.KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `p` does not exist"}}
 
 	cases := []struct {
 		name      string

@@ -7,13 +7,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // referenceJudge is judge as it was before it validated answers that are
 // already JSON without sanitizing them first: Clean, then Validate.
-func referenceJudge(l *Loop, s *schemas.Schema, resp Response, a *Attempt) ([]byte, string) {
+func referenceJudge(l *Loop, s *schemas.Schema, resp model.Response, a *Attempt) ([]byte, string) {
 	if isTruncation(resp) {
 		a.Class = ClassTruncated
 		return nil, ""
@@ -84,7 +85,7 @@ func TestJudgeMatchesClean(t *testing.T) {
 
 func checkJudge(t *testing.T, l *Loop, s *schemas.Schema, answer string) {
 	t.Helper()
-	resp := Response{Content: answer, FinishReason: FinishStop}
+	resp := model.Response{Content: answer, FinishReason: model.FinishStop}
 	var got, want Attempt
 	gotData, gotFeedback := l.judge(s, resp, &got)
 	wantData, wantFeedback := referenceJudge(l, s, resp, &want)

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -18,7 +19,7 @@ import (
 // Loop runs jobs through a model: attempt, sanitize, validate, heal. It is
 // safe for concurrent use; each Run is independent.
 type Loop struct {
-	model Model
+	model model.Model
 	cfg   Config
 	// systems caches the system turn per schema (*schemas.Schema ->
 	// string): it is the same for every job of a schema, and building it
@@ -28,7 +29,7 @@ type Loop struct {
 
 // New returns a Loop calling m. It refuses a nil model and a config with a
 // negative number or an unknown history, naming the field.
-func New(m Model, cfg Config) (*Loop, error) {
+func New(m model.Model, cfg Config) (*Loop, error) {
 	if m == nil {
 		return nil, errors.New("creating heal loop: model is nil")
 	}
@@ -44,7 +45,7 @@ func (l *Loop) Config() Config { return l.cfg }
 // stage is one model of the chain with its attempts.
 type stage struct {
 	name     string
-	model    Model
+	model    model.Model
 	attempts int
 }
 
@@ -87,7 +88,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 				return l.cancelled(res, n+1, err)
 			}
 			temp := l.cfg.TemperatureFor(k)
-			req := Request{
+			req := model.Request{
 				Messages:    conversation(base, turns, l.cfg.History),
 				Temperature: temp,
 				MaxTokens:   l.cfg.MaxTokens,
@@ -195,8 +196,8 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 // URL the provider does not know). Credentials refused (auth) and an
 // account without credit (no_credit) stop the worker instead.
 func unavailable(err error) bool {
-	switch KindOf(err) {
-	case KindTransport, KindRequest, KindNotFound:
+	switch model.KindOf(err) {
+	case model.KindTransport, model.KindRequest, model.KindNotFound:
 		return true
 	}
 	return false
@@ -245,7 +246,7 @@ func attemptsUsed(as []Attempt) string {
 // judge classifies one answer, filling a's class, stages and diagnostics.
 // It returns the validated JSON on success, the heal feedback for a
 // healable failure.
-func (l *Loop) judge(s *schemas.Schema, resp Response, a *Attempt) (data []byte, feedback string) {
+func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data []byte, feedback string) {
 	if resp.Refusal != "" {
 		// A refusal is no answer to sanitize or validate. The trace keeps
 		// its text as the raw output when the model gave nothing else.
@@ -336,7 +337,7 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // reason content_filter: OpenAI, Azure OpenAI, Gemini's OpenAI-compatible
 // API) into a refusal: the same input meets the same filter, so healing
 // it would only pay for more filtered answers.
-func filtered(r Response) Response {
+func filtered(r model.Response) model.Response {
 	if r.Refusal == "" && r.RawFinishReason == "content_filter" {
 		r.Refusal = "finish_reason content_filter: the provider's content filter stopped the answer"
 	}
@@ -345,8 +346,8 @@ func filtered(r Response) Response {
 
 // isTruncation: the normalised finish reason, or any provider's own
 // spelling of "stopped at the token limit".
-func isTruncation(r Response) bool {
-	if r.FinishReason == FinishLength {
+func isTruncation(r model.Response) bool {
+	if r.FinishReason == model.FinishLength {
 		return true
 	}
 	switch r.RawFinishReason {
@@ -356,7 +357,7 @@ func isTruncation(r Response) bool {
 	return false
 }
 
-func truncCause(r Response) string {
+func truncCause(r model.Response) string {
 	if isTruncation(r) {
 		word := r.RawFinishReason
 		if word == "" {
@@ -402,10 +403,10 @@ func failing(a Attempt) string {
 // modelFailed ends the run on a model error, keeping the attempts so far.
 func (l *Loop) modelFailed(res Result, n int, err error) Result {
 	res.Err = fmt.Errorf("calling model, attempt %d: %w", n, err)
-	var me *Error
+	var me *model.Error
 	errors.As(err, &me)
-	switch KindOf(err) {
-	case KindAuth:
+	switch model.KindOf(err) {
+	case model.KindAuth:
 		res.Class = ClassAuth
 		res.Reason = "model refused the credentials: " + err.Error()
 		res.Hint = "fix the API key"
@@ -413,15 +414,15 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 			res.Hint += " in " + me.KeyEnv
 		}
 		res.Hint += "; no job is dead-lettered for this"
-	case KindNoCredit:
+	case model.KindNoCredit:
 		res.Class = ClassNoCredit
 		res.Reason = "the provider account has no credit: " + err.Error()
 		res.Hint = "add credit or raise the spending limit of the provider account, then run again; no job is dead-lettered for this"
-	case KindNotFound:
+	case model.KindNotFound:
 		res.Class = ClassNotFound
 		res.Reason = "the provider has no such endpoint or model: " + err.Error()
 		res.Hint = "check the base URL and the model name; no job is dead-lettered for this"
-	case KindRequest:
+	case model.KindRequest:
 		res.Class = ClassRequest
 		res.Reason = "model rejected the request: " + err.Error()
 		res.Hint = "check the model name and request options (--model, --response-format, --max-tokens)"
@@ -460,14 +461,6 @@ func (l *Loop) log(ctx context.Context, t Task, a Attempt) {
 		slog.Int("tokens", a.Usage.Total()),
 		slog.Duration("latency", a.Latency))
 }
-
-// ModelFunc adapts a function to the Model interface.
-type ModelFunc func(ctx context.Context, req Request) (Response, error)
-
-// Complete calls f.
-func (f ModelFunc) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
-
-var _ Model = ModelFunc(nil)
 
 // system returns the system turn of a schema, built once. A schema is
 // immutable once compiled, so the pointer is its identity.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -33,7 +34,7 @@ type reply struct {
 	content string
 	finish  string // FinishStop when empty
 	raw     string // provider's word
-	usage   Usage
+	usage   model.Usage
 	retries int
 	err     error
 	// refusal and toolCallID fill Response.Refusal and Response.ToolCallID.
@@ -45,11 +46,11 @@ type reply struct {
 type scripted struct {
 	mu       sync.Mutex
 	script   []reply
-	reqs     []Request
+	reqs     []model.Request
 	scribble bool // modify req.Messages in place, as a careless Model might
 }
 
-func (m *scripted) Complete(ctx context.Context, req Request) (Response, error) {
+func (m *scripted) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cp := req
@@ -61,32 +62,32 @@ func (m *scripted) Complete(ctx context.Context, req Request) (Response, error) 
 		}
 	}
 	if len(m.script) == 0 {
-		return Response{}, errors.New("script exhausted: the loop called the model too often")
+		return model.Response{}, errors.New("script exhausted: the loop called the model too often")
 	}
 	r := m.script[0]
 	m.script = m.script[1:]
 	if r.err != nil {
-		return Response{}, r.err
+		return model.Response{}, r.err
 	}
 	f := r.finish
 	if f == "" {
-		f = FinishStop
+		f = model.FinishStop
 	}
 	rawF := r.raw
 	if rawF == "" {
 		rawF = f
 	}
-	return Response{Content: r.content, FinishReason: f, RawFinishReason: rawF, Usage: r.usage,
+	return model.Response{Content: r.content, FinishReason: f, RawFinishReason: rawF, Usage: r.usage,
 		Latency: 5 * time.Millisecond, TransportRetries: r.retries, Refusal: r.refusal, ToolCallID: r.toolCallID}, nil
 }
 
-func (m *scripted) requests() []Request {
+func (m *scripted) requests() []model.Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.reqs)
 }
 
-func roles(msgs []Message) []string {
+func roles(msgs []model.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Role
@@ -94,7 +95,7 @@ func roles(msgs []Message) []string {
 	return out
 }
 
-func temps(reqs []Request) []float64 {
+func temps(reqs []model.Request) []float64 {
 	out := make([]float64, len(reqs))
 	for i, r := range reqs {
 		out[i] = r.Temperature
@@ -117,11 +118,11 @@ func TestRun(t *testing.T) {
 		prose      = "I am sorry, I cannot find a receipt in this text."
 		unfinished = `{"total":12.5,"currency":"EU`
 	)
-	transportErr := &Error{Kind: KindTransport, Provider: "openai", StatusCode: 503, Message: "overloaded", Retries: 3}
-	authErr := &Error{Kind: KindAuth, Provider: "openai", StatusCode: 401, Message: "bad key", KeyEnv: "OPENAI_API_KEY"}
-	reqErr := &Error{Kind: KindRequest, Provider: "openai", StatusCode: 400, Message: "unknown model gpt-9"}
-	longErr := &Error{Kind: KindRequest, Provider: "anthropic", StatusCode: 400, Message: "invalid_request_error: prompt is too long: 210412 tokens > 200000 maximum"}
-	notFound := &Error{Kind: KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `gpt-9` does not exist (POST https://api.example.com/chat/completions)"}
+	transportErr := &model.Error{Kind: model.KindTransport, Provider: "openai", StatusCode: 503, Message: "overloaded", Retries: 3}
+	authErr := &model.Error{Kind: model.KindAuth, Provider: "openai", StatusCode: 401, Message: "bad key", KeyEnv: "OPENAI_API_KEY"}
+	reqErr := &model.Error{Kind: model.KindRequest, Provider: "openai", StatusCode: 400, Message: "unknown model gpt-9"}
+	longErr := &model.Error{Kind: model.KindRequest, Provider: "anthropic", StatusCode: 400, Message: "invalid_request_error: prompt is too long: 210412 tokens > 200000 maximum"}
+	notFound := &model.Error{Kind: model.KindNotFound, Provider: "openai", StatusCode: 404, Message: "The model `gpt-9` does not exist (POST https://api.example.com/chat/completions)"}
 
 	tests := []struct {
 		name      string
@@ -132,7 +133,7 @@ func TestRun(t *testing.T) {
 		temps     []float64
 		attempts  []Class
 		data      string
-		errKind   ErrorKind
+		errKind   model.ErrorKind
 		reasonHas []string
 		hintHas   []string
 	}{
@@ -158,15 +159,15 @@ func TestRun(t *testing.T) {
 			class:  ClassNone, calls: 5, temps: []float64{0.7, 0.5, 0.3, 0.1, 0.1},
 			attempts: []Class{ClassSchema, ClassSchema, ClassSchema, ClassGrammar, ClassNone}, data: good},
 		{name: "content filter is a refusal, never healed", cfg: withAttempts(4),
-			script: []reply{{content: `{"total":`, finish: FinishOther, raw: "content_filter"}, {content: good}},
+			script: []reply{{content: `{"total":`, finish: model.FinishOther, raw: "content_filter"}, {content: good}},
 			class:  ClassRefused, calls: 1, attempts: []Class{ClassRefused},
 			reasonHas: []string{"content filter"}, hintHas: []string{"never healed"}},
 		{name: "finish reason length is truncation, never retried", cfg: withAttempts(4),
-			script: []reply{{content: good, finish: FinishLength, raw: "length"}, {content: good}},
+			script: []reply{{content: good, finish: model.FinishLength, raw: "length"}, {content: good}},
 			class:  ClassTruncated, calls: 1, attempts: []Class{ClassTruncated},
 			reasonHas: []string{"finish reason length"}, hintHas: []string{"--max-tokens", "split the schema"}},
 		{name: "provider spelling MAX_TOKENS is truncation", cfg: withAttempts(4),
-			script: []reply{{content: unfinished, finish: FinishOther, raw: "MAX_TOKENS"}, {content: good}},
+			script: []reply{{content: unfinished, finish: model.FinishOther, raw: "MAX_TOKENS"}, {content: good}},
 			class:  ClassTruncated, calls: 1, attempts: []Class{ClassTruncated}},
 		{name: "unterminated JSON is truncation, never retried", cfg: withAttempts(4),
 			script: []reply{{content: unfinished}, {content: good}},
@@ -183,18 +184,18 @@ func TestRun(t *testing.T) {
 			script: []reply{{content: badTotal}, {content: badTotal2}, {content: good}},
 			class:  ClassNone, calls: 3, attempts: []Class{ClassSchema, ClassSchema, ClassNone}, data: good},
 		{name: "transport error at first call", cfg: cliConfig, script: []reply{{err: transportErr}},
-			class: ClassTransport, calls: 1, errKind: KindTransport, hintHas: []string{"retried later"}},
+			class: ClassTransport, calls: 1, errKind: model.KindTransport, hintHas: []string{"retried later"}},
 		{name: "transport error after a failed attempt keeps the attempt", cfg: cliConfig,
-			script: []reply{{content: badTotal, usage: Usage{PromptTokens: 100, CompletionTokens: 10}}, {err: transportErr}},
-			class:  ClassTransport, calls: 2, attempts: []Class{ClassSchema}, errKind: KindTransport},
+			script: []reply{{content: badTotal, usage: model.Usage{PromptTokens: 100, CompletionTokens: 10}}, {err: transportErr}},
+			class:  ClassTransport, calls: 2, attempts: []Class{ClassSchema}, errKind: model.KindTransport},
 		{name: "auth error", cfg: cliConfig, script: []reply{{err: authErr}},
-			class: ClassAuth, calls: 1, errKind: KindAuth, hintHas: []string{"OPENAI_API_KEY"}},
+			class: ClassAuth, calls: 1, errKind: model.KindAuth, hintHas: []string{"OPENAI_API_KEY"}},
 		{name: "request error", cfg: cliConfig, script: []reply{{content: badTotal}, {err: reqErr}},
-			class: ClassRequest, calls: 2, attempts: []Class{ClassSchema}, errKind: KindRequest, reasonHas: []string{"gpt-9"}},
+			class: ClassRequest, calls: 2, attempts: []Class{ClassSchema}, errKind: model.KindRequest, reasonHas: []string{"gpt-9"}},
 		{name: "input over the context window", cfg: cliConfig, script: []reply{{err: longErr}},
-			class: ClassRequest, calls: 1, errKind: KindRequest, reasonHas: []string{"prompt is too long"}, hintHas: []string{"context window", "--fallback-model", "split the input"}},
+			class: ClassRequest, calls: 1, errKind: model.KindRequest, reasonHas: []string{"prompt is too long"}, hintHas: []string{"context window", "--fallback-model", "split the input"}},
 		{name: "no such endpoint or model", cfg: cliConfig, script: []reply{{err: notFound}},
-			class: ClassNotFound, calls: 1, errKind: KindNotFound, reasonHas: []string{"gpt-9", "/chat/completions"}, hintHas: []string{"base URL", "no job is dead-lettered"}},
+			class: ClassNotFound, calls: 1, errKind: model.KindNotFound, reasonHas: []string{"gpt-9", "/chat/completions"}, hintHas: []string{"base URL", "no job is dead-lettered"}},
 		{name: "unknown model error counts as transport", cfg: cliConfig, script: []reply{{err: errors.New("boom")}},
 			class: ClassTransport, calls: 1},
 	}
@@ -239,8 +240,8 @@ func TestRun(t *testing.T) {
 			if res.OK() != (tt.class == ClassNone) {
 				t.Errorf("OK() = %v", res.OK())
 			}
-			if tt.errKind != "" && KindOf(res.Err) != tt.errKind {
-				t.Errorf("KindOf(Err) = %q, want %q (%v)", KindOf(res.Err), tt.errKind, res.Err)
+			if tt.errKind != "" && model.KindOf(res.Err) != tt.errKind {
+				t.Errorf("KindOf(Err) = %q, want %q (%v)", model.KindOf(res.Err), tt.errKind, res.Err)
 			}
 			if tt.class == ClassNone && res.Err != nil {
 				t.Errorf("Err = %v on success", res.Err)
@@ -301,7 +302,7 @@ func TestHealRequest(t *testing.T) {
 				t.Errorf("first request is not the task:\n%v", reqs[0].Messages)
 			}
 			second := reqs[1].Messages
-			if got, want := roles(second), []string{RoleSystem, RoleUser, RoleAssistant, RoleUser}; !slices.Equal(got, want) {
+			if got, want := roles(second), []string{model.RoleSystem, model.RoleUser, model.RoleAssistant, model.RoleUser}; !slices.Equal(got, want) {
 				t.Fatalf("roles = %v, want %v", got, want)
 			}
 			if !reflect.DeepEqual(second[:2], orig) {
@@ -348,9 +349,9 @@ func TestHistory(t *testing.T) {
 			third := m.requests()[2].Messages
 			var asst []string
 			for i, msg := range third {
-				if msg.Role == RoleAssistant {
+				if msg.Role == model.RoleAssistant {
 					asst = append(asst, msg.Content)
-					if next := third[i+1]; next.Role != RoleUser || !strings.Contains(next.Content, `got "`+msg.Content[10:11]+`"`) {
+					if next := third[i+1]; next.Role != model.RoleUser || !strings.Contains(next.Content, `got "`+msg.Content[10:11]+`"`) {
 						t.Errorf("turn after %s is not its feedback: %q", msg.Content, next.Content)
 					}
 				}
@@ -401,8 +402,8 @@ func TestTaskUnchanged(t *testing.T) {
 func TestUsageKept(t *testing.T) {
 	t.Parallel()
 	m := &scripted{script: []reply{
-		{content: `{"total":"x","currency":"EUR"}`, usage: Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 50}, retries: 2},
-		{content: `{"total":1,"currency":"EUR"}`, usage: Usage{PromptTokens: 160, CompletionTokens: 15, ReasoningTokens: 7}},
+		{content: `{"total":"x","currency":"EUR"}`, usage: model.Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 50}, retries: 2},
+		{content: `{"total":1,"currency":"EUR"}`, usage: model.Usage{PromptTokens: 160, CompletionTokens: 15, ReasoningTokens: 7}},
 	}}
 	l, err := New(m, cliConfig)
 	if err != nil {
@@ -412,7 +413,7 @@ func TestUsageKept(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("Run: %s", res.Reason)
 	}
-	if got, want := res.Usage(), (Usage{PromptTokens: 260, CompletionTokens: 35, CachedTokens: 50, ReasoningTokens: 7}); got != want {
+	if got, want := res.Usage(), (model.Usage{PromptTokens: 260, CompletionTokens: 35, CachedTokens: 50, ReasoningTokens: 7}); got != want {
 		t.Errorf("Usage = %+v, want %+v", got, want)
 	}
 	if got := res.HealUsage().Total(); got != 175 {
@@ -421,7 +422,7 @@ func TestUsageKept(t *testing.T) {
 	if got := res.TransportRetries(); got != 2 || res.Attempts[0].TransportRetries != 2 {
 		t.Errorf("TransportRetries = %d", got)
 	}
-	if res.Attempts[0].FinishReason != FinishStop {
+	if res.Attempts[0].FinishReason != model.FinishStop {
 		t.Errorf("finish reason = %q", res.Attempts[0].FinishReason)
 	}
 }
@@ -429,10 +430,10 @@ func TestUsageKept(t *testing.T) {
 func TestRunCancelled(t *testing.T) {
 	t.Parallel()
 	entered := make(chan struct{})
-	m := ModelFunc(func(ctx context.Context, req Request) (Response, error) {
+	m := model.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 		close(entered)
 		<-ctx.Done()
-		return Response{}, &Error{Kind: KindTransport, Provider: "sim", Message: ctx.Err().Error()}
+		return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: "sim", Message: ctx.Err().Error()}
 	})
 	l, err := New(m, cliConfig)
 	if err != nil {
@@ -450,7 +451,7 @@ func TestRunCancelled(t *testing.T) {
 
 	// Already cancelled: the model is never called.
 	calls := 0
-	l2, _ := New(ModelFunc(func(context.Context, Request) (Response, error) { calls++; return Response{}, nil }), cliConfig)
+	l2, _ := New(model.Func(func(context.Context, model.Request) (model.Response, error) { calls++; return model.Response{}, nil }), cliConfig)
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	cancel2()
 	if res := l2.Run(ctx2, testTask(t)); res.Class != ClassTransport || calls != 0 || !errors.Is(res.Err, context.Canceled) {
@@ -537,7 +538,7 @@ func TestMessages(t *testing.T) {
 	t.Parallel()
 	task := testTask(t)
 	msgs := Messages(task)
-	if got := roles(msgs); !slices.Equal(got, []string{RoleSystem, RoleUser}) {
+	if got := roles(msgs); !slices.Equal(got, []string{model.RoleSystem, model.RoleUser}) {
 		t.Fatalf("roles = %v", got)
 	}
 	for _, s := range []string{string(task.Schema.Raw), "Receipt", "A shop receipt.", `"receipt"`, "no code fences"} {

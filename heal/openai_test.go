@@ -14,15 +14,16 @@ import (
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // chatBody is the part of an OpenAI chat-completions request the test reads.
 type chatBody struct {
-	Model       string         `json:"model"`
-	Messages    []heal.Message `json:"messages"`
-	Temperature float64        `json:"temperature"`
-	MaxTokens   int            `json:"max_tokens"`
+	Model       string          `json:"model"`
+	Messages    []model.Message `json:"messages"`
+	Temperature float64         `json:"temperature"`
+	MaxTokens   int             `json:"max_tokens"`
 }
 
 // answer is one scripted HTTP reply: a status, headers and, for 200, the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -16,17 +17,10 @@ type Task struct {
 	Input, Instructions string
 }
 
-// Roles of the conversation.
-const (
-	RoleSystem    = "system"
-	RoleUser      = "user"
-	RoleAssistant = "assistant"
-)
-
 // Messages returns the original task as a fresh slice: a system turn with
 // the rules and the schema, a user turn with the text. Every heal request
 // starts with exactly these turns.
-func Messages(t Task) []Message {
+func Messages(t Task) []model.Message {
 	return taskMessages(t, systemTurn(t.Schema))
 }
 
@@ -56,7 +50,7 @@ func systemTurn(s *schemas.Schema) string {
 
 // taskMessages is the original task with a given system turn: a fresh
 // slice every time. The user turn is built in one sized buffer.
-func taskMessages(t Task, system string) []Message {
+func taskMessages(t Task, system string) []model.Message {
 	title := "the data"
 	if t.Schema != nil && t.Schema.Title != "" {
 		title = "the " + t.Schema.Title
@@ -73,9 +67,9 @@ func taskMessages(t Task, system string) []Message {
 	}
 	user.WriteString("\n\nText:\n")
 	user.WriteString(t.Input)
-	return []Message{
-		{Role: RoleSystem, Content: system},
-		{Role: RoleUser, Content: user.String()},
+	return []model.Message{
+		{Role: model.RoleSystem, Content: system},
+		{Role: model.RoleUser, Content: user.String()},
 	}
 }
 
@@ -92,16 +86,16 @@ type failedTurn struct {
 // then per carried failed attempt its output (assistant) and the feedback
 // (user), both marked with the attempt's tool call id when the answer came
 // as a tool call. Nothing of base or turns is shared with the result.
-func conversation(base []Message, turns []failedTurn, h History) []Message {
+func conversation(base []model.Message, turns []failedTurn, h History) []model.Message {
 	if h != HistoryAll && len(turns) > 1 {
 		turns = turns[len(turns)-1:]
 	}
-	msgs := make([]Message, 0, len(base)+2*len(turns))
+	msgs := make([]model.Message, 0, len(base)+2*len(turns))
 	msgs = append(msgs, base...)
 	for _, t := range turns {
 		msgs = append(msgs,
-			Message{Role: RoleAssistant, Content: t.raw, ToolCallID: t.toolCallID},
-			Message{Role: RoleUser, Content: t.feedback, ToolCallID: t.toolCallID})
+			model.Message{Role: model.RoleAssistant, Content: t.raw, ToolCallID: t.toolCallID},
+			model.Message{Role: model.RoleUser, Content: t.feedback, ToolCallID: t.toolCallID})
 	}
 	return msgs
 }

@@ -3,6 +3,8 @@ package heal
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/model"
 )
 
 func TestRefusalEndsTheJob(t *testing.T) {
@@ -19,7 +21,7 @@ func TestRefusalEndsTheJob(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := &scripted{script: []reply{
-				{content: tt.content, refusal: tt.refusal, usage: Usage{PromptTokens: 90, CompletionTokens: 4}},
+				{content: tt.content, refusal: tt.refusal, usage: model.Usage{PromptTokens: 90, CompletionTokens: 4}},
 				{content: `{"total": 12.5, "currency": "EUR"}`},
 			}}
 			loop, err := New(m, Config{MaxAttempts: 3})
@@ -76,8 +78,8 @@ func TestToolCallIDGoesBackOnTheHealTurn(t *testing.T) {
 func TestUsageAddsCacheWrites(t *testing.T) {
 	t.Parallel()
 	r := Result{Attempts: []Attempt{
-		{N: 1, Usage: Usage{PromptTokens: 1540, CacheWriteTokens: 1500}},
-		{N: 2, Usage: Usage{PromptTokens: 1660, CachedTokens: 1500}},
+		{N: 1, Usage: model.Usage{PromptTokens: 1540, CacheWriteTokens: 1500}},
+		{N: 2, Usage: model.Usage{PromptTokens: 1660, CachedTokens: 1500}},
 	}}
 	if u := r.Usage(); u.CacheWriteTokens != 1500 || u.CachedTokens != 1500 || u.PromptTokens != 3200 {
 		t.Errorf("usage %+v", u)

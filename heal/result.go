@@ -3,6 +3,7 @@ package heal
 import (
 	"time"
 
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -78,28 +79,28 @@ type Attempt struct {
 	FinishReason       string
 	Diagnostics        []schemas.Diagnostic
 	DiagnosticsOmitted int
-	Usage              Usage
+	Usage              model.Usage
 	Latency            time.Duration
 	TransportRetries   int
 }
 
 // Usage is the token usage of every attempt of the job, failed ones
 // included.
-func (r Result) Usage() Usage {
-	var u Usage
+func (r Result) Usage() model.Usage {
+	var u model.Usage
 	for _, a := range r.Attempts {
-		u = u.add(a.Usage)
+		u = u.Add(a.Usage)
 	}
 	return u
 }
 
 // HealUsage is the usage of the attempts after the first: the tokens spent
 // on healing.
-func (r Result) HealUsage() Usage {
-	var u Usage
+func (r Result) HealUsage() model.Usage {
+	var u model.Usage
 	for _, a := range r.Attempts {
 		if a.N > 1 {
-			u = u.add(a.Usage)
+			u = u.Add(a.Usage)
 		}
 	}
 	return u
@@ -113,14 +114,4 @@ func (r Result) TransportRetries() int {
 		n += a.TransportRetries
 	}
 	return n
-}
-
-func (u Usage) add(v Usage) Usage {
-	return Usage{
-		PromptTokens:     u.PromptTokens + v.PromptTokens,
-		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
-		CachedTokens:     u.CachedTokens + v.CachedTokens,
-		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
-		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
-	}
 }

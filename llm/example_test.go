@@ -9,9 +9,9 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/sim"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 func ExampleParse() {
@@ -36,13 +36,13 @@ func ExampleNewOpenAI() {
 	}))
 	defer srv.Close()
 
-	model, err := llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1", Model: "llama3.1:8b", KeyEnv: "OPENAI_API_KEY"})
+	m, err := llm.NewOpenAI(llm.Config{BaseURL: srv.URL + "/v1", Model: "llama3.1:8b", KeyEnv: "OPENAI_API_KEY"})
 	if err != nil {
 		panic(err)
 	}
-	defer model.Close()
-	resp, err := model.Complete(context.Background(), heal.Request{
-		Messages:    []heal.Message{{Role: "user", Content: "Extract the total as JSON."}},
+	defer m.Close()
+	resp, err := m.Complete(context.Background(), model.Request{
+		Messages:    []model.Message{{Role: "user", Content: "Extract the total as JSON."}},
 		Temperature: 0.7,
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func ExampleNewOpenAI() {
 	// Output: {"total": 12.5} stop 38
 }
 
-// Failures the client could not get past are *heal.Error: the kind says
+// Failures the client could not get past are *model.Error: the kind says
 // what the caller does next.
 func ExampleNewAnthropic_errors() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,10 +61,10 @@ func ExampleNewAnthropic_errors() {
 	}))
 	defer srv.Close()
 
-	model, _ := llm.NewAnthropic(llm.Config{BaseURL: srv.URL, APIKey: "sk-ant-not-shown", Model: "claude-sonnet-4-5"})
-	defer model.Close()
-	_, err := model.Complete(context.Background(), heal.Request{Messages: []heal.Message{{Role: "user", Content: "hi"}}})
-	var he *heal.Error
+	m, _ := llm.NewAnthropic(llm.Config{BaseURL: srv.URL, APIKey: "sk-ant-not-shown", Model: "claude-sonnet-4-5"})
+	defer m.Close()
+	_, err := m.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "hi"}}})
+	var he *model.Error
 	if errors.As(err, &he) {
 		fmt.Println(he.Kind)
 		fmt.Println(err)
@@ -80,8 +80,8 @@ func ExampleNewBreaker() {
 	b := llm.NewBreaker(m, llm.BreakerConfig{Threshold: 2, Cooldown: time.Minute,
 		OnState: func(s string) { fmt.Println("breaker:", s) }})
 	for range 3 {
-		_, err := b.Complete(context.Background(), heal.Request{})
-		fmt.Println(heal.KindOf(err))
+		_, err := b.Complete(context.Background(), model.Request{})
+		fmt.Println(model.KindOf(err))
 	}
 	fmt.Println(b.State())
 	// Output:

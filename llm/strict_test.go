@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
+	"github.com/llmpipeline/pipeline/llm/strict"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // ticketSchema is a schema as users write them: optional properties,
@@ -80,7 +81,7 @@ func TestOpenAIJSONSchemaStrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := o.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
+	resp, err := o.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
@@ -99,58 +100,9 @@ func TestOpenAIJSONSchemaStrict(t *testing.T) {
 		}
 	}
 	// The order of the properties is the job's (the order strict answers are written in).
-	raw := string(mustStrict(t, ticketSchema).schema)
+	raw := string(mustStrict(t, ticketSchema).JSON)
 	if strings.Index(raw, `"subject"`) > strings.Index(raw, `"customer"`) || strings.Index(raw, `"customer"`) > strings.Index(raw, `"tags"`) {
 		t.Errorf("property order lost: %s", raw)
-	}
-}
-
-func mustStrict(t *testing.T, schema string) *strictSchema {
-	t.Helper()
-	s := openAIStrict.transform(json.RawMessage(schema))
-	if !s.strict {
-		t.Fatalf("no strict form: %s", s.why)
-	}
-	return s
-}
-
-// TestStrictTransform: the strict form of each schema passes OpenAI's
-// strict-mode check; a schema without one is sent as it is, strict false.
-func TestStrictTransform(t *testing.T) {
-	for _, tc := range []struct {
-		name, schema string
-		strict       bool
-	}{
-		{"optional scalar", `{"type":"object","properties":{"a":{"type":"integer","minimum":1}}}`, true},
-		{"optional enum", `{"type":"object","properties":{"a":{"type":"string","enum":["x","y"]}}}`, true},
-		{"optional const", `{"type":"object","properties":{"a":{"const":"x"}}}`, true},
-		{"optional ref", `{"type":"object","properties":{"a":{"$ref":"#/definitions/d"}},"definitions":{"d":{"type":"object","properties":{"b":{"type":"string","maxLength":3}}}}}`, true},
-		{"nested arrays of objects", `{"type":"object","required":["l"],"properties":{"l":{"type":"array","minItems":1,"items":{"type":"object","properties":{"x":{"type":"number"}},"additionalProperties":true}}}}`, true},
-		{"one allOf", `{"type":"object","properties":{"a":{"allOf":[{"type":"string"}],"description":"d"}}}`, true},
-		{"properties without type", `{"type":"object","properties":{"o":{"properties":{"p":{"type":"boolean"}}}}}`, true},
-		{"untyped property", `{"type":"object","properties":{"a":{"description":"anything"}}}`, false},
-		{"map", `{"type":"object","properties":{"m":{"type":"object","additionalProperties":{"type":"string"}}}}`, false},
-		{"array root", `{"type":"array","items":{"type":"string"}}`, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := openAIStrict.transform(json.RawMessage(tc.schema))
-			if s.strict != tc.strict {
-				t.Fatalf("strict %v (%s), want %v", s.strict, s.why, tc.strict)
-			}
-			if !s.strict {
-				if string(s.schema) != tc.schema {
-					t.Errorf("sent %s, want the schema as it is", s.schema)
-				}
-				return
-			}
-			var v any
-			if err := json.Unmarshal(s.schema, &v); err != nil {
-				t.Fatal(err)
-			}
-			if msg := batchtest.StrictSchemaError("t", v); msg != "" {
-				t.Errorf("refused: %s\n%s", msg, s.schema)
-			}
-		})
 	}
 }
 
@@ -158,11 +110,11 @@ func TestStrictTransform(t *testing.T) {
 // Complete with its request) is mapped back by StrictAnswers; one mapped
 // already is left as it is.
 func TestStrictAnswersWrapper(t *testing.T) {
-	inner := modelFunc(func(req heal.Request) heal.Response {
-		return heal.Response{Content: `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`}
+	inner := modelFunc(func(req model.Request) model.Response {
+		return model.Response{Content: `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`}
 	})
 	m := StrictAnswers(inner, ProviderOpenAI)
-	req := heal.Request{Schema: json.RawMessage(ticketSchema)}
+	req := model.Request{Schema: json.RawMessage(ticketSchema)}
 	for range 2 {
 		resp, err := m.Complete(t.Context(), req)
 		if err != nil {
@@ -171,17 +123,17 @@ func TestStrictAnswersWrapper(t *testing.T) {
 		if want := `{"subject":"abc","customer":{"name":"A"}}`; resp.Content != want {
 			t.Errorf("got %s, want %s", resp.Content, want)
 		}
-		inner = modelFunc(func(heal.Request) heal.Response { return resp })
+		inner = modelFunc(func(model.Request) model.Response { return resp })
 		m = StrictAnswers(inner, ProviderOpenAI)
 	}
-	if _, wrapped := StrictAnswers(inner, ProviderAnthropic).(*strictAnswers); wrapped {
+	if _, same := StrictAnswers(inner, ProviderAnthropic).(modelFunc); !same {
 		t.Error("anthropic: want the model itself (its strict form keeps optional properties optional)")
 	}
 }
 
-type modelFunc func(heal.Request) heal.Response
+type modelFunc func(model.Request) model.Response
 
-func (f modelFunc) Complete(_ context.Context, req heal.Request) (heal.Response, error) {
+func (f modelFunc) Complete(_ context.Context, req model.Request) (model.Response, error) {
 	return f(req), nil
 }
 
@@ -194,7 +146,7 @@ func TestAnthropicJSONSchemaStructuredOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := a.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
+	resp, err := a.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +186,7 @@ func TestOpenAIStrictRefusedFallsBack(t *testing.T) {
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = FormatJSONSchema })
 	schema := json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","enum":["a","b"]}}}`)
 	for call := 1; call <= 2; call++ {
-		resp, err := o.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: schema, SchemaID: "ticket"})
+		resp, err := o.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: schema, SchemaID: "ticket"})
 		if err != nil || resp.Content != `{"code":"a"}` {
 			t.Fatalf("call %d: %+v, %v", call, resp, err)
 		}
@@ -256,32 +208,11 @@ func TestOpenAIStrictRefusedFallsBack(t *testing.T) {
 	}
 }
 
-// FuzzStrictTransform: any schema text either has a strict form that
-// OpenAI's check takes, or is sent as it is; mapping any answer back
-// never fails, and a JSON answer stays JSON.
-func FuzzStrictTransform(f *testing.F) {
-	f.Add(ticketSchema, `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`)
-	f.Add(`{"type":"object","properties":{"a":{"allOf":[{"allOf":[{"type":"string"}]}]}}}`, `{"a":null}`)
-	f.Add(`{"type":"object","properties":{"r":{"$ref":"#"}}}`, `{"r":{"r":{"r":null}}}`)
-	f.Add(`{"type":"object","properties":{"a":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"b":{"type":"string"}}},{"type":"null"}]}}}}`, `{"a":[{"b":null},null]}`)
-	f.Fuzz(func(t *testing.T, schema, answer string) {
-		s := openAIStrict.transform(json.RawMessage(schema))
-		if !s.strict {
-			if string(s.schema) != schema {
-				t.Fatalf("not strict, but sent %s for %s", s.schema, schema)
-			}
-			return
-		}
-		var v any
-		if err := json.Unmarshal(s.schema, &v); err != nil {
-			t.Fatalf("strict form is not JSON: %v\n%s", err, s.schema)
-		}
-		if msg := batchtest.StrictSchemaError("f", v); msg != "" {
-			t.Fatalf("strict form refused: %s\n%s\nfrom %s", msg, s.schema, schema)
-		}
-		out := s.back.answer(answer)
-		if json.Valid([]byte(answer)) && !json.Valid([]byte(out)) {
-			t.Fatalf("answer %s mapped to %s, not JSON", answer, out)
-		}
-	})
+func mustStrict(t *testing.T, schema string) *strict.Schema {
+	t.Helper()
+	s := strict.Transform(strict.OpenAI, json.RawMessage(schema))
+	if !s.Strict {
+		t.Fatalf("no strict form: %s", s.Why)
+	}
+	return s
 }

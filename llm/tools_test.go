@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -16,7 +17,7 @@ import (
 
 const toolSchema = `{"type":"object","properties":{"total":{"type":"number"},"currency":{"type":"string"}},"required":["total","currency"],"additionalProperties":false}`
 
-func toolLoop(t *testing.T, m heal.Model) (*heal.Loop, heal.Task) {
+func toolLoop(t *testing.T, m model.Model) (*heal.Loop, heal.Task) {
 	t.Helper()
 	s, err := schemas.Compile("invoice", []byte(toolSchema))
 	if err != nil {
@@ -224,7 +225,7 @@ func TestAnthropicToolMode(t *testing.T) {
 	if !res.OK() || string(res.Data) != `{"total":12.5,"currency":"EUR"}` || len(res.Attempts) != 1 {
 		t.Fatalf("result %+v, want the tool_use input validated at attempt 1", res)
 	}
-	if u := res.Attempts[0].Usage; u != (heal.Usage{PromptTokens: 1540, CompletionTokens: 25, CacheWriteTokens: 1500}) {
+	if u := res.Attempts[0].Usage; u != (model.Usage{PromptTokens: 1540, CompletionTokens: 25, CacheWriteTokens: 1500}) {
 		t.Errorf("usage %+v", u)
 	}
 	r := p.requests()[0]
@@ -252,7 +253,7 @@ func TestAnthropicToolModeHealTurn(t *testing.T) {
 	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != heal.ClassSchema {
 		t.Fatalf("result %+v, want a schema failure healed at attempt 2", res)
 	}
-	if u := res.Usage(); u != (heal.Usage{PromptTokens: 3200, CompletionTokens: 47, CachedTokens: 1500, CacheWriteTokens: 1500}) {
+	if u := res.Usage(); u != (model.Usage{PromptTokens: 3200, CompletionTokens: 47, CachedTokens: 1500, CacheWriteTokens: 1500}) {
 		t.Errorf("job usage %+v: want one cache write and one cache read", u)
 	}
 	reqs := p.requests()
@@ -311,7 +312,7 @@ func TestAnthropicCacheTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (heal.Usage{PromptTokens: 2360, CompletionTokens: 9, CachedTokens: 2048, CacheWriteTokens: 300}); resp.Usage != want {
+	if want := (model.Usage{PromptTokens: 2360, CompletionTokens: 9, CachedTokens: 2048, CacheWriteTokens: 300}); resp.Usage != want {
 		t.Errorf("usage %+v, want %+v", resp.Usage, want)
 	}
 	// Not in tool mode: no tools sent, the system block still marked.

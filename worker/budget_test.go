@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -96,13 +97,13 @@ func TestAnyGate(t *testing.T) {
 // tokens of each.
 type pricedModel struct{ calls int }
 
-func (m *pricedModel) Complete(_ context.Context, req heal.Request) (heal.Response, error) {
+func (m *pricedModel) Complete(_ context.Context, req model.Request) (model.Response, error) {
 	m.calls++
 	content := `{"subject": "x"}`
 	if m.calls%2 == 0 {
 		content = `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana", "email": "ana@example.com"}}`
 	}
-	return heal.Response{Content: content, FinishReason: heal.FinishStop, Usage: heal.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
+	return model.Response{Content: content, FinishReason: model.FinishStop, Usage: model.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
 }
 
 // TestHandlerPricesEveryAttempt: each attempt of the trace carries its
@@ -114,15 +115,15 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := &pricedModel{}
-	loop, err := heal.New(model, heal.Config{MaxAttempts: 2, Model: "openai:m"})
+	pm := &pricedModel{}
+	loop, err := heal.New(pm, heal.Config{MaxAttempts: 2, Model: "openai:m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	budget, _ := NewBudget(0.5, 0)
 	m := NewMetrics(prometheus.NewRegistry())
-	cost := func(model string, u heal.Usage) (float64, bool) {
-		return float64(u.Total()) / 10000, model == "openai:m" // $0.15 a call
+	cost := func(spec string, u model.Usage) (float64, bool) {
+		return float64(u.Total()) / 10000, spec == "openai:m" // $0.15 a call
 	}
 	h, err := New(Config{Schemas: reg, Loop: loop, Model: "openai:m", Cost: cost, Budget: budget, Metrics: m})
 	if err != nil {
@@ -149,10 +150,10 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	}
 
 	budget.Add(0.5, 0)
-	calls := model.calls
+	calls := pm.calls
 	out = h.Handle(t.Context(), d)
-	if out.Action != ingest.ActionRetry || !strings.Contains(out.Reason, "budget reached") || model.calls != calls {
-		t.Errorf("over the budget: action %d (%s), %d model calls; want handed back, no call", out.Action, out.Reason, model.calls-calls)
+	if out.Action != ingest.ActionRetry || !strings.Contains(out.Reason, "budget reached") || pm.calls != calls {
+		t.Errorf("over the budget: action %d (%s), %d model calls; want handed back, no call", out.Action, out.Reason, pm.calls-calls)
 	}
 	m.Paid("openai", "openai:m", 0.25)
 	if got := testutil.ToFloat64(m.cost.WithLabelValues("openai", "openai:m")); got != 0.25 {

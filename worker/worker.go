@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/secret"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -39,10 +40,10 @@ type Config struct {
 	// Cost prices one attempt of a model spec from its usage (false: the
 	// model is priced nowhere); nil prices nothing. The attempt's cost is
 	// stored in the trace, their sum on the outcome.
-	Cost func(model string, u heal.Usage) (float64, bool)
+	Cost func(model string, u model.Usage) (float64, bool)
 	// BatchCost prices an attempt answered through a provider batch (see
 	// WithBatched); nil prices those with Cost.
-	BatchCost func(model string, u heal.Usage) (float64, bool)
+	BatchCost func(model string, u model.Usage) (float64, bool)
 	// Budget, if set, is checked before a job starts: once it is reached a
 	// job fetched ahead is handed back to the stream (not started, not
 	// paid for) for the next run. Serve's gate stops the fetching.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -17,9 +18,9 @@ import (
 // never reach it.
 type countingModel struct{ calls atomic.Int32 }
 
-func (m *countingModel) Complete(context.Context, heal.Request) (heal.Response, error) {
+func (m *countingModel) Complete(context.Context, model.Request) (model.Response, error) {
 	m.calls.Add(1)
-	return heal.Response{}, errors.New("the model must not be called")
+	return model.Response{}, errors.New("the model must not be called")
 }
 
 // TestHandleInvalidJobKeyedOnMsgID: a malformed job's dead letter carries
@@ -109,7 +110,7 @@ func TestDuplicateMembersEndAsResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := answer
 			resp.Content = tc.answer
-			model := &cannedModel{answers: []heal.Response{resp}}
+			model := &cannedModel{answers: []model.Response{resp}}
 			loop, err := heal.New(model, heal.Config{MaxAttempts: 2})
 			if err != nil {
 				t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/sim"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -130,8 +131,8 @@ func benchJobs(n int) ([]ingest.SubmitItem, int, error) {
 // bench uses: the simulator with every fault rate at 0 (one attempt per
 // job), or the OpenAI client with its own tuned HTTP transport; both behind
 // the breaker, as `pipeline run` does.
-func buildModel(spec caseSpec, log *slog.Logger) (heal.Model, string, *llm.Breaker, error) {
-	var m heal.Model
+func buildModel(spec caseSpec, log *slog.Logger) (model.Model, string, *llm.Breaker, error) {
+	var m model.Model
 	name := "sim"
 	switch spec.Kind {
 	case "sim":

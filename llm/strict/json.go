@@ -1,4 +1,4 @@
-package llm
+package strict
 
 import (
 	"bytes"

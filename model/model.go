@@ -1,24 +1,37 @@
-package heal
+package model
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 )
 
-// Model is what the loop calls: one chat completion. Implementations live in
-// package llm. A Model retries transport failures itself (on its own budget,
-// never visible to the loop as attempts) and returns an *Error for failures it
-// could not get past.
+// Model is one chat completion. Implementations live in package llm. A
+// Model retries transport failures itself (on its own budget, never visible
+// to the loop as attempts) and returns an *Error for failures it could not
+// get past.
 type Model interface {
 	Complete(ctx context.Context, req Request) (Response, error)
 }
 
+// Func adapts a function to the Model interface.
+type Func func(ctx context.Context, req Request) (Response, error)
+
+// Complete calls f.
+func (f Func) Complete(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+var _ Model = Func(nil)
+
+// Roles of the conversation.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
 // Message is one turn of the conversation.
 type Message struct {
-	Role    string `json:"role"` // "system", "user" or "assistant"
+	Role    string `json:"role"` // RoleSystem, RoleUser or RoleAssistant
 	Content string `json:"content"`
 	// ToolCallID ties a heal turn to a tool call, for providers asked to
 	// answer through a forced tool call (--response-format tool). On an
@@ -63,8 +76,8 @@ type Response struct {
 	ToolCallID string
 	// Refusal is the model's refusal, when it declined the task (OpenAI
 	// message.refusal, Anthropic stop_reason "refusal"): the text it gave,
-	// or a sentence saying it refused. The loop ends the job as
-	// ClassRefused; it is never healed or retried.
+	// or a sentence saying it refused. The heal loop ends the job as
+	// refused; it is never healed or retried.
 	Refusal string
 	// FinishReason is normalised (FinishStop, FinishLength, FinishOther);
 	// RawFinishReason is the provider's own word.
@@ -98,72 +111,13 @@ type Usage struct {
 // Total is prompt plus completion tokens.
 func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
 
-// ErrorKind says how the loop treats a model failure.
-type ErrorKind string
-
-const (
-	// KindTransport: timeouts, connection errors, 408, 409, 429, 5xx, after
-	// the model's own retries. Not the job's fault: the job is retried later.
-	KindTransport ErrorKind = "transport"
-	// KindAuth: 401, 403. The worker stops taking jobs.
-	KindAuth ErrorKind = "auth"
-	// KindRequest: 400, 422 and the like: the provider refused this
-	// request (its context window exceeded, say). Dead-lettered, not retried.
-	KindRequest ErrorKind = "request_error"
-	// KindNotFound: 404, 405, 501: the provider has no such endpoint or model
-	// (a wrong base URL or model name), whatever the job. The next model
-	// of a chain takes the job; without one the worker stops taking jobs
-	// and dead-letters none.
-	KindNotFound ErrorKind = "not_found"
-	// KindNoCredit: the provider's account has no credit left (OpenAI's
-	// 429 insufficient_quota, Anthropic's 402 billing_error, any 402).
-	// Every job would get the same answer: as for KindAuth the worker
-	// stops taking jobs and dead-letters none.
-	KindNoCredit ErrorKind = "no_credit"
-)
-
-// Error is a model failure the loop branches on. Message must never hold a
-// secret.
-type Error struct {
-	Kind       ErrorKind
-	Provider   string // "openai", "anthropic", "sim"
-	StatusCode int    // HTTP status, 0 when none
-	Message    string // the provider's message, or the transport error
-	// Retries is how many transport retries were spent before giving up.
-	Retries int
-	// KeyEnv names the environment variable holding the key (for auth errors).
-	KeyEnv string
-	// Param is the request parameter a request_error says the model does
-	// not take ("temperature", "max_tokens"), when the provider names one.
-	Param string
-}
-
-func (e *Error) Error() string {
-	s := fmt.Sprintf("%s: %s", e.Provider, e.Kind)
-	if e.StatusCode != 0 {
-		s += fmt.Sprintf(" (HTTP %d)", e.StatusCode)
+// Add returns the sum of u and v, field by field.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		CacheWriteTokens: u.CacheWriteTokens + v.CacheWriteTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 	}
-	if e.Message != "" {
-		s += ": " + e.Message
-	}
-	if e.Kind == KindAuth && e.KeyEnv != "" {
-		s += " (check " + e.KeyEnv + ")"
-	}
-	if e.Kind == KindNoCredit {
-		s += " (check the billing and credit of the provider account"
-		if e.KeyEnv != "" {
-			s += " of the key in " + e.KeyEnv
-		}
-		s += ")"
-	}
-	return s
-}
-
-// KindOf returns the kind of a model error, or "" when err is not an *Error.
-func KindOf(err error) ErrorKind {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Kind
-	}
-	return ""
 }
