@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func TestEmptyFilterIsRefused(t *testing.T) {
@@ -18,9 +19,9 @@ func TestEmptyFilterIsRefused(t *testing.T) {
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	dead := dlq.Outcome{JobID: "a", Schema: "s", SchemaVersion: "v", Status: dlq.StatusDeadLettered, Class: "exhausted",
+	dead := job.Outcome{JobID: "a", Schema: "s", SchemaVersion: "v", Status: job.StatusDeadLettered, Class: "exhausted",
 		Job: []byte(`{"id":"a","schema":"s","input":"x"}`), StartedAt: now, FinishedAt: now}
-	if err := st.Write(ctx, []dlq.Outcome{dead}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{dead}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := actions.Select(ctx, st, dlq.Filter{Limit: 5, IncludeReplayed: true}); !errors.Is(err, actions.ErrNoFilter) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // The methods in this file are the read side the report package builds on:
@@ -86,7 +88,7 @@ type FunnelRow struct {
 	Version  string
 	Dead     bool
 	Attempts int
-	Class    string
+	Class    job.Class
 	// Model is the model of the runs' last attempt (the final answer),
 	// FirstModel the model of their first: they differ when a fallback
 	// model answered last.

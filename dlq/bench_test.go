@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // cpuTime is the CPU time (user + system) this process used so far.
@@ -18,7 +20,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 // mixed is the outcome mix of a healthy run (as in the demo): 70% valid at
 // the first call, 25% healed at the second, 5% dead-lettered after two.
-func mixed(i int) Outcome {
+func mixed(i int) job.Outcome {
 	at := t0.Add(time.Duration(i) * time.Millisecond)
 	id := fmt.Sprintf("job-%07d", i)
 	switch i % 20 {
@@ -40,12 +42,12 @@ func mixed(i int) Outcome {
 func BenchmarkWrite(b *testing.B) {
 	for _, w := range []struct {
 		name string
-		gen  func(int) Outcome
+		gen  func(int) job.Outcome
 	}{{"dead", realistic}, {"mixed", mixed}} {
 		for _, batch := range []int{100, 500} {
 			b.Run(fmt.Sprintf("%s/batch=%d", w.name, batch), func(b *testing.B) {
 				s := openTemp(b)
-				pool := make([]Outcome, batch*b.N)
+				pool := make([]job.Outcome, batch*b.N)
 				for i := range pool {
 					pool[i] = w.gen(i)
 				}
@@ -86,7 +88,7 @@ func BenchmarkWrite(b *testing.B) {
 
 // BenchmarkSink measures the sink's side of the store as it runs: batches
 // of RESULTS/DLQ messages (as the workers encode them, the mix of a healthy
-// run) decoded with DecodeOutcome and written with Write. cpu-µs/outcome is
+// run) decoded with job.DecodeOutcome and written with Write. cpu-µs/outcome is
 // the process's CPU time per outcome, decoding included.
 func BenchmarkSink(b *testing.B) {
 	const batch = 500
@@ -98,11 +100,11 @@ func BenchmarkSink(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu0 := cpuTime(b)
-	outs := make([]Outcome, 0, batch)
+	outs := make([]job.Outcome, 0, batch)
 	for i := 0; i < b.N; i++ {
 		outs = outs[:0]
 		for _, m := range msgs[i*batch : (i+1)*batch] {
-			o, err := DecodeOutcome(m)
+			o, err := job.DecodeOutcome(m)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -125,10 +127,10 @@ func BenchmarkSink(b *testing.B) {
 func BenchmarkWriteHandedOver(b *testing.B) {
 	const batch = 500
 	s := openTemp(b)
-	outs := make([]Outcome, batch*b.N)
+	outs := make([]job.Outcome, batch*b.N)
 	for i := range outs {
 		outs[i] = outcome(fmt.Sprintf("job-%07d", i), false, 1, t0.Add(time.Duration(i)*time.Millisecond))
-		msg, err := EncodeOutcome(&outs[i])
+		msg, err := job.EncodeOutcome(&outs[i])
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func usd(v float64) *float64 { return &v }
@@ -12,27 +14,27 @@ func usd(v float64) *float64 { return &v }
 // costData: a first-pass success priced, a run healed by a fallback model
 // (two attempts of the primary, one of the fallback, all priced), and a
 // dead letter of a model priced nowhere.
-func costData(t *testing.T, s *Store) []Outcome {
+func costData(t *testing.T, s *Store) []job.Outcome {
 	t.Helper()
 	ok := outcome("ok", false, 1, t0)
 	ok.Model = "openai:p"
 	ok.Trace[0].Model, ok.Trace[0].CostUSD = "openai:p", usd(0.25)
 	ok.CostUSD = usd(0.25)
 
-	fb := outcome("fb", false, 3, t0.Add(time.Second), Diagnostic{Path: "/total", Keyword: "type", Received: `"1"`})
+	fb := outcome("fb", false, 3, t0.Add(time.Second), job.Diagnostic{Path: "/total", Keyword: "type", Received: `"1"`})
 	fb.Model = "openai:f"
 	for k, m := range []string{"openai:p", "openai:p", "openai:f"} {
 		fb.Trace[k].Model, fb.Trace[k].CostUSD = m, usd(float64(k+1))
 	}
 	fb.CostUSD = usd(6)
 
-	dead := outcome("dead", true, 2, t0.Add(2*time.Second), Diagnostic{Path: "/total", Keyword: "type", Received: `"1"`})
+	dead := outcome("dead", true, 2, t0.Add(2*time.Second), job.Diagnostic{Path: "/total", Keyword: "type", Received: `"1"`})
 	dead.Model = "openai:unpriced"
 	dead.Schema = "receipt"
 	for k := range dead.Trace {
 		dead.Trace[k].Model = "openai:unpriced"
 	}
-	outs := []Outcome{ok, fb, dead}
+	outs := []job.Outcome{ok, fb, dead}
 	write(t, s, outs...)
 	return outs
 }

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestCursorsCommitWithTheRows: the sink's stream cursors are stored in the
@@ -24,7 +26,7 @@ func TestCursorsCommitWithTheRows(t *testing.T) {
 		t.Fatalf("new index has cursors %v", c)
 	}
 	at := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	if err := s.WriteWithCursors(t.Context(), []Outcome{outcome("a", false, 1, at)}, map[string]uint64{"RESULTS": 7}); err != nil {
+	if err := s.WriteWithCursors(t.Context(), []job.Outcome{outcome("a", false, 1, at)}, map[string]uint64{"RESULTS": 7}); err != nil {
 		t.Fatal(err)
 	}
 	// Cursors alone (only absent messages passed) and a cursor moved back
@@ -32,7 +34,7 @@ func TestCursorsCommitWithTheRows(t *testing.T) {
 	if err := s.WriteWithCursors(t.Context(), nil, map[string]uint64{"DLQ": 3}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteWithCursors(t.Context(), []Outcome{outcome("a", false, 1, at)}, map[string]uint64{"RESULTS": 5}); err != nil {
+	if err := s.WriteWithCursors(t.Context(), []job.Outcome{outcome("a", false, 1, at)}, map[string]uint64{"RESULTS": 5}); err != nil {
 		t.Fatal(err)
 	}
 	if c, want := cursors(), map[string]uint64{"RESULTS": 5, "DLQ": 3}; !maps.Equal(c, want) {
@@ -44,7 +46,7 @@ func TestCursorsCommitWithTheRows(t *testing.T) {
 	if _, err := s.w.Exec(`CREATE TRIGGER fail_payloads BEFORE INSERT ON payloads BEGIN SELECT RAISE(ABORT, 'disk full'); END`); err != nil {
 		t.Fatal(err)
 	}
-	err := s.WriteWithCursors(t.Context(), []Outcome{outcome("b", true, 2, at, diag("/x", "type", "1"))}, map[string]uint64{"RESULTS": 9, "DLQ": 4})
+	err := s.WriteWithCursors(t.Context(), []job.Outcome{outcome("b", true, 2, at, diag("/x", "type", "1"))}, map[string]uint64{"RESULTS": 9, "DLQ": 4})
 	if err == nil {
 		t.Fatal("write succeeded through the failing trigger")
 	}

@@ -12,11 +12,11 @@
 // idempotent on (job id, run), so a message written twice changes nothing.
 // A later run of a job (a replay) is a new row and marks the earlier runs
 // replayed. A message the sink read from a stream is decoded with
-// DecodeOutcome (one that fails it wraps ErrInvalidOutcome and is skipped,
+// job.DecodeOutcome (one that fails it wraps job.ErrInvalidOutcome and is skipped,
 // not retried); an outcome the worker of the same process built is handed
 // over as it is and not decoded at all.
 //
-// EncodeOutcome and DecodeOutcome are the wire format of an outcome, with
+// job.EncodeOutcome and job.DecodeOutcome are the wire format of an outcome, with
 // github.com/go-json-experiment/json: compact, one line whatever the model
 // or the producer wrote (the data and the job keep their spelling, less
 // their whitespace). Write stores the Outcome less its data in the same

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func Example() {
@@ -30,14 +31,14 @@ func Example() {
 		"class":"exhausted","attempts":2,"finished_at":"2025-03-01T12:00:00Z",
 		"trace":[{"n":1,"raw":"{\"total\":\"12\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12\""}]},
 		         {"n":2,"raw":"{\"total\":\"12.0\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12.0\""}]}]}`)
-	o, err := dlq.DecodeOutcome(msg)
+	o, err := job.DecodeOutcome(msg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil {
 		log.Fatal(err) // do not ack: the batch is redelivered
 	}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil { // a redelivery changes nothing
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil { // a redelivery changes nothing
 		log.Fatal(err)
 	}
 
@@ -77,7 +78,7 @@ func ExampleStore_Retain() {
 	defer st.Close()
 	ctx := context.Background()
 	old := time.Now().Add(-30 * 24 * time.Hour)
-	if err := st.Write(ctx, []dlq.Outcome{{JobID: "j1", Schema: "invoice", Status: dlq.StatusDeadLettered, Class: "schema", Attempts: 2, FinishedAt: old}}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{{JobID: "j1", Schema: "invoice", Status: job.StatusDeadLettered, Class: "schema", Attempts: 2, FinishedAt: old}}); err != nil {
 		log.Fatal(err)
 	}
 	plan, err := st.Retain(ctx, 7*24*time.Hour, 0)
@@ -113,14 +114,14 @@ func ExampleStore_ClusterCounts() {
 	ctx := context.Background()
 
 	// The heal turn fixes /carrier but not /code: the job dies of /code.
-	code := dlq.Diagnostic{Path: "/code", Keyword: "pattern", Received: `"x"`}
-	o := dlq.Outcome{JobID: "shp-1", Schema: "shipment", SchemaVersion: "9b1c", Status: dlq.StatusDeadLettered,
+	code := job.Diagnostic{Path: "/code", Keyword: "pattern", Received: `"x"`}
+	o := job.Outcome{JobID: "shp-1", Schema: "shipment", SchemaVersion: "9b1c", Status: job.StatusDeadLettered,
 		Class: "exhausted", Attempts: 2, FinishedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
-		Trace: []dlq.Attempt{
-			{N: 1, Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/carrier", Keyword: "enum", Received: `"dhl"`}, code}},
-			{N: 2, Class: "schema", Diagnostics: []dlq.Diagnostic{code}},
+		Trace: []job.Attempt{
+			{N: 1, Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/carrier", Keyword: "enum", Received: `"dhl"`}, code}},
+			{N: 2, Class: "schema", Diagnostics: []job.Diagnostic{code}},
 		}}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil {
 		log.Fatal(err)
 	}
 	counts, err := st.ClusterCounts(ctx, dlq.Filter{Schema: "shipment"})

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // fixCase is one job run and, per path pattern that failed in it, whether
@@ -14,12 +16,12 @@ import (
 type fixCase struct {
 	name  string
 	dead  bool
-	trace []Attempt
+	trace []job.Attempt
 	want  map[string]bool
 }
 
-func att(class string, diags ...Diagnostic) Attempt {
-	return Attempt{Class: class, Raw: "{}", Diagnostics: diags}
+func att(class job.Class, diags ...job.Diagnostic) job.Attempt {
+	return job.Attempt{Class: class, Raw: "{}", Diagnostics: diags}
 }
 
 func fixCases() []fixCase {
@@ -28,24 +30,24 @@ func fixCases() []fixCase {
 	omitted := att("schema", b)
 	omitted.DiagnosticsOmitted = 4
 	return []fixCase{
-		{"healed", false, []Attempt{att("schema", a), att("")}, map[string]bool{"/a": true}},
-		{"dead of another field", true, []Attempt{att("schema", a, b), att("schema", b)}, map[string]bool{"/a": true, "/b": false}},
-		{"still failing at the end", true, []Attempt{att("schema", a), att("schema", a)}, map[string]bool{"/a": false}},
-		{"fixed then broken again", true, []Attempt{att("schema", a), att("schema", b), att("schema", a)}, map[string]bool{"/a": false, "/b": true}},
-		{"last attempt truncated", true, []Attempt{att("schema", a), att("truncated")}, map[string]bool{"/a": false}},
-		{"last attempt not JSON", true, []Attempt{att("schema", a, b), att("schema", b), att("grammar")}, map[string]bool{"/a": true, "/b": false}},
-		{"diagnostics omitted at the end", true, []Attempt{att("schema", a, b), omitted}, map[string]bool{"/a": false, "/b": false}},
-		{"one attempt", true, []Attempt{att("schema", a)}, map[string]bool{"/a": false}},
-		{"array indices are one cluster", true, []Attempt{
+		{"healed", false, []job.Attempt{att("schema", a), att("")}, map[string]bool{"/a": true}},
+		{"dead of another field", true, []job.Attempt{att("schema", a, b), att("schema", b)}, map[string]bool{"/a": true, "/b": false}},
+		{"still failing at the end", true, []job.Attempt{att("schema", a), att("schema", a)}, map[string]bool{"/a": false}},
+		{"fixed then broken again", true, []job.Attempt{att("schema", a), att("schema", b), att("schema", a)}, map[string]bool{"/a": false, "/b": true}},
+		{"last attempt truncated", true, []job.Attempt{att("schema", a), att("truncated")}, map[string]bool{"/a": false}},
+		{"last attempt not JSON", true, []job.Attempt{att("schema", a, b), att("schema", b), att("grammar")}, map[string]bool{"/a": true, "/b": false}},
+		{"diagnostics omitted at the end", true, []job.Attempt{att("schema", a, b), omitted}, map[string]bool{"/a": false, "/b": false}},
+		{"one attempt", true, []job.Attempt{att("schema", a)}, map[string]bool{"/a": false}},
+		{"array indices are one cluster", true, []job.Attempt{
 			att("schema", diag("/items/0/p", "type", "1"), diag("/items/1/p", "type", "2")),
 			att("schema", diag("/items/2/p", "type", "3")),
 		}, map[string]bool{"/items/*/p": false}},
-		{"array item fixed", false, []Attempt{att("schema", diag("/items/0/p", "type", "1"), diag("/items/1/p", "type", "2")), att("")},
+		{"array item fixed", false, []job.Attempt{att("schema", diag("/items/0/p", "type", "1"), diag("/items/1/p", "type", "2")), att("")},
 			map[string]bool{"/items/*/p": true}},
 	}
 }
 
-func (c fixCase) outcome(i int) Outcome {
+func (c fixCase) outcome(i int) job.Outcome {
 	o := outcome(fmt.Sprintf("fix-%02d", i), c.dead, 0, t0.Add(time.Duration(i)*time.Second))
 	o.Attempts = len(c.trace)
 	for k, a := range c.trace {
@@ -90,7 +92,7 @@ func TestWriteRecordsFixed(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
 	cases := fixCases()
-	var outs []Outcome
+	var outs []job.Outcome
 	for i, c := range cases {
 		outs = append(outs, c.outcome(i))
 	}
@@ -143,8 +145,8 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 	a := diag("/a", "type", `"1"`)
 	b := diag("/b", "pattern", `"x"`)
 	c := diag("/c", "required", "")
-	var outs []Outcome
-	add := func(dead bool, trace ...Attempt) {
+	var outs []job.Outcome
+	add := func(dead bool, trace ...job.Attempt) {
 		fc := fixCase{dead: dead, trace: trace}
 		outs = append(outs, fc.outcome(len(outs)))
 	}
@@ -156,7 +158,7 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 	add(false, att("schema", a), att(""))
 	write(t, s, outs...)
 
-	id := func(d Diagnostic) string {
+	id := func(d job.Diagnostic) string {
 		return ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: d.Path, Keyword: d.Keyword})
 	}
 	bl, err := s.ClusterBlockers(t.Context(), id(a), Filter{}, 5)
@@ -197,7 +199,7 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 func TestMigrationBackfillsFixed(t *testing.T) {
 	t.Parallel()
 	cases := fixCases()
-	var outs []Outcome
+	var outs []job.Outcome
 	for i, c := range cases {
 		outs = append(outs, c.outcome(i))
 	}
@@ -246,7 +248,7 @@ func TestMigrationBackfillsFixed(t *testing.T) {
 				c := ClusterID(Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})
 				lead := !seen[c]
 				seen[c] = true
-				if _, err := db.Exec(`INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, k+1, j, c, lead, o.Status == StatusDeadLettered,
+				if _, err := db.Exec(`INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, k+1, j, c, lead, o.Status == job.StatusDeadLettered,
 					o.FinishedAt.UnixMilli(), cut(d.Received, receivedCut)); err != nil {
 					t.Fatal(err)
 				}

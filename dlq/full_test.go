@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestWriteDiskFull makes the index file unable to grow (max_page_count,
@@ -16,7 +18,7 @@ func TestWriteDiskFull(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
 	ctx := t.Context()
-	if err := s.Write(ctx, []Outcome{realistic(1)}); err != nil {
+	if err := s.Write(ctx, []job.Outcome{realistic(1)}); err != nil {
 		t.Fatal(err)
 	}
 	var pages int
@@ -28,7 +30,7 @@ func TestWriteDiskFull(t *testing.T) {
 	if _, err := s.w.ExecContext(ctx, fmt.Sprintf(`PRAGMA max_page_count = %d`, pages)); err != nil {
 		t.Fatal(err)
 	}
-	batch := make([]Outcome, 200)
+	batch := make([]job.Outcome, 200)
 	for i := range batch {
 		batch[i] = realistic(i + 2)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -26,12 +28,12 @@ func openTemp(tb testing.TB) *Store {
 
 // outcome builds a realistic outcome: attempts model calls, each failing
 // with the given diagnostics except the last one of a succeeded job.
-func outcome(id string, dead bool, attempts int, at time.Time, diags ...Diagnostic) Outcome {
-	o := Outcome{
+func outcome(id string, dead bool, attempts int, at time.Time, diags ...job.Diagnostic) job.Outcome {
+	o := job.Outcome{
 		JobID:         id,
 		Schema:        "invoice",
 		SchemaVersion: "v1hash",
-		Status:        StatusSucceeded,
+		Status:        job.StatusSucceeded,
 		Model:         "sim",
 		Attempts:      attempts,
 		Job:           json.RawMessage(fmt.Sprintf(`{"id":%q,"schema":"invoice","input":"Invoice INV-1 from ACME, total 120.50 EUR, 3 items: bolts 2x10, nuts 5x3, washers 100x0.2"}`, id)),
@@ -40,14 +42,14 @@ func outcome(id string, dead bool, attempts int, at time.Time, diags ...Diagnost
 		FinishedAt:    at,
 	}
 	if dead {
-		o.Status = StatusDeadLettered
+		o.Status = job.StatusDeadLettered
 		o.Class = "exhausted"
 		o.Reason = fmt.Sprintf("%d attempts used, still %d diagnostics", attempts, len(diags))
 	} else {
 		o.Data = json.RawMessage(`{"total":120.5}`)
 	}
 	for n := 1; n <= attempts; n++ {
-		a := Attempt{
+		a := job.Attempt{
 			N:                n,
 			Temperature:      0.7 - 0.2*float64(n-1),
 			Raw:              "```json\n{\"invoice_id\":\"INV-1\",\"vendor\":\"ACME\",\"total\":\"120.50\",\"currency\":\"eur\",\"items\":[{\"name\":\"bolts\",\"qty\":2,\"price\":10},{\"name\":\"nuts\",\"qty\":5,\"price\":\"3\"}],}\n```",
@@ -66,12 +68,12 @@ func outcome(id string, dead bool, attempts int, at time.Time, diags ...Diagnost
 	return o
 }
 
-func diag(path, keyword, received string) Diagnostic {
-	return Diagnostic{Path: path, Keyword: keyword, Message: keyword + " failed at " + path, Expected: "something else", Received: received}
+func diag(path, keyword, received string) job.Diagnostic {
+	return job.Diagnostic{Path: path, Keyword: keyword, Message: keyword + " failed at " + path, Expected: "something else", Received: received}
 }
 
 // realistic is the benchmark's outcome: 2 attempts, 3 diagnostics each.
-func realistic(i int) Outcome {
+func realistic(i int) job.Outcome {
 	return outcome(fmt.Sprintf("job-%07d", i), true, 2, t0.Add(time.Duration(i)*time.Millisecond),
 		diag(fmt.Sprintf("/items/%d/price", i%4), "type", `"3"`),
 		diag("/currency", "enum", `"eur"`),
@@ -81,7 +83,7 @@ func realistic(i int) Outcome {
 
 // message encodes o as a worker publishes it: the outcome without data and
 // job, then both appended as they are (see worker.encodeOutcome).
-func message(tb testing.TB, o Outcome) []byte {
+func message(tb testing.TB, o job.Outcome) []byte {
 	tb.Helper()
 	data, job := o.Data, o.Job
 	o.Data, o.Job = nil, nil

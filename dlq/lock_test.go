@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestWriteWaitsForLock holds the write lock from another connection (as
@@ -25,7 +27,7 @@ func TestWriteWaitsForLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.Write(t.Context(), []Outcome{realistic(1)}) }()
+	go func() { done <- s.Write(t.Context(), []job.Outcome{realistic(1)}) }()
 	select {
 	case err := <-done:
 		t.Fatalf("Write returned while another connection held the lock: %v", err)

@@ -3,6 +3,8 @@ package dlq
 import (
 	"context"
 	"fmt"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // JobCounts are the counts of jobs (not runs) that the funnel rows, which
@@ -20,12 +22,12 @@ type JobCounts struct {
 	// replayed: superseded by a later run, or awaiting it. The dead
 	// letters of the funnel minus these are the jobs whose latest run is a
 	// dead letter.
-	ReplayedDead map[string]int
+	ReplayedDead map[job.Class]int
 }
 
 // JobCounts reads the counts of jobs.
 func (s *Store) JobCounts(ctx context.Context) (JobCounts, error) {
-	c := JobCounts{ReplayedDead: map[string]int{}}
+	c := JobCounts{ReplayedDead: map[job.Class]int{}}
 	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT job_id) FROM outcomes`).Scan(&c.Jobs); err != nil {
 		return JobCounts{}, fmt.Errorf("counting jobs: %w", err)
 	}
@@ -40,7 +42,7 @@ func (s *Store) JobCounts(ctx context.Context) (JobCounts, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var class string
+		var class job.Class
 		var n int
 		if err := rows.Scan(&class, &n); err != nil {
 			return JobCounts{}, fmt.Errorf("counting replayed dead letters: %w", err)

@@ -3,6 +3,8 @@ package dlq
 import (
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestJobCounts: a replayed dead letter keeps its job counted (awaiting its
@@ -11,7 +13,7 @@ func TestJobCounts(t *testing.T) {
 	s := openTemp(t)
 	ctx := t.Context()
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	outs := []Outcome{outcome("a", true, 2, t0, diag("/total", "type", `"1"`)), outcome("b", true, 2, t0.Add(time.Second)), outcome("c", false, 1, t0.Add(2*time.Second))}
+	outs := []job.Outcome{outcome("a", true, 2, t0, diag("/total", "type", `"1"`)), outcome("b", true, 2, t0.Add(time.Second)), outcome("c", false, 1, t0.Add(2*time.Second))}
 	if err := s.Write(ctx, outs); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestJobCounts(t *testing.T) {
 	check("after the replay", 3, 1, 1)
 	again := outcome("a", false, 1, t0.Add(time.Minute))
 	again.Run = 1
-	if err := s.Write(ctx, []Outcome{again}); err != nil {
+	if err := s.Write(ctx, []job.Outcome{again}); err != nil {
 		t.Fatal(err)
 	}
 	check("after the replay's run", 3, 0, 1)
@@ -42,7 +44,7 @@ func TestJobCounts(t *testing.T) {
 func TestListOffset(t *testing.T) {
 	s := openTemp(t)
 	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	var outs []Outcome
+	var outs []job.Outcome
 	for i, id := range []string{"d1", "d2", "d3", "d4", "d5"} {
 		outs = append(outs, outcome(id, true, 1, t0.Add(time.Duration(i)*time.Second)))
 	}

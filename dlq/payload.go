@@ -10,6 +10,7 @@ import (
 	"io"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/llmpipeline/pipeline/job"
 
 	"github.com/klauspost/compress/s2"
 )
@@ -26,16 +27,16 @@ const (
 )
 
 // readPayload decodes a stored payload (JSON text) into the Outcome.
-func readPayload(body []byte) (Outcome, error) { return decodePayload(encJSON, body) }
+func readPayload(body []byte) (job.Outcome, error) { return decodePayload(encJSON, body) }
 
-func decodePayload(enc int, body []byte) (Outcome, error) {
+func decodePayload(enc int, body []byte) (job.Outcome, error) {
 	data, err := payloadJSON(enc, body)
 	if err != nil {
-		return Outcome{}, err
+		return job.Outcome{}, err
 	}
-	var o Outcome
-	if err := jsonv2.Unmarshal(data, &o, decodeOptions()); err != nil {
-		return Outcome{}, fmt.Errorf("decoding payload: %w", err)
+	var o job.Outcome
+	if err := jsonv2.Unmarshal(data, &o, job.DecodeOptions()); err != nil {
+		return job.Outcome{}, fmt.Errorf("decoding payload: %w", err)
 	}
 	normalize(&o)
 	return o, nil
@@ -65,7 +66,7 @@ func payloadJSON(enc int, body []byte) ([]byte, error) {
 // normalize makes the empty slices of a decoded payload nil, as they were
 // when Write encoded the Outcome (every slice field is omitempty): a payload
 // spliced from a message keeps the message's empty arrays.
-func normalize(o *Outcome) {
+func normalize(o *job.Outcome) {
 	if len(o.Trace) == 0 {
 		o.Trace = nil
 	}

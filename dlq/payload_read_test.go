@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // stored returns the payload Write stores for o, decoded as Get and Export
 // read it.
-func stored(tb testing.TB, o Outcome) Outcome {
+func stored(tb testing.TB, o job.Outcome) job.Outcome {
 	tb.Helper()
 	p := &preparer{ids: make(map[fpKey]fpVal)}
 	var r row
@@ -27,12 +29,12 @@ func stored(tb testing.TB, o Outcome) Outcome {
 
 // lessData is what the payload of o reads back as: o without its data, its
 // job compacted, its empty slices nil.
-func lessData(tb testing.TB, o Outcome) Outcome {
+func lessData(tb testing.TB, o job.Outcome) job.Outcome {
 	tb.Helper()
 	o.Data = nil
 	o.Job = compacted(tb, o.Job)
 	if o.Trace != nil {
-		o.Trace = append([]Attempt(nil), o.Trace...)
+		o.Trace = append([]job.Attempt(nil), o.Trace...)
 	}
 	normalize(&o)
 	return o
@@ -53,7 +55,7 @@ func TestPayloadReadsAsDecoded(t *testing.T) {
 	dead.Trace[2].N, dead.Trace[3].N = 3, 4
 	dead.Trace[3].Raw = "{\"total\": \"12\u00a0€\",\n\t\"x\": [1, 2]}\r\n"
 	dead.Trace[3].DiagnosticsOmitted = 7
-	dead.Trace[3].Diagnostics = []Diagnostic{diag("/a~1b/0", "pattern", "\"\\ud83d\\ude00\"")}
+	dead.Trace[3].Diagnostics = []job.Diagnostic{diag("/a~1b/0", "pattern", "\"\\ud83d\\ude00\"")}
 	invalid := outcome("bad", true, 0, t0)
 	invalid.Class = "invalid_job"
 	invalid.Job = json.RawMessage(`"not json {\"id\": 1}\n"`)
@@ -61,14 +63,14 @@ func TestPayloadReadsAsDecoded(t *testing.T) {
 	spacy.Job = json.RawMessage("{\"id\": \"spacy\",\n  \"schema\" : \"invoice\", \"input\": \"a  b\\\"  c\", \"n\": [1 , 2]}")
 	spacy.Data = json.RawMessage(`{ "total" : 1 }`)
 
-	marshal := func(o Outcome) []byte {
+	marshal := func(o job.Outcome) []byte {
 		b, err := json.Marshal(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	indent := func(o Outcome) []byte {
+	indent := func(o job.Outcome) []byte {
 		b, err := json.MarshalIndent(o, "", "  ")
 		if err != nil {
 			t.Fatal(err)
@@ -104,7 +106,7 @@ func TestPayloadReadsAsDecoded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := DecodeOutcome(tc.msg)
+			o, err := job.DecodeOutcome(tc.msg)
 			if err != nil {
 				t.Fatalf("DecodeOutcome(%s): %v", tc.msg, err)
 			}
@@ -119,26 +121,26 @@ func TestPayloadReadsAsDecoded(t *testing.T) {
 	}
 }
 
-// TestPayloadOfChangedOutcome: an Outcome changed after DecodeOutcome is
+// TestPayloadOfChangedOutcome: an Outcome changed after job.DecodeOutcome is
 // stored as changed, not as its message was.
 func TestPayloadOfChangedOutcome(t *testing.T) {
 	t.Parallel()
 	msg := message(t, realistic(3))
 	tests := []struct {
 		name   string
-		change func(o *Outcome)
+		change func(o *job.Outcome)
 	}{
-		{"job id", func(o *Outcome) { o.JobID = "other" }},
-		{"run", func(o *Outcome) { o.Run = 4 }},
-		{"reason", func(o *Outcome) { o.Reason = "edited" }},
-		{"finished at", func(o *Outcome) { o.FinishedAt = o.FinishedAt.Add(time.Second) }},
-		{"job", func(o *Outcome) { o.Job = json.RawMessage(`{"id":"other"}`) }},
-		{"trace", func(o *Outcome) { o.Trace = o.Trace[:1] }},
+		{"job id", func(o *job.Outcome) { o.JobID = "other" }},
+		{"run", func(o *job.Outcome) { o.Run = 4 }},
+		{"reason", func(o *job.Outcome) { o.Reason = "edited" }},
+		{"finished at", func(o *job.Outcome) { o.FinishedAt = o.FinishedAt.Add(time.Second) }},
+		{"job", func(o *job.Outcome) { o.Job = json.RawMessage(`{"id":"other"}`) }},
+		{"trace", func(o *job.Outcome) { o.Trace = o.Trace[:1] }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			o, err := DecodeOutcome(msg)
+			o, err := job.DecodeOutcome(msg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,20 +155,20 @@ func TestPayloadOfChangedOutcome(t *testing.T) {
 	}
 }
 
-// TestWriteStoresDecodedPayload: the sink's path (DecodeOutcome, Write)
+// TestWriteStoresDecodedPayload: the sink's path (job.DecodeOutcome, Write)
 // and the rebuild's path (an Outcome built in memory) store transcripts
 // that Get reads back the same, and no unknown member reaches the file.
 func TestWriteStoresDecodedPayload(t *testing.T) {
 	t.Parallel()
 	sink, mem := openTemp(t), openTemp(t)
-	var decoded, built []Outcome
+	var decoded, built []job.Outcome
 	for i := 0; i < 40; i++ {
 		o := mixed(i)
 		msg := message(t, o)
 		if i%10 == 3 { // an unknown member: never stored
 			msg = append(bytes.TrimSuffix(msg, []byte("}")), `,"api_key":"sk-secret"}`...)
 		}
-		d, err := DecodeOutcome(msg)
+		d, err := job.DecodeOutcome(msg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +209,7 @@ func TestWriteStoresDecodedPayload(t *testing.T) {
 	}
 }
 
-// FuzzPayload: for any message DecodeOutcome accepts, the stored payload
+// FuzzPayload: for any message job.DecodeOutcome accepts, the stored payload
 // reads back as the decoded Outcome less its data.
 func FuzzPayload(f *testing.F) {
 	f.Add(message(f, realistic(1)))
@@ -215,7 +217,7 @@ func FuzzPayload(f *testing.F) {
 	f.Add([]byte(`{"job_id":"a","status":"succeeded","data":{"x":1},"job":{"id": "a"}}`))
 	f.Add([]byte(`{"data":[],"job_id":"a","status":"succeeded"}`))
 	f.Fuzz(func(t *testing.T, msg []byte) {
-		o, err := DecodeOutcome(msg)
+		o, err := job.DecodeOutcome(msg)
 		if err != nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestDecodePayload reads every encoding a file may hold: plain JSON,
@@ -74,11 +75,11 @@ func TestDecodePayload(t *testing.T) {
 func TestWriteStoresPayloadAsText(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	tiny := Outcome{JobID: "t", Schema: "s", Status: StatusSucceeded, Attempts: 1}
+	tiny := job.Outcome{JobID: "t", Schema: "s", Status: job.StatusSucceeded, Attempts: 1}
 	big := realistic(1)
 	big.Trace[0].Raw = strings.Repeat(`{"note":"long output"}`, 400)
 	write(t, s, tiny, big)
-	for _, want := range []Outcome{tiny, big} {
+	for _, want := range []job.Outcome{tiny, big} {
 		var typ, job string
 		if err := s.r.QueryRow(`SELECT typeof(p.body), json_extract(p.body, '$.job_id') FROM payloads p JOIN outcomes o ON o.id = p.outcome_id WHERE o.job_id = ?`,
 			want.JobID).Scan(&typ, &job); err != nil {
@@ -103,7 +104,7 @@ func TestAttemptsRows(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		o    Outcome
+		o    job.Outcome
 		want int
 	}{
 		{"first pass", outcome("a", false, 1, t0), 0},
@@ -141,7 +142,7 @@ func TestAttemptsRows(t *testing.T) {
 func TestWriteLargeBatch(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	var outs []Outcome
+	var outs []job.Outcome
 	for i := 0; i < 3*prepChunk+17; i++ {
 		outs = append(outs, mixed(i))
 	}

@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // Filter selects outcomes. Zero fields select everything. List, Purge and
@@ -17,7 +19,7 @@ type Filter struct {
 	Schema  string
 	Version string
 	// Class is a failure class (dead letters only).
-	Class string
+	Class job.Class
 	// Path selects outcomes with a diagnostic on this path at any attempt;
 	// a concrete pointer or a pattern ("/items/*/price").
 	Path string
@@ -55,7 +57,7 @@ func (f Filter) where(deadOnly bool) (string, []any) {
 	}
 	eq("o.schema_id", f.Schema)
 	eq("o.version", f.Version)
-	eq("o.class", f.Class)
+	eq("o.class", string(f.Class))
 	eq("o.model", f.Model)
 	if !f.Since.IsZero() {
 		conds = append(conds, "o.finished_at >= ?")
@@ -107,7 +109,7 @@ type Stats struct {
 	// ByAttempt counts succeeded jobs by the number of model calls they took.
 	ByAttempt map[int]int `json:"by_attempt"`
 	// ByClass counts dead letters by failure class.
-	ByClass  map[string]int         `json:"by_class"`
+	ByClass  map[job.Class]int      `json:"by_class"`
 	BySchema map[string]SchemaStats `json:"by_schema"`
 	Tokens   Tokens                 `json:"tokens"`
 	// CostUSD is the cost in US dollars of every attempt whose model's
@@ -145,7 +147,7 @@ type Tokens struct {
 // Stats counts the selected outcomes (both statuses; runs superseded by a
 // replay only with IncludeReplayed).
 func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
-	st := Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]SchemaStats{}}
+	st := Stats{ByAttempt: map[int]int{}, ByClass: map[job.Class]int{}, BySchema: map[string]SchemaStats{}}
 	where, args := f.where(false)
 	q := `SELECT o.schema_id, o.dead, o.attempts, o.class, COUNT(*), SUM(o.prompt_tokens), SUM(o.completion_tokens), SUM(o.heal_tokens),
 		       SUM(o.cost_usd), SUM(o.priced), SUM(o.batch_attempts), SUM(o.batch_cost_usd)
@@ -156,7 +158,8 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var schema, class string
+		var schema string
+		var class job.Class
 		var dead, attempts, n, p, c, h, priced, batchN int
 		var cost, batchCost float64
 		if err := rows.Scan(&schema, &dead, &attempts, &class, &n, &p, &c, &h, &cost, &priced, &batchN, &batchCost); err != nil {
@@ -192,14 +195,14 @@ func (s *Store) Stats(ctx context.Context, f Filter) (Stats, error) {
 
 // Entry is one dead letter as `pipeline dlq list` shows it.
 type Entry struct {
-	JobID    string `json:"job_id"`
-	Run      int    `json:"run"`
-	Schema   string `json:"schema"`
-	Version  string `json:"version"`
-	Class    string `json:"class"`
-	Reason   string `json:"reason"`
-	Model    string `json:"model"`
-	Attempts int    `json:"attempts"`
+	JobID    string    `json:"job_id"`
+	Run      int       `json:"run"`
+	Schema   string    `json:"schema"`
+	Version  string    `json:"version"`
+	Class    job.Class `json:"class"`
+	Reason   string    `json:"reason"`
+	Model    string    `json:"model"`
+	Attempts int       `json:"attempts"`
 	// FirstPath is the first failing path of the last attempt.
 	FirstPath string    `json:"first_path"`
 	FailedAt  time.Time `json:"failed_at"`
@@ -235,19 +238,19 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Entry, error) {
 // Get returns the latest run of a job (either status) with its whole
 // transcript: the job, every raw output, the diagnostics per attempt. Data
 // is not kept. It returns ErrNotFound for an unknown job.
-func (s *Store) Get(ctx context.Context, jobID string) (Outcome, error) {
+func (s *Store) Get(ctx context.Context, jobID string) (job.Outcome, error) {
 	var body []byte
 	err := s.r.QueryRowContext(ctx, `SELECT p.body FROM outcomes o JOIN payloads p ON p.outcome_id = o.id
 		WHERE o.job_id = ? ORDER BY o.run DESC LIMIT 1`, jobID).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, ErrNotFound)
+		return job.Outcome{}, fmt.Errorf("getting job %s: %w", jobID, ErrNotFound)
 	}
 	if err != nil {
-		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
+		return job.Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
 	}
 	o, err := readPayload(body)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
+		return job.Outcome{}, fmt.Errorf("getting job %s: %w", jobID, err)
 	}
 	return o, nil
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func count(t *testing.T, s *Store, table string) int {
@@ -23,7 +25,7 @@ func count(t *testing.T, s *Store, table string) int {
 	return n
 }
 
-func write(t *testing.T, s *Store, outs ...Outcome) {
+func write(t *testing.T, s *Store, outs ...job.Outcome) {
 	t.Helper()
 	if err := s.Write(t.Context(), outs); err != nil {
 		t.Fatalf("Write: %v", err)
@@ -87,7 +89,7 @@ func TestMigrationsRerunSafely(t *testing.T) {
 func TestWriteIsIdempotent(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	var batch []Outcome
+	var batch []job.Outcome
 	for i := 0; i < 20; i++ {
 		batch = append(batch, realistic(i))
 	}
@@ -139,8 +141,8 @@ func TestWriteRejectsInvalidBatchWhole(t *testing.T) {
 	s := openTemp(t)
 	bad := realistic(2)
 	bad.Status = "maybe"
-	err := s.Write(t.Context(), []Outcome{realistic(1), bad})
-	if !errors.Is(err, ErrInvalidOutcome) {
+	err := s.Write(t.Context(), []job.Outcome{realistic(1), bad})
+	if !errors.Is(err, job.ErrInvalidOutcome) {
 		t.Fatalf("err = %v, want ErrInvalidOutcome", err)
 	}
 	if n := count(t, s, "outcomes"); n != 0 {
@@ -153,7 +155,7 @@ func TestReplayRunsAreNewRows(t *testing.T) {
 	first := outcome("job-r", true, 2, t0, diag("/total", "type", `"x"`))
 	second := outcome("job-r", false, 1, t0.Add(time.Hour))
 	second.Run = 1
-	for name, order := range map[string][]Outcome{
+	for name, order := range map[string][]job.Outcome{
 		"in order":      {first, second},
 		"rebuild order": {second, first},
 	} {
@@ -170,7 +172,7 @@ func TestReplayRunsAreNewRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Run != 1 || got.Status != StatusSucceeded {
+			if got.Run != 1 || got.Status != job.StatusSucceeded {
 				t.Errorf("Get = run %d %s, want the latest run 1 succeeded", got.Run, got.Status)
 			}
 			list, err := s.List(t.Context(), Filter{})
@@ -201,8 +203,8 @@ func TestReplayRunsAreNewRows(t *testing.T) {
 func TestStatsByAttempt(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	var outs []Outcome
-	want := Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]SchemaStats{}}
+	var outs []job.Outcome
+	want := Stats{ByAttempt: map[int]int{}, ByClass: map[job.Class]int{}, BySchema: map[string]SchemaStats{}}
 	for i := 0; i < 30; i++ {
 		dead := i%5 == 0
 		attempts := 1 + i%3
@@ -325,7 +327,7 @@ func TestGetReturnsTranscript(t *testing.T) {
 	big.Trace[0].Raw = strings.Repeat(`{"note":"long output"}`, 400) // a large payload
 	ok := outcome("ok", false, 1, t0)
 	write(t, s, small, big, ok)
-	for _, want := range []Outcome{small, big, ok} {
+	for _, want := range []job.Outcome{small, big, ok} {
 		got, err := s.Get(t.Context(), want.JobID)
 		if err != nil {
 			t.Fatalf("Get(%s): %v", want.JobID, err)
@@ -352,7 +354,7 @@ func TestGetReturnsTranscript(t *testing.T) {
 func TestPurgeDryRunThenReal(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
-	var outs []Outcome
+	var outs []job.Outcome
 	for i := 0; i < 10; i++ {
 		outs = append(outs, realistic(i))
 	}
@@ -420,7 +422,7 @@ func TestRetainPlansThenApplies(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
 	now := time.Now().UTC()
-	var outs []Outcome
+	var outs []job.Outcome
 	for i := 0; i < 10; i++ { // dead letters i hours old
 		outs = append(outs, outcome(fmt.Sprintf("d%d", i), true, 1, now.Add(-time.Duration(i)*time.Hour-time.Minute), diag("/a", "type", "1")))
 	}
@@ -472,11 +474,11 @@ func TestExportAndReset(t *testing.T) {
 		t.Fatalf("exported %d (%d lines), want the 2 dead letters", n, len(lines))
 	}
 	for _, l := range lines {
-		o, err := DecodeOutcome([]byte(l))
+		o, err := job.DecodeOutcome([]byte(l))
 		if err != nil {
 			t.Fatalf("exported line does not decode: %v", err)
 		}
-		if o.Status != StatusDeadLettered || len(o.Trace) != 2 {
+		if o.Status != job.StatusDeadLettered || len(o.Trace) != 2 {
 			t.Errorf("exported %+v", o)
 		}
 	}
@@ -512,11 +514,11 @@ func TestDecodeOutcome(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := DecodeOutcome([]byte(tc.in))
+			_, err := job.DecodeOutcome([]byte(tc.in))
 			if tc.ok && err != nil {
 				t.Errorf("DecodeOutcome: %v", err)
 			}
-			if !tc.ok && !errors.Is(err, ErrInvalidOutcome) {
+			if !tc.ok && !errors.Is(err, job.ErrInvalidOutcome) {
 				t.Errorf("DecodeOutcome err = %v, want ErrInvalidOutcome", err)
 			}
 		})
@@ -528,14 +530,14 @@ func FuzzDecodeOutcome(f *testing.F) {
 	f.Add([]byte(`{"job_id":"a","status":"succeeded"}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		o, err := DecodeOutcome(data)
+		o, err := job.DecodeOutcome(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidOutcome) {
+			if !errors.Is(err, job.ErrInvalidOutcome) {
 				t.Fatalf("error %v does not wrap ErrInvalidOutcome", err)
 			}
 			return
 		}
-		if o.JobID == "" || (o.Status != StatusSucceeded && o.Status != StatusDeadLettered) {
+		if o.JobID == "" || (o.Status != job.StatusSucceeded && o.Status != job.StatusDeadLettered) {
 			t.Fatalf("accepted %+v", o)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // WriteTranscript writes an outcome as `pipeline dlq show` prints it: the
@@ -20,14 +21,14 @@ import (
 // latency, raw output and diagnostics, readable in a terminal. Control
 // characters of the stored text (a model's ESC, BEL, CR, a bidi override)
 // are printed as escapes (internal/escape), never raw.
-func WriteTranscript(w io.Writer, o Outcome) error {
+func WriteTranscript(w io.Writer, o job.Outcome) error {
 	b := bufio.NewWriter(w)
 	l := escape.Line
 	fmt.Fprintf(b, "job       %s (run %d)\n", l(o.JobID), o.Run)
 	fmt.Fprintf(b, "schema    %s version %s\n", l(o.Schema), l(o.SchemaVersion))
 	status := o.Status
 	if o.Class != "" {
-		status += " (" + o.Class + ")"
+		status += " (" + string(o.Class) + ")"
 	}
 	fmt.Fprintf(b, "status    %s after %d attempt(s), %d deliveries\n", l(status), o.Attempts, o.Deliveries)
 	if o.Reason != "" {
@@ -49,7 +50,7 @@ func WriteTranscript(w io.Writer, o Outcome) error {
 	for _, a := range o.Trace {
 		verdict := "valid"
 		if a.Class != "" {
-			verdict = a.Class
+			verdict = string(a.Class)
 		}
 		fmt.Fprintf(b, "\n--- attempt %d: %s (temperature %.2f, finish %s, %d+%d tokens, %d ms",
 			a.N, l(verdict), a.Temperature, l(orDash(a.FinishReason)), a.PromptTokens, a.CompletionTokens, a.LatencyMS)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // plainDB opens the index as an operator's tool does: a plain read-only
@@ -37,7 +38,7 @@ func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z")
 // viewData writes a dead letter replayed into a success, one replayed
 // into another dead letter, one replayed with no run back yet, one never
 // replayed, a healed success and a first-pass success.
-func viewData(t *testing.T, s *Store) []Outcome {
+func viewData(t *testing.T, s *Store) []job.Outcome {
 	t.Helper()
 	at := t0.Add(123 * time.Millisecond)
 	healedDead := realistic(1)
@@ -52,7 +53,7 @@ func viewData(t *testing.T, s *Store) []Outcome {
 	never.Hint = "make /total a number"
 	healed := outcome("healed", false, 2, at, diag("/total", "type", `"1"`))
 	first := outcome("first", false, 1, at)
-	outs := []Outcome{healedDead, healedOK, againDead, againDead2, pending, never, healed, first}
+	outs := []job.Outcome{healedDead, healedOK, againDead, againDead2, pending, never, healed, first}
 	write(t, s, outs...)
 	if err := s.MarkReplayed(t.Context(), pending.JobID, 0); err != nil {
 		t.Fatal(err)
@@ -123,24 +124,24 @@ func TestViewsReadPlainly(t *testing.T) {
 		t.Fatal(err)
 	}
 	for rows.Next() {
-		var job, status, started, finished string
+		var jobID, status, started, finished string
 		var run int
 		var dur int64
-		if err := rows.Scan(&job, &run, &status, &started, &finished, &dur); err != nil {
+		if err := rows.Scan(&jobID, &run, &status, &started, &finished, &dur); err != nil {
 			t.Fatal(err)
 		}
-		var o *Outcome
+		var o *job.Outcome
 		for i := range outs {
-			if outs[i].JobID == job && outs[i].Run == run {
+			if outs[i].JobID == jobID && outs[i].Run == run {
 				o = &outs[i]
 			}
 		}
 		if o == nil {
-			t.Fatalf("v_outcomes row %s/%d not written", job, run)
+			t.Fatalf("v_outcomes row %s/%d not written", jobID, run)
 		}
 		if status != o.Status || started != iso(o.StartedAt) || finished != iso(o.FinishedAt) || !isoMillis.MatchString(finished) ||
 			dur != o.FinishedAt.Sub(o.StartedAt).Milliseconds() {
-			t.Errorf("v_outcomes %s/%d: %s %s %s %d, want %s %s %s", job, run, status, started, finished, dur, o.Status, iso(o.StartedAt), iso(o.FinishedAt))
+			t.Errorf("v_outcomes %s/%d: %s %s %s %d, want %s %s %s", jobID, run, status, started, finished, dur, o.Status, iso(o.StartedAt), iso(o.FinishedAt))
 		}
 	}
 	rows.Close()
@@ -157,7 +158,8 @@ func TestViewsReadPlainly(t *testing.T) {
 		t.Errorf("v_attempts has %d rows, want one per model call: %d", n, calls)
 	}
 	var attN, prompt int
-	var repairs, diags, class, path string
+	var repairs, diags, path string
+	var class job.Class
 	if err := db.QueryRow(`SELECT n, repairs, diagnostics, class, prompt_tokens, json_extract(diagnostics, '$[0].path') FROM v_attempts
 		WHERE job_id = ? AND n = 2`, outs[5].JobID).Scan(&attN, &repairs, &diags, &class, &prompt, &path); err != nil {
 		t.Fatal(err)
@@ -281,8 +283,8 @@ func TestViewsInSQLiteCLI(t *testing.T) {
 func TestMigrationConvertsPayloads(t *testing.T) {
 	t.Parallel()
 	cur := openTemp(t)
-	tiny := Outcome{JobID: "tiny", Schema: "invoice", SchemaVersion: "v1hash", Status: StatusDeadLettered, Class: "invalid_job", FinishedAt: t0}
-	outs := []Outcome{tiny, realistic(1), realistic(2), realistic(3)}
+	tiny := job.Outcome{JobID: "tiny", Schema: "invoice", SchemaVersion: "v1hash", Status: job.StatusDeadLettered, Class: "invalid_job", FinishedAt: t0}
+	outs := []job.Outcome{tiny, realistic(1), realistic(2), realistic(3)}
 	write(t, cur, outs...)
 
 	path := filepath.Join(t.TempDir(), "v4.db")

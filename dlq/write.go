@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,32 +11,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json"
+	"github.com/llmpipeline/pipeline/job"
 )
-
-// ErrInvalidOutcome is wrapped by the errors of DecodeOutcome and Write for
-// an outcome that cannot be indexed (no job id, unknown status). A sink
-// should dead-end such a message (term it) rather than retry it.
-var ErrInvalidOutcome = errors.New("invalid outcome")
 
 // receivedCut is how much of a received value the failures table keeps.
 const receivedCut = 64
 
-func check(o *Outcome) error {
-	switch {
-	case o.JobID == "":
-		return fmt.Errorf("%w: no job_id", ErrInvalidOutcome)
-	case o.Status != StatusSucceeded && o.Status != StatusDeadLettered:
-		return fmt.Errorf("%w: job %s: status %q is neither %q nor %q", ErrInvalidOutcome, o.JobID, o.Status, StatusSucceeded, StatusDeadLettered)
-	case o.Run < 0:
-		return fmt.Errorf("%w: job %s: negative run %d", ErrInvalidOutcome, o.JobID, o.Run)
-	}
-	return nil
-}
-
 // row is an outcome turned into what the tables need, computed before the
 // transaction (in parallel for large batches).
 type row struct {
-	o          *Outcome
+	o          *job.Outcome
 	dead       int
 	prompt     int
 	completion int
@@ -76,19 +59,19 @@ type failRow struct {
 // the same batch twice changes nothing. A later run of a job (a replay) is a
 // new row, and the earlier runs are marked replayed. If Write returns an
 // error nothing of the batch is stored and the caller must not ack it.
-func (s *Store) Write(ctx context.Context, outs []Outcome) error {
+func (s *Store) Write(ctx context.Context, outs []job.Outcome) error {
 	return s.WriteWithCursors(ctx, outs, nil)
 }
 
 // WriteWithCursors is Write that also records, in the same transaction,
 // where the sink stands in each stream (see Cursors): the rows and the
 // cursors are stored together or not at all.
-func (s *Store) WriteWithCursors(ctx context.Context, outs []Outcome, cursors map[string]uint64) error {
+func (s *Store) WriteWithCursors(ctx context.Context, outs []job.Outcome, cursors map[string]uint64) error {
 	if len(outs) == 0 && len(cursors) == 0 {
 		return nil
 	}
 	for i := range outs {
-		if err := check(&outs[i]); err != nil {
+		if err := outs[i].Check(); err != nil {
 			return fmt.Errorf("writing outcomes: %w", err)
 		}
 	}
@@ -117,7 +100,7 @@ type prepared struct {
 	wg   sync.WaitGroup
 }
 
-func startPrepare(outs []Outcome, rows []row) *prepared {
+func startPrepare(outs []job.Outcome, rows []row) *prepared {
 	n := (len(outs) + prepChunk - 1) / prepChunk
 	p := &prepared{done: make([]chan error, n), quit: make(chan struct{})}
 	for c := range p.done {
@@ -168,7 +151,7 @@ type preparer struct {
 	ids map[fpKey]fpVal
 }
 
-func prepareRange(outs []Outcome, rows []row, lo, hi int) error {
+func prepareRange(outs []job.Outcome, rows []row, lo, hi int) error {
 	p := &preparer{ids: make(map[fpKey]fpVal)}
 	for i := lo; i < hi; i++ {
 		if err := p.row(&outs[i], &rows[i]); err != nil {
@@ -191,12 +174,12 @@ func (p *preparer) cluster(schema, version, path, keyword string) fpVal {
 
 // validated reports whether an attempt's output was parsed and validated,
 // so its diagnostics (or their absence) say which fields were wrong.
-func validated(a *Attempt) bool {
+func validated(a *job.Attempt) bool {
 	return a.Class == "" || a.Class == "schema" || len(a.Diagnostics) > 0
 }
 
 // attemptN is an attempt's number, counted from 1 when the trace has none.
-func attemptN(a *Attempt, k int) int {
+func attemptN(a *job.Attempt, k int) int {
 	if a.N == 0 {
 		return k + 1
 	}
@@ -204,17 +187,17 @@ func attemptN(a *Attempt, k int) int {
 }
 
 // row fills r (whose o is already o) from o.
-func (p *preparer) row(o *Outcome, r *row) error {
-	if o.Status == StatusDeadLettered {
+func (p *preparer) row(o *job.Outcome, r *row) error {
+	if o.Status == job.StatusDeadLettered {
 		r.dead = 1
 	}
 	last := -1 // the last validated attempt
 	var priced bool
-	r.cost, r.healCost, priced = Cost(o.Trace)
+	r.cost, r.healCost, priced = job.Cost(o.Trace)
 	if priced {
 		r.priced = 1
 	}
-	r.batchN, r.batchCost = BatchCost(o.Trace)
+	r.batchN, r.batchCost = job.BatchCost(o.Trace)
 	r.firstModel = o.Model
 	if len(o.Trace) > 0 && o.Trace[0].Model != "" {
 		r.firstModel = o.Trace[0].Model
@@ -274,8 +257,8 @@ func (p *preparer) row(o *Outcome, r *row) error {
 }
 
 // payload encodes the whole outcome but the data, compact (see
-// EncodeOutcome): the transcript Get and Export read back.
-func (p *preparer) payload(o *Outcome, r *row) error {
+// job.EncodeOutcome): the transcript Get and Export read back.
+func (p *preparer) payload(o *job.Outcome, r *row) error {
 	if o.Encoded != nil {
 		if body, ok := p.cut.without(o.Encoded, "data"); ok {
 			r.body = body
@@ -285,7 +268,7 @@ func (p *preparer) payload(o *Outcome, r *row) error {
 	c := *o
 	c.Data = nil
 	p.buf.Reset()
-	if err := json.MarshalWrite(&p.buf, &c, encodeOptions()); err != nil {
+	if err := json.MarshalWrite(&p.buf, &c, job.EncodeOptions()); err != nil {
 		return fmt.Errorf("encoding job %s: %w", o.JobID, err)
 	}
 	r.body = p.buf.String()
@@ -521,7 +504,7 @@ func plan(ctx context.Context, tx *sql.Tx, rows []row) (int, error) {
 
 // attemptModel is the model of an attempt, the outcome's when the trace
 // has none (written before attempts recorded their model).
-func attemptModel(a *Attempt, o *Outcome) string {
+func attemptModel(a *job.Attempt, o *job.Outcome) string {
 	if a.Model != "" {
 		return a.Model
 	}

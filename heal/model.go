@@ -64,7 +64,7 @@ type Response struct {
 	// Refusal is the model's refusal, when it declined the task (OpenAI
 	// message.refusal, Anthropic stop_reason "refusal"): the text it gave,
 	// or a sentence saying it refused. The loop ends the job as
-	// ClassRefused; it is never healed or retried.
+	// job.ClassRefused; it is never healed or retried.
 	Refusal string
 	// FinishReason is normalised (FinishStop, FinishLength, FinishOther);
 	// RawFinishReason is the provider's own word.

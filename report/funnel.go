@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // The heal funnel: what became of each schema version's jobs, built from
@@ -91,7 +92,7 @@ func addStep(s []Step, attempt, n int) []Step {
 	return append(s, Step{Attempt: attempt, Jobs: n})
 }
 
-func addClass(s []ClassShare, class string, n int) []ClassShare {
+func addClass(s []ClassShare, class job.Class, n int) []ClassShare {
 	if class == "" {
 		class = "unknown"
 	}

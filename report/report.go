@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // Defaults of the empirical impossible-field rule.
@@ -247,9 +248,9 @@ type Step struct {
 
 // ClassShare is the dead letters of one failure class.
 type ClassShare struct {
-	Class string  `json:"class"`
-	Jobs  int     `json:"jobs"`
-	Share float64 `json:"share"`
+	Class job.Class `json:"class"`
+	Jobs  int       `json:"jobs"`
+	Share float64   `json:"share"`
 }
 
 // Build computes the report from the store's aggregates; it only reads.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func openStore(t *testing.T) *dlq.Store {
@@ -25,11 +26,11 @@ func openStore(t *testing.T) *dlq.Store {
 
 // partRun is one run of a job of schema "part" at a version: dead on
 // /code (pattern, twice) or valid at the first call.
-func partRun(id, version string, run int, dead bool, i int) dlq.Outcome {
-	s := spec{id: id, schema: "part", attempts: [][]dlq.Diagnostic{nil}}
+func partRun(id, version string, run int, dead bool, i int) job.Outcome {
+	s := spec{id: id, schema: "part", attempts: [][]job.Diagnostic{nil}}
 	if dead {
 		s.dead, s.class = true, "exhausted"
-		s.attempts = [][]dlq.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
+		s.attempts = [][]job.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
 	}
 	o := s.outcome(i)
 	o.SchemaVersion, o.Run = version, run
@@ -41,7 +42,7 @@ func partRun(id, version string, run int, dead bool, i int) dlq.Outcome {
 // marked as `dlq replay` marks them.
 func replayLoop(t *testing.T, st *dlq.Store, v1, v2 string, replays int) {
 	t.Helper()
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for k := 0; k < 4; k++ {
 		outs = append(outs, partRun(fmt.Sprintf("p-%d", k), v1, 0, true, k))
 	}

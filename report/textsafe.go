@@ -3,6 +3,7 @@ package report
 import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // escaped is a copy of r for the text renderers (table, markdown, html):
@@ -38,7 +39,7 @@ func (r *Report) escaped() *Report {
 		g.Schema, g.Version = l(f.Schema), l(f.Version)
 		g.DeadByClass = make([]ClassShare, len(f.DeadByClass))
 		for j, cs := range f.DeadByClass {
-			cs.Class = l(cs.Class)
+			cs.Class = job.Class(l(string(cs.Class)))
 			g.DeadByClass[j] = cs
 		}
 		g.Models = make([]ModelShare, len(f.Models))

@@ -9,17 +9,19 @@ import (
 	"strconv"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
 
 // clusterQuery is the clusters page's selection, from its URL.
 type clusterQuery struct {
-	Schema, Version, Class, Model, Keyword string
-	Top                                    int
+	Schema, Version, Model, Keyword string
+	Class                           job.Class
+	Top                             int
 }
 
 func readClusterQuery(q url.Values) (clusterQuery, error) {
-	c := clusterQuery{Schema: q.Get("schema"), Version: q.Get("version"), Class: q.Get("class"), Model: q.Get("model"), Keyword: q.Get("keyword"), Top: 50}
+	c := clusterQuery{Schema: q.Get("schema"), Version: q.Get("version"), Class: job.Class(q.Get("class")), Model: q.Get("model"), Keyword: q.Get("keyword"), Top: 50}
 	if c.Version == "" {
 		c.Version = report.VersionLatest
 	}
@@ -95,7 +97,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request) {
 		if q.Class != "" || q.Model != "" {
 			v.Narrowed = "clusters with a dead letter of"
 			if q.Class != "" {
-				v.Narrowed += " class " + q.Class
+				v.Narrowed += " class " + string(q.Class)
 			}
 			if q.Model != "" {
 				v.Narrowed += " model " + q.Model

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // filterKeys are the dead-letter filters a URL (and an action's form) may hold.
@@ -27,7 +28,7 @@ func readFilter(q url.Values, now time.Time) (dlq.Filter, error) {
 		return dlq.Filter{}, fmt.Errorf("until: %w", err)
 	}
 	f := dlq.Filter{
-		Cluster: q.Get("cluster"), Schema: q.Get("schema"), Version: q.Get("version"), Class: q.Get("class"),
+		Cluster: q.Get("cluster"), Schema: q.Get("schema"), Version: q.Get("version"), Class: job.Class(q.Get("class")),
 		Path: q.Get("path"), Model: q.Get("model"), Since: since, Until: until,
 		IncludeReplayed: q.Get("replayed") == "1",
 	}
@@ -119,7 +120,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 
 // transcriptView is one job's page.
 type transcriptView struct {
-	O        dlq.Outcome
+	O        job.Outcome
 	Job      string
 	Took     time.Duration
 	Tokens   int
@@ -128,7 +129,7 @@ type transcriptView struct {
 }
 
 type attemptView struct {
-	dlq.Attempt
+	job.Attempt
 	Verdict string
 }
 
@@ -154,7 +155,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := transcriptView{O: o, Dead: o.Status == dlq.StatusDeadLettered, Job: dlq.JobText(o.Job, "")}
+	v := transcriptView{O: o, Dead: o.Status == job.StatusDeadLettered, Job: dlq.JobText(o.Job, "")}
 	if !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() {
 		v.Took = o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond)
 	}
@@ -162,7 +163,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		v.Tokens += a.PromptTokens + a.CompletionTokens
 		verdict := "valid"
 		if a.Class != "" {
-			verdict = a.Class
+			verdict = string(a.Class)
 		}
 		v.Attempts = append(v.Attempts, attemptView{Attempt: a, Verdict: verdict})
 	}
@@ -171,7 +172,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 
 // redact runs the whole outcome (job, raw outputs, reasons, diagnostics)
 // through the redactor, by its JSON form, so no field is forgotten.
-func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
+func (s *Server) redact(o job.Outcome) (job.Outcome, error) {
 	if s.cfg.Secrets.Empty() {
 		return o, nil
 	}
@@ -179,7 +180,7 @@ func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
 	if err != nil {
 		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
 	}
-	var out dlq.Outcome
+	var out job.Outcome
 	if err := json.Unmarshal(s.cfg.Secrets.Bytes(b), &out); err != nil {
 		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
 	}

@@ -2,11 +2,12 @@ package ui
 
 import (
 	"fmt"
-	"github.com/llmpipeline/pipeline/dlq"
 	"html/template"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/llmpipeline/pipeline/dlq"
 )
 
 // funcs are the templates' helpers: formatting only, no reads.

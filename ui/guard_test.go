@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
@@ -264,9 +265,9 @@ func TestDotJobIDs(t *testing.T) {
 	base := dataset()[2]
 	for i, id := range ids {
 		o := base
-		o.JobID, o.Job = id, job(id, "invoice")
+		o.JobID, o.Job = id, jobJSON(id, "invoice")
 		o.FinishedAt = t0.Add(20*time.Minute + time.Duration(i)*time.Second)
-		if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+		if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
 
@@ -30,7 +31,7 @@ type Overview struct {
 	// yet (a `pipeline run` must pick them up).
 	AwaitingReplay int `json:"awaiting_replay"`
 	// ByClass counts the dead-lettered jobs by failure class.
-	ByClass map[string]int `json:"by_class"`
+	ByClass map[job.Class]int `json:"by_class"`
 	// Runs counts every run indexed, superseded ones included.
 	Runs int `json:"runs"`
 	// Tokens is every prompt and completion token of every run.
@@ -171,7 +172,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		return Overview{}, err
 	}
 	o := Overview{
-		Jobs: jc.Jobs, AwaitingReplay: jc.AwaitingReplay, ByClass: map[string]int{},
+		Jobs: jc.Jobs, AwaitingReplay: jc.AwaitingReplay, ByClass: map[job.Class]int{},
 		Runs: totals.Jobs, Tokens: totals.Tokens, Cost: totals.CostUSD, At: now.UTC(),
 	}
 	// jobs by their latest run: every dead-letter run but the replayed ones

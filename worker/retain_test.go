@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestRetainOnceWarnsAndMetersBeforeDeleting: retention never trims
@@ -28,17 +29,17 @@ func TestRetainOnceWarnsAndMetersBeforeDeleting(t *testing.T) {
 	t.Cleanup(func() { st.Close() })
 
 	now := time.Now()
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i, age := range []time.Duration{72 * time.Hour, 48 * time.Hour, time.Hour, time.Minute} {
 		id := "old-" + string(rune('a'+i))
 		if age < 24*time.Hour {
 			id = "new-" + string(rune('a'+i))
 		}
-		outs = append(outs, dlq.Outcome{
-			JobID: id, Schema: "s", SchemaVersion: "v1", Status: dlq.StatusDeadLettered, Class: "exhausted",
+		outs = append(outs, job.Outcome{
+			JobID: id, Schema: "s", SchemaVersion: "v1", Status: job.StatusDeadLettered, Class: "exhausted",
 			Reason: "r", Attempts: 1, Job: []byte(`{"id":"` + id + `"}`),
 			StartedAt: now.Add(-age), FinishedAt: now.Add(-age),
-			Trace: []dlq.Attempt{{N: 1, Raw: "{}", Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/a", Keyword: "required"}}}},
+			Trace: []job.Attempt{{N: 1, Raw: "{}", Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/a", Keyword: "required"}}}},
 		})
 	}
 	if err := st.Write(ctx, outs); err != nil {

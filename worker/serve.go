@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // ServeConfig configures Serve.
@@ -171,15 +172,15 @@ func (x *index) Cursors(ctx context.Context) (map[string]uint64, error) {
 }
 
 func (x *index) Write(ctx context.Context, batch []ingest.SinkMsg, cursors map[string]uint64) error {
-	outs := make([]dlq.Outcome, 0, len(batch))
+	outs := make([]job.Outcome, 0, len(batch))
 	for _, msg := range batch {
-		if rec, ok := msg.Record.(*dlq.Outcome); ok {
+		if rec, ok := msg.Record.(*job.Outcome); ok {
 			o := *rec // handed over by this process's worker, with its message
 			o.Encoded = msg.Data
 			outs = append(outs, o)
 			continue
 		}
-		o, err := dlq.DecodeOutcome(msg.Data)
+		o, err := job.DecodeOutcome(msg.Data)
 		if err != nil {
 			x.log.Error("sink: skipping a message that is not an outcome", "subject", msg.Subject, "stream", msg.Stream, "seq", msg.Sequence, "err", err)
 			continue

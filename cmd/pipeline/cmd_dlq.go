@@ -14,6 +14,7 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -41,7 +42,7 @@ func readFilter(c *cli.Context) (dlq.Filter, error) {
 		return dlq.Filter{}, fail(exitUsage, "--until: %w", err)
 	}
 	return dlq.Filter{
-		Schema: c.String("schema"), Class: c.String("class"), Path: c.String("path"),
+		Schema: c.String("schema"), Class: job.Class(c.String("class")), Path: c.String("path"),
 		Cluster: c.String("cluster"), Model: c.String("model"),
 		Since: since, Until: until, Limit: c.Int("limit"),
 	}, nil
@@ -85,7 +86,7 @@ func (e *env) dlqCommand() *cli.Command {
 					fmt.Fprintln(tw, "JOB\tSCHEMA\tCLASS\tATTEMPTS\tFIRST PATH\tFAILED AT\tREASON")
 					for _, en := range entries {
 						l := escape.Line // a model wrote the paths and reasons: no control character reaches the terminal
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l(en.JobID), l(en.Schema), l(en.Class), en.Attempts,
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l(en.JobID), l(en.Schema), l(string(en.Class)), en.Attempts,
 							l(en.FirstPath), en.FailedAt.Local().Format("2006-01-02 15:04:05"), truncate(l(en.Reason), 80))
 					}
 					return tw.Flush()
@@ -335,7 +336,7 @@ func describeFilter(f dlq.Filter) string {
 		}
 	}
 	add("schema", f.Schema)
-	add("class", f.Class)
+	add("class", string(f.Class))
 	add("path", f.Path)
 	add("cluster", f.Cluster)
 	add("model", f.Model)

@@ -1,4 +1,4 @@
-package dlq
+package job
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ type Outcome struct {
 	// Class is the failure class of a dead letter (grammar, schema,
 	// truncated, refused, no_progress, transport, request_error,
 	// invalid_job, unknown_schema, exhausted); empty on success.
-	Class  string `json:"class,omitempty"`
+	Class  Class  `json:"class,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Hint   string `json:"hint,omitempty"`
 	// Model is the spec of the model of the last attempt, the one that
@@ -64,7 +64,7 @@ type Attempt struct {
 	Temperature  float64      `json:"temperature"`
 	Raw          string       `json:"raw"`
 	Repairs      []string     `json:"repairs,omitempty"`
-	Class        string       `json:"class,omitempty"` // "" when this attempt's output was valid
+	Class        Class        `json:"class,omitempty"` // ClassNone when this attempt's output was valid
 	FinishReason string       `json:"finish_reason,omitempty"`
 	Diagnostics  []Diagnostic `json:"diagnostics,omitempty"`
 	// DiagnosticsOmitted counts diagnostics past the cap.
@@ -121,8 +121,9 @@ func Cost(trace []Attempt) (total, heal float64, priced bool) {
 	return total, heal, priced
 }
 
-// Diagnostic is one validation failure of an attempt (see schemas.Diagnostic;
-// the store keeps its own copy of the shape so it depends on nothing else).
+// Diagnostic is one validation failure of an attempt as the outcome records
+// it (see schemas.Diagnostic; this package keeps its own copy of the shape
+// so that it depends on nothing else).
 type Diagnostic struct {
 	Path     string `json:"path"`
 	Keyword  string `json:"keyword"`

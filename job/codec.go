@@ -1,9 +1,8 @@
-package dlq
+package job
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -28,9 +27,14 @@ import (
 // member given twice counts once (the last), invalid UTF-8 reads as U+FFFD.
 // Member names match exactly; a member of no field is ignored (and so never
 // reaches the index).
-func encodeOptions() json.Options { return encodeOpts }
 
-func decodeOptions() json.Options { return decodeOpts }
+// EncodeOptions are the options outcomes are encoded with, for writers of
+// the same format (the index's payloads).
+func EncodeOptions() json.Options { return encodeOpts }
+
+// DecodeOptions are the options outcomes are decoded with, for readers of
+// the same format.
+func DecodeOptions() json.Options { return decodeOpts }
 
 // The options joined once (JoinOptions allocates); never changed.
 var (
@@ -42,7 +46,7 @@ var (
 // object. It fails on what JSON cannot hold: a temperature that is NaN or
 // infinite, a time outside years 0-9999, data or a job that is not JSON.
 func EncodeOutcome(o *Outcome) ([]byte, error) {
-	b, err := json.Marshal(o, encodeOptions())
+	b, err := json.Marshal(o, EncodeOptions())
 	if err != nil {
 		return nil, fmt.Errorf("encoding the outcome of job %s: %w", o.JobID, err)
 	}
@@ -54,69 +58,32 @@ func EncodeOutcome(o *Outcome) ([]byte, error) {
 // data may be reused afterwards.
 func DecodeOutcome(data []byte) (Outcome, error) {
 	var o Outcome
-	if err := json.Unmarshal(data, &o, decodeOptions()); err != nil {
+	if err := json.Unmarshal(data, &o, DecodeOptions()); err != nil {
 		return Outcome{}, fmt.Errorf("%w: decoding: %v", ErrInvalidOutcome, err)
 	}
-	if err := check(&o); err != nil {
+	if err := o.Check(); err != nil {
 		return Outcome{}, err
 	}
 	return o, nil
 }
 
-// memberCutter cuts a top-level member out of JSON objects, reusing its
-// decoder from one object to the next.
-type memberCutter struct {
-	r   bytes.Reader
-	dec *jsontext.Decoder
-}
+// ErrInvalidOutcome is wrapped by the errors of DecodeOutcome and
+// Outcome.Check for an outcome that cannot be indexed (no job id, unknown
+// status). A sink should dead-end such a message (term it) rather than
+// retry it.
+var ErrInvalidOutcome = errors.New("invalid outcome")
 
-// without returns the JSON object msg, a message EncodeOutcome wrote,
-// without its top-level member name (msg itself when it has none), reading
-// msg with jsontext's decoder for the member's bounds; ok is false when
-// msg does not start as a JSON object. The other members keep their
-// bytes, so it is what EncodeOutcome writes for the same outcome without
-// that member.
-func (c *memberCutter) without(msg []byte, name string) (string, bool) {
-	c.r.Reset(msg)
-	if c.dec == nil {
-		c.dec = jsontext.NewDecoder(&c.r, decodeOptions())
-	} else {
-		c.dec.Reset(&c.r, decodeOptions())
+// Check reports whether o can be indexed: it has a job id, a status of
+// StatusSucceeded or StatusDeadLettered and a run >= 0. Its errors wrap
+// ErrInvalidOutcome.
+func (o *Outcome) Check() error {
+	switch {
+	case o.JobID == "":
+		return fmt.Errorf("%w: no job_id", ErrInvalidOutcome)
+	case o.Status != StatusSucceeded && o.Status != StatusDeadLettered:
+		return fmt.Errorf("%w: job %s: status %q is neither %q nor %q", ErrInvalidOutcome, o.JobID, o.Status, StatusSucceeded, StatusDeadLettered)
+	case o.Run < 0:
+		return fmt.Errorf("%w: job %s: negative run %d", ErrInvalidOutcome, o.JobID, o.Run)
 	}
-	dec := c.dec
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return "", false
-	}
-	first := true
-	for dec.PeekKind() == '"' {
-		start := int(dec.InputOffset()) // after the previous member, before its comma
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return "", false
-		}
-		if tok.String() != name {
-			if err := dec.SkipValue(); err != nil {
-				return "", false
-			}
-			first = false
-			continue
-		}
-		if err := dec.SkipValue(); err != nil {
-			return "", false
-		}
-		end := int(dec.InputOffset())
-		if first {
-			// The first member: the comma to drop is the one after it.
-			start = bytes.IndexByte(msg[:end], '"')
-			if end < len(msg) && msg[end] == ',' {
-				end++
-			}
-		}
-		var b strings.Builder
-		b.Grow(len(msg) - (end - start))
-		b.Write(msg[:start])
-		b.Write(msg[end:])
-		return b.String(), true
-	}
-	return string(msg), true
+	return nil
 }
