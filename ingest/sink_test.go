@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -509,7 +509,7 @@ func sinkOutcome(tb testing.TB, i int) []byte {
 // BenchmarkSink runs the sink as `pipeline run` does, from a real RESULTS
 // stream into a real SQLite file: consume, decode, write, ack. "consume"
 // writes nothing (the sink loop's and the broker's share); "sqlite" decodes
-// and writes with dlq. cpu-µs/outcome is the process's CPU time (the
+// and writes with package index. cpu-µs/outcome is the process's CPU time (the
 // embedded server's included) per outcome, the figure to compare.
 func BenchmarkSink(b *testing.B) {
 	for _, bc := range []struct {
@@ -528,7 +528,7 @@ func BenchmarkSink(b *testing.B) {
 			case <-b.Context().Done():
 				b.Fatal(b.Context().Err())
 			}
-			st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+			st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -6,15 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
 // synthetic fills a store with n dead letters (plus one success per four)
 // over 3 schemas and 60 fingerprints, written in large batches.
-func synthetic(b *testing.B, n int) *dlq.Store {
+func synthetic(b *testing.B, n int) *index.Store {
 	b.Helper()
-	st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

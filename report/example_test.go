@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
@@ -19,7 +19,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -18,7 +18,7 @@ import (
 // never as markup: no <script> outside a code span, and a backtick in a
 // key cannot close its code span.
 func TestMarkdownEscapesModelText(t *testing.T) {
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

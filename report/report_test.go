@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -118,9 +118,9 @@ func (s spec) outcome(i int) job.Outcome {
 
 func at(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
 
-func load(t testing.TB) (*dlq.Store, []spec) {
+func load(t testing.TB) (*index.Store, []spec) {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func expect(specs []spec, o Options) map[string]*want {
 	o = o.withDefaults()
 	m := map[string]*want{}
 	id := func(s spec, dg job.Diagnostic) string {
-		return dlq.ClusterID(dlq.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
+		return index.ClusterID(index.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
 	}
 	for _, s := range specs {
 		atEnd := map[string]bool{}
@@ -408,7 +408,7 @@ func clock() time.Time { return generated }
 // dies on /name. One /total dead letter of invoice is replayed under the
 // same version and succeeds. Then ten more /code dead letters make the
 // cluster count of the default view exceed --top.
-func goldenStore(t *testing.T) *dlq.Store {
+func goldenStore(t *testing.T) *index.Store {
 	t.Helper()
 	st, specs := load(t)
 	i := len(specs)
@@ -552,7 +552,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 
 func TestEmptyStore(t *testing.T) {
 	t.Parallel()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +577,7 @@ func TestEmptyStore(t *testing.T) {
 // funnel and the clusters keep them apart, and --version selects one.
 func TestVersionsNeverMix(t *testing.T) {
 	t.Parallel()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

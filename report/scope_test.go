@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
-func openStore(t *testing.T) *dlq.Store {
+func openStore(t *testing.T) *index.Store {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func partRun(id, version string, run int, dead bool, i int) job.Outcome {
 // replayLoop writes four dead letters of part on /code at version v1, then
 // (replays true) the replay of each, run 1 at version v2, all succeeded,
 // marked as `dlq replay` marks them.
-func replayLoop(t *testing.T, st *dlq.Store, v1, v2 string, replays int) {
+func replayLoop(t *testing.T, st *index.Store, v1, v2 string, replays int) {
 	t.Helper()
 	var outs []job.Outcome
 	for k := 0; k < 4; k++ {
@@ -69,7 +69,7 @@ func TestReplayedHealedNoLongerFlags(t *testing.T) {
 	t.Parallel()
 	const v1, v2 = "1111aaaa", "2222bbbb"
 	code := func(version string) string {
-		return dlq.ClusterID(dlq.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
+		return index.ClusterID(index.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
 	}
 	find := func(r *Report, id string) *Cluster {
 		for i := range r.Clusters {

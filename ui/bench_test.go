@@ -9,16 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
 // bigStore is an index of n dead letters (and one success per four) over
 // three schemas, written in large batches as the sink does.
-func bigStore(b *testing.B, n int) *dlq.Store {
+func bigStore(b *testing.B, n int) *index.Store {
 	b.Helper()
-	st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 	if err != nil {
 		b.Fatal(err)
 	}

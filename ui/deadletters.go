@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -18,16 +18,16 @@ import (
 var filterKeys = []string{"cluster", "schema", "version", "class", "path", "model", "since", "until"}
 
 // readFilter reads a dead-letter filter from a URL query or a form.
-func readFilter(q url.Values, now time.Time) (dlq.Filter, error) {
-	since, err := dlq.ParseTime(q.Get("since"), now)
+func readFilter(q url.Values, now time.Time) (index.Filter, error) {
+	since, err := index.ParseTime(q.Get("since"), now)
 	if err != nil {
-		return dlq.Filter{}, fmt.Errorf("since: %w", err)
+		return index.Filter{}, fmt.Errorf("since: %w", err)
 	}
-	until, err := dlq.ParseTime(q.Get("until"), now)
+	until, err := index.ParseTime(q.Get("until"), now)
 	if err != nil {
-		return dlq.Filter{}, fmt.Errorf("until: %w", err)
+		return index.Filter{}, fmt.Errorf("until: %w", err)
 	}
-	f := dlq.Filter{
+	f := index.Filter{
 		Cluster: q.Get("cluster"), Schema: q.Get("schema"), Version: q.Get("version"), Class: job.Class(q.Get("class")),
 		Path: q.Get("path"), Model: q.Get("model"), Since: since, Until: until,
 		IncludeReplayed: q.Get("replayed") == "1",
@@ -59,7 +59,7 @@ const maxPage = 10_000_000
 // listView is the dead letters page.
 type listView struct {
 	Q       url.Values
-	Entries []dlq.Entry
+	Entries []index.Entry
 	Page    int
 	From    int
 	Prev    string
@@ -142,7 +142,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o, err := s.cfg.Store.Get(r.Context(), id)
-	if errors.Is(err, dlq.ErrNotFound) {
+	if errors.Is(err, index.ErrNotFound) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("job %q is not in the index", id))
 		return
 	}
@@ -155,7 +155,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := transcriptView{O: o, Dead: o.Status == job.StatusDeadLettered, Job: dlq.JobText(o.Job, "")}
+	v := transcriptView{O: o, Dead: o.Status == job.StatusDeadLettered, Job: index.JobText(o.Job, "")}
 	if !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() {
 		v.Took = o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
 )
@@ -69,7 +69,7 @@ func TestHostCheck(t *testing.T) {
 			t.Errorf("POST %s as evil.example: %d %q, want 421", action, code, text(body))
 		}
 	}
-	if es, _ := f.st.List(t.Context(), dlq.Filter{}); len(es) != 4 {
+	if es, _ := f.st.List(t.Context(), index.Filter{}); len(es) != 4 {
 		t.Errorf("%d dead letters after the rebound purge, want 4", len(es))
 	}
 	if got := jobsOnStream(t, t.Context(), f.conn); len(got) != 0 {

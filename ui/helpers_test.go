@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/job"
@@ -77,7 +77,7 @@ func dataset() []job.Outcome {
 
 // fixture is a console over a real index and a real embedded server.
 type fixture struct {
-	st   *dlq.Store
+	st   *index.Store
 	conn *ingest.Conn
 	srv  *httptest.Server
 	c    *http.Client
@@ -87,7 +87,7 @@ func newFixture(t *testing.T, mod func(*ui.Config)) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

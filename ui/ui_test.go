@@ -10,14 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
 // codeCluster is the id of the dataset's invoice /code [pattern] cluster.
 func codeCluster() string {
-	return dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
+	return index.ClusterID(index.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
 }
 
 func TestOverview(t *testing.T) {
@@ -161,7 +161,7 @@ func TestActionsNeedCSRF(t *testing.T) {
 	if got := jobsOnStream(t, t.Context(), f.conn); len(got) != 0 {
 		t.Errorf("refused actions published %v", got)
 	}
-	if es, _ := f.st.List(t.Context(), dlq.Filter{}); len(es) != 4 {
+	if es, _ := f.st.List(t.Context(), index.Filter{}); len(es) != 4 {
 		t.Errorf("%d dead letters after refused actions, want 4", len(es))
 	}
 	code, body := f.post(t, "/actions/replay", url.Values{"id": {"inv-3"}, "csrf": {token}})
@@ -205,7 +205,7 @@ func TestReplayCluster(t *testing.T) {
 			t.Errorf("JOBS message %s = %q, want %q", k, got[k], v)
 		}
 	}
-	left, err := f.st.List(ctx, dlq.Filter{Cluster: codeCluster()})
+	left, err := f.st.List(ctx, index.Filter{Cluster: codeCluster()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestPurge(t *testing.T) {
 	}
 	_, body = f.post(t, "/actions/purge", url.Values{"id": {"tk-1"}, "confirm": {"yes"}, "csrf": {token}})
 	mustContain(t, "the purge's result", text(body), "purged 1 dead letters")
-	if es, _ := f.st.List(ctx, dlq.Filter{}); len(es) != 3 {
+	if es, _ := f.st.List(ctx, index.Filter{}); len(es) != 3 {
 		t.Errorf("%d dead letters after purging one of 4", len(es))
 	}
 	// no filter at all is refused, as by the CLI without --all

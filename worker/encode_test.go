@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -142,11 +142,11 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 			t.Errorf("%s: from the hand-over\n%+v\nfrom the message\n%+v", id, a, b)
 		}
 	}
-	sa, err := handed.Stats(t.Context(), dlq.Filter{})
+	sa, err := handed.Stats(t.Context(), index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := read.Stats(t.Context(), dlq.Filter{})
+	sb, err := read.Stats(t.Context(), index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,9 +155,9 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 	}
 }
 
-func openStore(t *testing.T) *dlq.Store {
+func openStore(t *testing.T) *index.Store {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -22,7 +22,7 @@ import (
 func TestRetainOnceWarnsAndMetersBeforeDeleting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestRetainOnceWarnsAndMetersBeforeDeleting(t *testing.T) {
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "dead_letters=2") {
 		t.Errorf("no warning with the counts before deleting: %q", logs.String())
 	}
-	left, err := st.List(ctx, dlq.Filter{})
+	left, err := st.List(ctx, index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
