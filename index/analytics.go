@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -9,9 +10,9 @@ import (
 	"github.com/llmpipeline/pipeline/job"
 )
 
-// The methods in this file are the read side the report package builds on:
-// aggregates computed by SQLite over covering indexes, so the report never
-// scans payloads. They honour Filter's Schema, Version, Since and Until,
+// Analytics is the read side the report package (and the console's
+// overview) builds on: aggregates computed by SQLite over covering indexes,
+// so the report never scans payloads. Its methods honour Filter's Schema, Version, Since and Until,
 // and Model (the model of a run's final answer) where they read failures
 // or the funnel.
 //
@@ -20,6 +21,15 @@ import (
 // the fix, not of the field: ClusterCounts counts these dead letters apart
 // (Replayed) and the reads behind the report's flags (ClusterRecentEnds,
 // ClusterBlockers, the dead letters of ClusterExamples) leave them out.
+//
+// An Analytics reads through its Store's read-only pool and is safe for
+// concurrent use; it is valid until the Store is closed.
+type Analytics struct {
+	r *sql.DB // the Store's read-only pool
+}
+
+// Analytics returns the aggregate reads of the index.
+func (s *Store) Analytics() *Analytics { return &Analytics{r: s.r} }
 
 // replayHealed selects the ids of the replayed, healed dead letters: over
 // the partial index of dead letters (replayed ones), then one lookup per
@@ -146,14 +156,14 @@ func (f Filter) failureWhere(cluster string) (string, []any) {
 
 // ClusterCounts returns every fingerprint with a failure in the selection.
 // Counts are per job run: a replay is a new run.
-func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, error) {
+func (a *Analytics) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, error) {
 	where, args := f.failureWhere("")
 	q := `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.fixed, g.dead_fixed, g.first, g.last
 		FROM (SELECT cluster, COUNT(*) AS jobs, SUM(dead) AS dead, SUM(fixed) AS fixed, SUM(dead * fixed) AS dead_fixed,
 		             MIN(at) AS first, MAX(at) AS last
 		      FROM failures` + where + ` GROUP BY cluster) g
 		JOIN clusters c ON c.id = g.cluster`
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := a.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("counting clusters: %w", err)
 	}
@@ -171,7 +181,7 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("counting clusters: %w", err)
 	}
-	if err := s.countReplayHealed(ctx, where, args, out); err != nil {
+	if err := a.countReplayHealed(ctx, where, args, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -180,9 +190,9 @@ func (s *Store) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount, er
 // countReplayHealed fills Replayed and ReplayedFixed: a second GROUP BY
 // over the failures of the replayed, healed dead letters only, read by
 // outcome id, so its cost follows the replays, not the index.
-func (s *Store) countReplayHealed(ctx context.Context, where string, args []any, counts []ClusterCount) error {
+func (a *Analytics) countReplayHealed(ctx context.Context, where string, args []any, counts []ClusterCount) error {
 	q := `SELECT cluster, COUNT(*), SUM(fixed) FROM failures` + where + ` AND dead = 1 AND outcome_id IN (` + replayHealed + `) GROUP BY cluster`
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := a.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return fmt.Errorf("counting replayed, healed dead letters per cluster: %w", err)
 	}
@@ -215,11 +225,11 @@ const ReceivedSample = 1000
 // most frequent first: counted once per job run (the value at the first
 // attempt that failed there), over the cluster's latest ReceivedSample job
 // runs; absent values are left out.
-func (s *Store) ClusterReceived(ctx context.Context, cluster string, f Filter, n int) ([]ValueCount, error) {
+func (a *Analytics) ClusterReceived(ctx context.Context, cluster string, f Filter, n int) ([]ValueCount, error) {
 	where, args := f.failureWhere(cluster)
 	q := `SELECT received, COUNT(*) AS n FROM (SELECT received FROM failures` + where + ` ORDER BY at DESC LIMIT ?)
 		WHERE received <> '' GROUP BY received ORDER BY n DESC, received LIMIT ?`
-	rows, err := s.r.QueryContext(ctx, q, append(args, ReceivedSample, n)...)
+	rows, err := a.r.QueryContext(ctx, q, append(args, ReceivedSample, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading received values of cluster %s: %w", cluster, err)
 	}
@@ -237,9 +247,9 @@ func (s *Store) ClusterReceived(ctx context.Context, cluster string, f Filter, n
 
 // ClusterRecent returns, newest first, whether each of the last n job runs
 // that failed in a cluster was dead-lettered.
-func (s *Store) ClusterRecent(ctx context.Context, cluster string, f Filter, n int) ([]bool, error) {
+func (a *Analytics) ClusterRecent(ctx context.Context, cluster string, f Filter, n int) ([]bool, error) {
 	where, args := f.failureWhere(cluster)
-	rows, err := s.r.QueryContext(ctx, `SELECT dead FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
+	rows, err := a.r.QueryContext(ctx, `SELECT dead FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
 	}
@@ -258,9 +268,9 @@ func (s *Store) ClusterRecent(ctx context.Context, cluster string, f Filter, n i
 // ClusterRecentEnds returns, newest first, how each of the last n job runs
 // that failed in a cluster ended: dead-lettered or not, the fingerprint
 // fixed or not. Replayed, healed dead letters are left out.
-func (s *Store) ClusterRecentEnds(ctx context.Context, cluster string, f Filter, n int) ([]RunEnd, error) {
+func (a *Analytics) ClusterRecentEnds(ctx context.Context, cluster string, f Filter, n int) ([]RunEnd, error) {
 	where, args := f.failureWhere(cluster)
-	rows, err := s.r.QueryContext(ctx, `SELECT dead, fixed FROM failures`+where+notReplayHealed+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
+	rows, err := a.r.QueryContext(ctx, `SELECT dead, fixed FROM failures`+where+notReplayHealed+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
 	}
@@ -285,7 +295,7 @@ const BlockerSample = 200
 // dead-lettered runs where it was fixed (replayed, healed ones left out),
 // the other fingerprints still failing at their end, by the number of
 // those runs, most first.
-func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n int) ([]Blocker, error) {
+func (a *Analytics) ClusterBlockers(ctx context.Context, cluster string, f Filter, n int) ([]Blocker, error) {
 	where, args := f.failureWhere(cluster)
 	q := `SELECT c.id, c.schema_id, c.version, c.path, c.keyword, b.runs
 		FROM (SELECT o.cluster, COUNT(*) AS runs
@@ -294,7 +304,7 @@ func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n
 		      GROUP BY o.cluster) b
 		JOIN clusters c ON c.id = b.cluster
 		ORDER BY b.runs DESC, c.path, c.keyword LIMIT ?`
-	rows, err := s.r.QueryContext(ctx, q, append(args, BlockerSample, n)...)
+	rows, err := a.r.QueryContext(ctx, q, append(args, BlockerSample, n)...)
 	if err != nil {
 		return nil, fmt.Errorf("reading what killed the jobs of cluster %s: %w", cluster, err)
 	}
@@ -313,7 +323,7 @@ func (s *Store) ClusterBlockers(ctx context.Context, cluster string, f Filter, n
 // ClusterExamples returns up to n job ids that failed in a cluster: the
 // newest dead letters first (replayed, healed ones left out), then the
 // newest healed jobs.
-func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n int) ([]string, error) {
+func (a *Analytics) ClusterExamples(ctx context.Context, cluster string, f Filter, n int) ([]string, error) {
 	var out []string
 	for _, dead := range []int{1, 0} {
 		if len(out) >= n {
@@ -323,7 +333,7 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 		q := `SELECT o.job_id FROM failures f JOIN outcomes o ON o.id = f.outcome_id` +
 			strings.ReplaceAll(where, "lead = 1", "f.lead = 1 AND f.dead = ?") +
 			strings.ReplaceAll(notReplayHealed, "(dead = 1 AND outcome_id", "(f.dead = 1 AND f.outcome_id") + ` ORDER BY f.at DESC LIMIT ?`
-		rows, err := s.r.QueryContext(ctx, q, append(append([]any{dead}, args...), n-len(out))...)
+		rows, err := a.r.QueryContext(ctx, q, append(append([]any{dead}, args...), n-len(out))...)
 		if err != nil {
 			return nil, fmt.Errorf("reading examples of cluster %s: %w", cluster, err)
 		}
@@ -348,9 +358,9 @@ func (s *Store) ClusterExamples(ctx context.Context, cluster string, f Filter, n
 // schema version, status, attempts, class and models, with their tokens
 // and costs. It honours Filter's Schema, Version, Model (the model of the
 // last attempt), Since and Until.
-func (s *Store) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
+func (a *Analytics) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	q, args := funnelQuery(f)
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := a.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the funnel: %w", err)
 	}
@@ -391,7 +401,7 @@ type VersionCount struct {
 // ReplayHealed counts, per schema version, the replayed, healed dead
 // letters in the selection (Schema, Version, Since, Until): dead letters
 // whose job succeeded on a later run.
-func (s *Store) ReplayHealed(ctx context.Context, f Filter) ([]VersionCount, error) {
+func (a *Analytics) ReplayHealed(ctx context.Context, f Filter) ([]VersionCount, error) {
 	// over the partial index of dead letters, replayed ones only
 	q := `SELECT d.schema_id, d.version, COUNT(*) FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
 		AND EXISTS (SELECT 1 FROM outcomes n WHERE n.job_id = d.job_id AND n.run > d.run AND n.dead = 0)`
@@ -413,7 +423,7 @@ func (s *Store) ReplayHealed(ctx context.Context, f Filter) ([]VersionCount, err
 		args = append(args, f.Until.UnixMilli())
 	}
 	q += ` GROUP BY d.schema_id, d.version`
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	rows, err := a.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("counting replayed, healed dead letters: %w", err)
 	}

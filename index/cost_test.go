@@ -57,7 +57,7 @@ func TestCostInStatsAndFunnel(t *testing.T) {
 		t.Errorf("by_schema receipt cost %v, want 0 (unpriced)", c)
 	}
 
-	rows, err := s.Funnel(t.Context(), Filter{})
+	rows, err := s.Analytics().Funnel(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestCostInStatsAndFunnel(t *testing.T) {
 	if healedByFallback != 1 || math.Abs(cost-6.25) > 1e-9 || math.Abs(healCost-5) > 1e-9 {
 		t.Errorf("funnel: %v healed by a fallback, cost %v, heal cost %v; want 1, 6.25, 5", healedByFallback, cost, healCost)
 	}
-	only, err := s.Funnel(t.Context(), Filter{Model: "openai:f"})
+	only, err := s.Analytics().Funnel(t.Context(), Filter{Model: "openai:f"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,7 +67,7 @@
 // FingerprintVersion, so a change of the rule gives new ids instead of
 // silently regrouping old rows. The package stores fingerprints; grouping
 // them into clusters with heal rates is the report package's job, built on
-// the aggregate reads ClusterCounts (jobs, dead letters, fixed, replayed
+// the aggregate reads of Store.Analytics: ClusterCounts (jobs, dead letters, fixed, replayed
 // and healed), ClusterReceived, ClusterRecent, ClusterRecentEnds,
 // ClusterBlockers, ClusterExamples and Funnel (per schema version), all
 // over covering indexes, and ReplayHealed (dead letters whose replay

@@ -100,7 +100,7 @@ func ExampleStore_Retain() {
 // The report's reads: per fingerprint, the job runs where it failed, the
 // dead letters among them and the runs where the model fixed it before the
 // end, and what killed the jobs in which it was fixed.
-func ExampleStore_ClusterCounts() {
+func ExampleAnalytics_ClusterCounts() {
 	dir, err := os.MkdirTemp("", "dlq-example")
 	if err != nil {
 		log.Fatal(err)
@@ -124,7 +124,7 @@ func ExampleStore_ClusterCounts() {
 	if err := st.Write(ctx, []job.Outcome{o}); err != nil {
 		log.Fatal(err)
 	}
-	counts, err := st.ClusterCounts(ctx, index.Filter{Schema: "shipment"})
+	counts, err := st.Analytics().ClusterCounts(ctx, index.Filter{Schema: "shipment"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func ExampleStore_ClusterCounts() {
 		fmt.Println(c.Path, c.Keyword, "jobs", c.Jobs, "dead", c.DeadLetters, "fixed", c.Fixed)
 	}
 	carrier := index.ClusterID(index.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
-	blockers, err := st.ClusterBlockers(ctx, carrier, index.Filter{}, 3)
+	blockers, err := st.Analytics().ClusterBlockers(ctx, carrier, index.Filter{}, 3)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -107,7 +107,7 @@ func TestWriteRecordsFixed(t *testing.T) {
 	}
 
 	// ClusterCounts sums them per cluster.
-	counts, err := s.ClusterCounts(t.Context(), Filter{})
+	counts, err := s.Analytics().ClusterCounts(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 	id := func(d job.Diagnostic) string {
 		return ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: d.Path, Keyword: d.Keyword})
 	}
-	bl, err := s.ClusterBlockers(t.Context(), id(a), Filter{}, 5)
+	bl, err := s.Analytics().ClusterBlockers(t.Context(), id(a), Filter{}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,18 +172,18 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 	if want := []string{"/b pattern 3", "/c required 1"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("blockers of /a = %v, want %v", got, want)
 	}
-	if bl, err := s.ClusterBlockers(t.Context(), id(b), Filter{}, 5); err != nil || len(bl) != 0 {
+	if bl, err := s.Analytics().ClusterBlockers(t.Context(), id(b), Filter{}, 5); err != nil || len(bl) != 0 {
 		t.Errorf("blockers of /b = %v, %v: want none, /b was never fixed", bl, err)
 	}
 
-	ends, err := s.ClusterRecentEnds(t.Context(), id(a), Filter{}, 3)
+	ends, err := s.Analytics().ClusterRecentEnds(t.Context(), id(a), Filter{}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []RunEnd{{Dead: false, Fixed: true}, {Dead: true, Fixed: true}, {Dead: true, Fixed: true}}; !reflect.DeepEqual(ends, want) {
 		t.Errorf("recent ends of /a = %+v, want %+v (newest first)", ends, want)
 	}
-	ends, err = s.ClusterRecentEnds(t.Context(), id(b), Filter{}, 5)
+	ends, err = s.Analytics().ClusterRecentEnds(t.Context(), id(b), Filter{}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,11 +277,11 @@ func TestMigrationBackfillsFixed(t *testing.T) {
 		t.Errorf("%d jobs with failures after the migration, want %d", len(got), len(want))
 	}
 	// and the report reads agree
-	c1, err := cur.ClusterCounts(t.Context(), Filter{})
+	c1, err := cur.Analytics().ClusterCounts(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2, err := s.ClusterCounts(t.Context(), Filter{})
+	c2, err := s.Analytics().ClusterCounts(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

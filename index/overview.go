@@ -26,17 +26,17 @@ type JobCounts struct {
 }
 
 // JobCounts reads the counts of jobs.
-func (s *Store) JobCounts(ctx context.Context) (JobCounts, error) {
+func (a *Analytics) JobCounts(ctx context.Context) (JobCounts, error) {
 	c := JobCounts{ReplayedDead: map[job.Class]int{}}
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT job_id) FROM outcomes`).Scan(&c.Jobs); err != nil {
+	if err := a.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT job_id) FROM outcomes`).Scan(&c.Jobs); err != nil {
 		return JobCounts{}, fmt.Errorf("counting jobs: %w", err)
 	}
-	err := s.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT d.job_id) FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
+	err := a.r.QueryRowContext(ctx, `SELECT COUNT(DISTINCT d.job_id) FROM outcomes d WHERE d.dead = 1 AND d.replayed = 1
 		AND NOT EXISTS (SELECT 1 FROM outcomes n WHERE n.job_id = d.job_id AND n.replayed = 0)`).Scan(&c.AwaitingReplay)
 	if err != nil {
 		return JobCounts{}, fmt.Errorf("counting replayed jobs awaiting their new run: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT class, COUNT(*) FROM outcomes WHERE dead = 1 AND replayed = 1 GROUP BY class`)
+	rows, err := a.r.QueryContext(ctx, `SELECT class, COUNT(*) FROM outcomes WHERE dead = 1 AND replayed = 1 GROUP BY class`)
 	if err != nil {
 		return JobCounts{}, fmt.Errorf("counting replayed dead letters: %w", err)
 	}

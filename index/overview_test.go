@@ -19,7 +19,7 @@ func TestJobCounts(t *testing.T) {
 	}
 	check := func(when string, jobs, awaiting, replayedDead int) {
 		t.Helper()
-		c, err := s.JobCounts(ctx)
+		c, err := s.Analytics().JobCounts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -392,7 +392,7 @@ func TestReplayHealedReads(t *testing.T) {
 	t.Parallel()
 	s := openTemp(t)
 	viewData(t, s)
-	counts, err := s.ClusterCounts(t.Context(), Filter{})
+	counts, err := s.Analytics().ClusterCounts(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,14 +408,14 @@ func TestReplayHealedReads(t *testing.T) {
 	if c.Jobs != 6 || c.DeadLetters != 5 || c.Replayed != 1 || c.ReplayedFixed != 0 {
 		t.Errorf("/total counts %+v, want 6 jobs, 5 dead letters, 1 replayed, healed", c)
 	}
-	ends, err := s.ClusterRecentEnds(t.Context(), total, Filter{}, 10)
+	ends, err := s.Analytics().ClusterRecentEnds(t.Context(), total, Filter{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ends) != 5 {
 		t.Errorf("ClusterRecentEnds returned %d runs, want the 5 not replayed and healed", len(ends))
 	}
-	ex, err := s.ClusterExamples(t.Context(), total, Filter{}, 10)
+	ex, err := s.Analytics().ClusterExamples(t.Context(), total, Filter{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestReplayHealedReads(t *testing.T) {
 			t.Errorf("examples %v hold the replayed, healed dead letter %s", ex, id)
 		}
 	}
-	healed, err := s.ReplayHealed(t.Context(), Filter{})
+	healed, err := s.Analytics().ReplayHealed(t.Context(), Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,12 @@ import (
 // funnel rows and the replayed, healed counts only, so it costs a fraction
 // of Build; the console's overview shows it.
 func Funnels(ctx context.Context, s *index.Store) (map[string]*Funnel, Totals, error) {
-	rows, err := s.Funnel(ctx, index.Filter{})
+	a := s.Analytics()
+	rows, err := a.Funnel(ctx, index.Filter{})
 	if err != nil {
 		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
 	}
-	healed, err := s.ReplayHealed(ctx, index.Filter{})
+	healed, err := a.ReplayHealed(ctx, index.Filter{})
 	if err != nil {
 		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
 	}

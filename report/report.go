@@ -293,8 +293,9 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 		all               []index.ClusterCount
 		funnelErr, cntErr error
 	)
-	wg.Go(func() { all, cntErr = s.ClusterCounts(ctx, f) })
-	rows, funnelErr = s.Funnel(ctx, f)
+	an := s.Analytics()
+	wg.Go(func() { all, cntErr = an.ClusterCounts(ctx, f) })
+	rows, funnelErr = an.Funnel(ctx, f)
 	wg.Wait()
 	if err := errors.Join(funnelErr, cntErr); err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
@@ -316,7 +317,7 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 	for _, row := range rows {
 		covered[[2]string{row.Schema, row.Version}] = true
 	}
-	healed, err := s.ReplayHealed(ctx, f)
+	healed, err := an.ReplayHealed(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
@@ -359,7 +360,7 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 		counts = counts[:o.Top]
 	}
 	for _, c := range counts {
-		cl, err := cluster(ctx, s, f, o, c)
+		cl, err := cluster(ctx, an, f, o, c)
 		if err != nil {
 			return nil, fmt.Errorf("building the report: %w", err)
 		}
@@ -443,7 +444,7 @@ func counted(c index.ClusterCount) index.ClusterCount {
 	return c
 }
 
-func cluster(ctx context.Context, s *index.Store, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
+func cluster(ctx context.Context, a *index.Analytics, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
 	cl := Cluster{
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
 		DeadLetters: c.DeadLetters, Jobs: c.Jobs, ReplayedHealed: c.Replayed, Fixed: c.Fixed,
@@ -454,10 +455,10 @@ func cluster(ctx context.Context, s *index.Store, f index.Filter, o Options, c i
 	cl.HealRate = ratio(c.Jobs-c.DeadLetters, c.Jobs)
 	cl.FixRate = ratio(c.Fixed, c.Jobs)
 	var err error
-	if cl.Examples, err = s.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
+	if cl.Examples, err = a.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
 		return Cluster{}, err
 	}
-	if cl.Received, err = s.ClusterReceived(ctx, c.ID, f, Received); err != nil {
+	if cl.Received, err = a.ClusterReceived(ctx, c.ID, f, Received); err != nil {
 		return Cluster{}, err
 	}
 	if cl.Examples == nil {
@@ -473,7 +474,7 @@ func cluster(ctx context.Context, s *index.Store, f index.Filter, o Options, c i
 	lowHeal := c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate
 	var ends []index.RunEnd
 	if c.DeadLetters >= Streak {
-		if ends, err = s.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
+		if ends, err = a.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
 			return Cluster{}, err
 		}
 	}
@@ -490,7 +491,7 @@ func cluster(ctx context.Context, s *index.Store, f index.Filter, o Options, c i
 			Streak, healed, c.Jobs, c.Fixed)
 	case lowHeal || deadStreak:
 		cl.Masked = true
-		blockers, err := s.ClusterBlockers(ctx, c.ID, f, 1)
+		blockers, err := a.ClusterBlockers(ctx, c.ID, f, 1)
 		if err != nil {
 			return Cluster{}, err
 		}

@@ -163,7 +163,7 @@ func (s *Server) live(o Overview) Overview {
 
 func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 	now := s.cfg.Now()
-	jc, err := s.cfg.Store.JobCounts(ctx)
+	jc, err := s.cfg.Store.Analytics().JobCounts(ctx)
 	if err != nil {
 		return Overview{}, err
 	}
@@ -193,7 +193,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		o.DeadLettered += n
 	}
 	o.Succeeded = o.Jobs - o.DeadLettered - o.AwaitingReplay
-	recent, err := s.cfg.Store.Funnel(ctx, index.Filter{Since: now.Add(-time.Minute)})
+	recent, err := s.cfg.Store.Analytics().Funnel(ctx, index.Filter{Since: now.Add(-time.Minute)})
 	if err != nil {
 		return Overview{}, err
 	}
