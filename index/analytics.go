@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // Analytics is the read side the report package (and the console's
@@ -48,7 +49,7 @@ const notReplayHealed = ` AND NOT (dead = 1 AND outcome_id IN (` + replayHealed 
 type ClusterCount struct {
 	ID                 string
 	FingerprintVersion int
-	Fingerprint
+	cluster.Fingerprint
 	Jobs        int
 	DeadLetters int
 	// Fixed counts the runs whose last validated attempt (one whose output
@@ -80,7 +81,7 @@ type RunEnd struct {
 // dead-lettered runs in which another fingerprint had been fixed.
 type Blocker struct {
 	ID string
-	Fingerprint
+	cluster.Fingerprint
 	// Runs counts those dead-lettered runs.
 	Runs int
 }

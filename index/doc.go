@@ -51,24 +51,16 @@
 // every attempt stays in the payload; schema version 1 also wrote a
 // failures row per repeated diagnostic (lead = 0), which reads ignore.
 //
-// # Fixed
+// # Clusters
 //
-// A failure is fixed in a job run when the run's last validated attempt
-// (one whose output was parsed and validated: attempt class "" or "schema",
-// or one with diagnostics) came after the failure, kept all its diagnostics
-// (none omitted past the cap) and had none with the failure's fingerprint.
-// A truncated or unparsable last attempt proves nothing, so it does not
-// count. Write computes it; migration 2 derived it for older rows.
-//
-// # Fingerprints
-//
-// A failure's Fingerprint is schema id + schema version + path pattern
-// (PathPattern: array indices as "*") + keyword; ClusterID hashes it with
-// FingerprintVersion, so a change of the rule gives new ids instead of
-// silently regrouping old rows. The package stores fingerprints; grouping
-// them into clusters with heal rates is the report package's job, built on
-// the aggregate reads of Store.Analytics: ClusterCounts (jobs, dead letters, fixed, replayed
-// and healed), ClusterReceived, ClusterRecent, ClusterRecentEnds,
+// Write stores, per job run, one failures row per cluster, with its first
+// failing attempt and whether it was fixed by the run's end, and one
+// clusters row per fingerprint: the grouping and the fixed rule are the
+// report's (package report/cluster, which this package applies and does
+// not decide); migration 2 derived fixed for older rows in SQL. The report
+// builds its clusters, heal rates and flags on the aggregate reads of
+// Store.Analytics: ClusterCounts (jobs, dead letters, fixed, replayed and
+// healed), ClusterReceived, ClusterRecent, ClusterRecentEnds,
 // ClusterBlockers, ClusterExamples and Funnel (per schema version), all
 // over covering indexes, and ReplayHealed (dead letters whose replay
 // succeeded, over the partial index of dead letters).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 func Example() {
@@ -60,9 +61,9 @@ func Example() {
 }
 
 func ExamplePathPattern() {
-	fmt.Println(index.PathPattern("/items/2/price"))
-	fmt.Println(index.ClusterID(index.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/2/price", Keyword: "type"}) ==
-		index.ClusterID(index.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/*/price", Keyword: "type"}))
+	fmt.Println(cluster.PathPattern("/items/2/price"))
+	fmt.Println(cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/2/price", Keyword: "type"}) ==
+		cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/*/price", Keyword: "type"}))
 	// Output:
 	// /items/*/price
 	// true
@@ -132,7 +133,7 @@ func ExampleAnalytics_ClusterCounts() {
 	for _, c := range counts {
 		fmt.Println(c.Path, c.Keyword, "jobs", c.Jobs, "dead", c.DeadLetters, "fixed", c.Fixed)
 	}
-	carrier := index.ClusterID(index.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
+	carrier := cluster.ID(cluster.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
 	blockers, err := st.Analytics().ClusterBlockers(ctx, carrier, index.Filter{}, 3)
 	if err != nil {
 		log.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // fixCase is one job run and, per path pattern that failed in it, whether
@@ -159,7 +160,7 @@ func TestClusterBlockersAndRecentEnds(t *testing.T) {
 	write(t, s, outs...)
 
 	id := func(d job.Diagnostic) string {
-		return ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: d.Path, Keyword: d.Keyword})
+		return cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1hash", Path: d.Path, Keyword: d.Keyword})
 	}
 	bl, err := s.Analytics().ClusterBlockers(t.Context(), id(a), Filter{}, 5)
 	if err != nil {
@@ -245,7 +246,7 @@ func TestMigrationBackfillsFixed(t *testing.T) {
 		seen := map[string]bool{}
 		for k, a := range o.Trace {
 			for j, d := range a.Diagnostics {
-				c := ClusterID(Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})
+				c := cluster.ID(cluster.Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})
 				lead := !seen[c]
 				seen[c] = true
 				if _, err := db.Exec(`INSERT INTO failures VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, id, k+1, j, c, lead, o.Status == job.StatusDeadLettered,

@@ -15,7 +15,7 @@ import (
 // read it.
 func stored(tb testing.TB, o job.Outcome) job.Outcome {
 	tb.Helper()
-	p := &preparer{ids: make(map[fpKey]fpVal)}
+	p := &preparer{}
 	var r row
 	if err := p.payload(&o, &r); err != nil {
 		tb.Fatalf("payload: %v", err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // Filter selects outcomes. Zero fields select everything. List, Purge and
@@ -75,7 +76,7 @@ func (f Filter) where(deadOnly bool) (string, []any) {
 	}
 	if f.Path != "" {
 		conds = append(conds, "EXISTS (SELECT 1 FROM failures f JOIN clusters c ON c.id = f.cluster WHERE f.outcome_id = o.id AND c.path = ?)")
-		args = append(args, PathPattern(f.Path))
+		args = append(args, cluster.PathPattern(f.Path))
 	}
 	if f.Cluster != "" {
 		conds = append(conds, "EXISTS (SELECT 1 FROM failures f WHERE f.outcome_id = o.id AND f.cluster = ?)")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 func count(t *testing.T, s *Store, table string) int {
@@ -123,7 +124,7 @@ func TestWriteIsIdempotent(t *testing.T) {
 		clusters := map[string]bool{}
 		for _, a := range o.Trace {
 			for _, d := range a.Diagnostics {
-				clusters[ClusterID(Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})] = true
+				clusters[cluster.ID(cluster.Fingerprint{Schema: o.Schema, Version: o.SchemaVersion, Path: d.Path, Keyword: d.Keyword})] = true
 			}
 		}
 		wantFailures += len(clusters)
@@ -273,7 +274,7 @@ func TestListFilters(t *testing.T) {
 	c.Schema = "receipt"
 	d := outcome("d", false, 2, t0.Add(3*time.Minute), diag("/items/1/price", "type", `"1"`)) // healed: never listed
 	write(t, s, a, b, c, d)
-	priceInvoice := ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/items/*/price", Keyword: "type"})
+	priceInvoice := cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/items/*/price", Keyword: "type"})
 	tests := []struct {
 		name string
 		f    Filter

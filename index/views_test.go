@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // plainDB opens the index as an operator's tool does: a plain read-only
@@ -179,12 +180,12 @@ func TestViewsReadPlainly(t *testing.T) {
 
 	// v_failures
 	var fixed int
-	var cluster, kw string
-	if err := db.QueryRow(`SELECT cluster, keyword, fixed, finished_at FROM v_failures WHERE job_id = 'healed'`).Scan(&cluster, &kw, &fixed, &failedAt); err != nil {
+	var clusterID, kw string
+	if err := db.QueryRow(`SELECT cluster, keyword, fixed, finished_at FROM v_failures WHERE job_id = 'healed'`).Scan(&clusterID, &kw, &fixed, &failedAt); err != nil {
 		t.Fatal(err)
 	}
-	if cluster != ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"}) || kw != "type" || fixed != 1 || !isoMillis.MatchString(failedAt) {
-		t.Errorf("v_failures row = %s %s %d %s", cluster, kw, fixed, failedAt)
+	if clusterID != cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"}) || kw != "type" || fixed != 1 || !isoMillis.MatchString(failedAt) {
+		t.Errorf("v_failures row = %s %s %d %s", clusterID, kw, fixed, failedAt)
 	}
 }
 
@@ -396,7 +397,7 @@ func TestReplayHealedReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	total := ClusterID(Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"})
+	total := cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"})
 	var c ClusterCount
 	for _, x := range counts {
 		if x.ID == total {

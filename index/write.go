@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // receivedCut is how much of a received value the failures table keeps.
@@ -35,23 +36,11 @@ type row struct {
 	// body is the payload: the Outcome as JSON text without its data,
 	// stored as TEXT so that sqlite3 and the v_* views read it
 	body  string
-	fails []failRow
+	fails []cluster.Failure // Received not yet cut to receivedCut
 	// set by insert: the new row id (0 when the run is already indexed)
 	// and whether a later run of the job exists
 	id       int64
 	replayed int
-}
-
-// failRow is one cluster's failure in one job run: its first failing
-// attempt, and whether it was fixed by the run's end.
-type failRow struct {
-	attempt, seq int
-	cluster      string
-	path         string // pattern
-	keyword      string
-	received     string
-	fixed        int
-	inLast       bool
 }
 
 // Write indexes a batch of outcomes in one transaction. It is idempotent:
@@ -139,43 +128,21 @@ func (p *prepared) stop() {
 	p.wg.Wait()
 }
 
-// fpKey is a diagnostic's fingerprint before its path becomes a pattern.
-type fpKey struct{ schema, version, path, keyword string }
-
-type fpVal struct{ id, pattern string }
-
 // preparer holds what one goroutine of prepare reuses across outcomes.
 type preparer struct {
 	buf bytes.Buffer
 	cut memberCutter
-	ids map[fpKey]fpVal
+	g   cluster.Grouper
 }
 
 func prepareRange(outs []job.Outcome, rows []row, lo, hi int) error {
-	p := &preparer{ids: make(map[fpKey]fpVal)}
+	p := &preparer{}
 	for i := lo; i < hi; i++ {
 		if err := p.row(&outs[i], &rows[i]); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (p *preparer) cluster(schema, version, path, keyword string) fpVal {
-	k := fpKey{schema, version, path, keyword}
-	if v, ok := p.ids[k]; ok {
-		return v
-	}
-	pat := PathPattern(path)
-	v := fpVal{id: ClusterID(Fingerprint{Schema: schema, Version: version, Path: pat, Keyword: keyword}), pattern: pat}
-	p.ids[k] = v
-	return v
-}
-
-// validated reports whether an attempt's output was parsed and validated,
-// so its diagnostics (or their absence) say which fields were wrong.
-func validated(a *job.Attempt) bool {
-	return a.Class == "" || a.Class == "schema" || len(a.Diagnostics) > 0
 }
 
 // attemptN is an attempt's number, counted from 1 when the trace has none.
@@ -191,7 +158,6 @@ func (p *preparer) row(o *job.Outcome, r *row) error {
 	if o.Status == job.StatusDeadLettered {
 		r.dead = 1
 	}
-	last := -1 // the last validated attempt
 	var priced bool
 	r.cost, r.healCost, priced = job.Cost(o.Trace)
 	if priced {
@@ -209,9 +175,6 @@ func (p *preparer) row(o *job.Outcome, r *row) error {
 		if k > 0 {
 			r.heal += a.PromptTokens + a.CompletionTokens
 		}
-		if validated(a) {
-			last = k
-		}
 	}
 	if r.dead == 1 {
 		for k := len(o.Trace) - 1; k >= 0; k-- {
@@ -221,38 +184,9 @@ func (p *preparer) row(o *job.Outcome, r *row) error {
 			}
 		}
 	}
-	// failures: one row per cluster, at its first failing attempt; fixed
-	// when the last validated attempt kept all its diagnostics and had
-	// none of the cluster
-	for k := range o.Trace {
-		a := &o.Trace[k]
-		for j := range a.Diagnostics {
-			d := &a.Diagnostics[j]
-			fp := p.cluster(o.Schema, o.SchemaVersion, d.Path, d.Keyword)
-			f := -1
-			for x := range r.fails {
-				if r.fails[x].cluster == fp.id {
-					f = x
-					break
-				}
-			}
-			if f < 0 {
-				f = len(r.fails)
-				r.fails = append(r.fails, failRow{attempt: attemptN(a, k), seq: j, cluster: fp.id, path: fp.pattern,
-					keyword: d.Keyword, received: cut(d.Received, receivedCut)})
-			}
-			if k == last {
-				r.fails[f].inLast = true
-			}
-		}
-	}
-	if last >= 0 && o.Trace[last].DiagnosticsOmitted == 0 {
-		for x := range r.fails {
-			if !r.fails[x].inLast {
-				r.fails[x].fixed = 1
-			}
-		}
-	}
+	// failures: one row per cluster (the report's rule), at its first
+	// failing attempt, fixed or not by the run's end
+	r.fails = p.g.Failures(r.fails[:0], o)
 	return p.payload(o, r)
 }
 
@@ -273,6 +207,14 @@ func (p *preparer) payload(o *job.Outcome, r *row) error {
 	}
 	r.body = p.buf.String()
 	return nil
+}
+
+// boolInt is b as SQLite's 0 or 1.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // cut shortens s to at most n bytes without splitting a UTF-8 sequence.
@@ -361,11 +303,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			}
 			for k := range r.fails {
 				f := &r.fails[k]
-				if _, ok := done[f.cluster]; ok {
+				if _, ok := done[f.ID]; ok {
 					continue
 				}
-				done[f.cluster] = struct{}{}
-				if err := cl.add(ctx, f.cluster, FingerprintVersion, r.o.Schema, r.o.SchemaVersion, f.path, f.keyword); err != nil {
+				done[f.ID] = struct{}{}
+				if err := cl.add(ctx, f.ID, cluster.FingerprintVersion, r.o.Schema, r.o.SchemaVersion, f.Path, f.Keyword); err != nil {
 					return fmt.Errorf("inserting clusters: %w", err)
 				}
 			}
@@ -417,7 +359,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			at := millis(o.FinishedAt)
 			for k := range r.fails {
 				f := &r.fails[k]
-				if err := fai.add(ctx, r.id, f.attempt, f.seq, f.cluster, 1, r.dead, at, f.received, f.fixed); err != nil {
+				if err := fai.add(ctx, r.id, f.Attempt, f.Seq, f.ID, 1, r.dead, at, cut(f.Received, receivedCut), boolInt(f.Fixed)); err != nil {
 					return fmt.Errorf("inserting failures: %w", err)
 				}
 			}

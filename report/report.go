@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // Defaults of the empirical impossible-field rule.
@@ -264,7 +265,7 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 		Source:             o.Source,
 		Filter:             Filter{Schema: o.Schema, Version: o.Version, Model: o.Model},
 		Versions:           map[string][]string{},
-		FingerprintVersion: index.FingerprintVersion,
+		FingerprintVersion: cluster.FingerprintVersion,
 		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
 		Clusters:           []Cluster{},
 		Funnel:             map[string]*Funnel{},
@@ -360,7 +361,7 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 		counts = counts[:o.Top]
 	}
 	for _, c := range counts {
-		cl, err := cluster(ctx, an, f, o, c)
+		cl, err := buildCluster(ctx, an, f, o, c)
 		if err != nil {
 			return nil, fmt.Errorf("building the report: %w", err)
 		}
@@ -444,7 +445,7 @@ func counted(c index.ClusterCount) index.ClusterCount {
 	return c
 }
 
-func cluster(ctx context.Context, a *index.Analytics, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
+func buildCluster(ctx context.Context, a *index.Analytics, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
 	cl := Cluster{
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
 		DeadLetters: c.DeadLetters, Jobs: c.Jobs, ReplayedHealed: c.Replayed, Fixed: c.Fixed,

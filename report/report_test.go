@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -150,7 +151,7 @@ func expect(specs []spec, o Options) map[string]*want {
 	o = o.withDefaults()
 	m := map[string]*want{}
 	id := func(s spec, dg job.Diagnostic) string {
-		return index.ClusterID(index.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
+		return cluster.ID(cluster.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
 	}
 	for _, s := range specs {
 		atEnd := map[string]bool{}

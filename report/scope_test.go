@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 func openStore(t *testing.T) *index.Store {
@@ -69,7 +70,7 @@ func TestReplayedHealedNoLongerFlags(t *testing.T) {
 	t.Parallel()
 	const v1, v2 = "1111aaaa", "2222bbbb"
 	code := func(version string) string {
-		return index.ClusterID(index.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
+		return cluster.ID(cluster.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
 	}
 	find := func(r *Report, id string) *Cluster {
 		for i := range r.Clusters {

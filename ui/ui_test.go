@@ -12,12 +12,13 @@ import (
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
 // codeCluster is the id of the dataset's invoice /code [pattern] cluster.
 func codeCluster() string {
-	return index.ClusterID(index.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
+	return cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
 }
 
 func TestOverview(t *testing.T) {

@@ -1,4 +1,4 @@
-package index
+package cluster
 
 import (
 	"crypto/sha256"
@@ -8,9 +8,9 @@ import (
 )
 
 // FingerprintVersion is the version of the rule that turns a diagnostic into
-// a Fingerprint and a ClusterID. It is stored with every cluster, so a change
+// a Fingerprint and an ID. It is stored with every cluster, so a change
 // of the rule never silently regroups old data: bump it when PathPattern or
-// the fields hashed by ClusterID change.
+// the fields hashed by ID change.
 const FingerprintVersion = 1
 
 // Fingerprint identifies a kind of failure: which field of which schema
@@ -24,11 +24,11 @@ type Fingerprint struct {
 	Keyword string `json:"keyword"`
 }
 
-// ClusterID returns the short stable id of a fingerprint: 12 hex digits of
+// ID returns the short stable id of a fingerprint: 12 hex digits of
 // the SHA-256 of the fingerprint version and the fields. Path is passed
 // through PathPattern first, so a concrete pointer and its pattern give the
 // same id.
-func ClusterID(fp Fingerprint) string {
+func ID(fp Fingerprint) string {
 	h := sha256.New()
 	var buf [8]byte
 	b := strconv.AppendInt(buf[:0], FingerprintVersion, 10)

@@ -1,4 +1,4 @@
-package index
+package cluster
 
 import (
 	"strings"
@@ -44,16 +44,16 @@ func FuzzPathPattern(f *testing.F) {
 	})
 }
 
-func TestClusterID(t *testing.T) {
+func TestID(t *testing.T) {
 	t.Parallel()
 	base := Fingerprint{Schema: "invoice", Version: "v1", Path: "/items/*/price", Keyword: "type"}
-	id := ClusterID(base)
+	id := ID(base)
 	if len(id) != 12 {
-		t.Fatalf("ClusterID = %q, want 12 hex digits", id)
+		t.Fatalf("ID = %q, want 12 hex digits", id)
 	}
 	concrete := base
 	concrete.Path = "/items/5/price"
-	if ClusterID(concrete) != id {
+	if ID(concrete) != id {
 		t.Errorf("a concrete pointer and its pattern get different ids")
 	}
 	for name, fp := range map[string]Fingerprint{
@@ -63,16 +63,16 @@ func TestClusterID(t *testing.T) {
 		"keyword": {Schema: "invoice", Version: "v1", Path: base.Path, Keyword: "minimum"},
 		"shifted": {Schema: "invoice\x00v1", Version: "", Path: base.Path, Keyword: "type"},
 	} {
-		if ClusterID(fp) == id {
+		if ID(fp) == id {
 			t.Errorf("changing %s keeps the id", name)
 		}
 	}
 }
 
-func BenchmarkClusterID(b *testing.B) {
+func BenchmarkID(b *testing.B) {
 	fp := Fingerprint{Schema: "invoice", Version: "3f9a1c0d", Path: "/items/12/price", Keyword: "type"}
 	b.ReportAllocs()
 	for b.Loop() {
-		ClusterID(fp)
+		ID(fp)
 	}
 }
