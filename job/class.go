@@ -59,8 +59,8 @@ func (c Class) StopsWorker() bool {
 }
 
 // DeadLetterClasses are the classes a dead letter can carry, in the order
-// operators read them.
+// `pipeline dlq list --class` names them.
 func DeadLetterClasses() []Class {
-	return []Class{ClassGrammar, ClassSchema, ClassTruncated, ClassRefused, ClassNoProgress,
-		ClassTransport, ClassRequest, ClassInvalidJob, ClassUnknownSchema, ClassExhausted, ClassAbandoned}
+	return []Class{ClassSchema, ClassGrammar, ClassTruncated, ClassRefused, ClassNoProgress, ClassExhausted,
+		ClassTransport, ClassRequest, ClassInvalidJob, ClassUnknownSchema, ClassAbandoned}
 }
