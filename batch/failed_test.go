@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 	"github.com/llmpipeline/pipeline/model"
 )
@@ -110,7 +110,7 @@ func (r *rig) allSucceeded(ids ...string) {
 	r.t.Helper()
 	got := r.outcomes()
 	for _, id := range ids {
-		if o := got[id]; len(o) != 1 || o[0].Status != dlq.StatusSucceeded {
+		if o := got[id]; len(o) != 1 || o[0].Status != job.StatusSucceeded {
 			r.t.Errorf("%s: %+v, want one result", id, o)
 		}
 	}
@@ -215,7 +215,7 @@ func TestBatchTokenLimitResendsSmaller(t *testing.T) {
 		r.waitEnded("ok-1", "ok-2")
 		stop()
 		for id, o := range r.outcomes() {
-			if len(o) != 1 || o[0].Status != dlq.StatusDeadLettered || o[0].Class != "request_error" ||
+			if len(o) != 1 || o[0].Status != job.StatusDeadLettered || o[0].Class != "request_error" ||
 				!strings.Contains(o[0].Reason, "Enqueued token limit reached") {
 				t.Errorf("%s: %+v, want one request_error dead letter with the provider's message", id, o)
 			}

@@ -19,9 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 	"github.com/llmpipeline/pipeline/model"
@@ -203,9 +203,9 @@ func (r *rig) waitEnded(ids ...string) {
 }
 
 // outcomes reads every message of RESULTS and DLQ, by job id.
-func (r *rig) outcomes() map[string][]dlq.Outcome {
+func (r *rig) outcomes() map[string][]job.Outcome {
 	r.t.Helper()
-	out := map[string][]dlq.Outcome{}
+	out := map[string][]job.Outcome{}
 	js := r.conn.JetStream()
 	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
 		st, err := js.Stream(r.t.Context(), name)
@@ -221,7 +221,7 @@ func (r *rig) outcomes() map[string][]dlq.Outcome {
 			if err != nil {
 				continue
 			}
-			var o dlq.Outcome
+			var o job.Outcome
 			if err := json.Unmarshal(m.Data, &o); err != nil {
 				r.t.Fatalf("outcome %s/%d: %v", name, seq, err)
 			}
@@ -259,17 +259,17 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"ok-1", "ok-2", "ok-3"} {
-		if o := got[id][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 1 || string(o.Data) != `{"n":7}` {
+		if o := got[id][0]; o.Status != job.StatusSucceeded || o.Attempts != 1 || string(o.Data) != `{"n":7}` {
 			t.Errorf("%s: %+v", id, o)
 		}
 	}
-	if o := got["heal-1"][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 2 || o.Trace[0].Class != "schema" {
+	if o := got["heal-1"][0]; o.Status != job.StatusSucceeded || o.Attempts != 2 || o.Trace[0].Class != "schema" {
 		t.Errorf("heal-1: healed in a second batch, got %+v", o)
 	}
-	if o := got["trunc-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "truncated" {
+	if o := got["trunc-1"][0]; o.Status != job.StatusDeadLettered || o.Class != "truncated" {
 		t.Errorf("trunc-1: %+v", o)
 	}
-	if o := got["fail-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "transport" || o.Attempts != 0 {
+	if o := got["fail-1"][0]; o.Status != job.StatusDeadLettered || o.Class != "transport" || o.Attempts != 0 {
 		t.Errorf("fail-1: a 500 inside the batch is transport, never a heal attempt: %+v", o)
 	}
 	// The heal turn and the retry of the 500 went into later batches.
@@ -309,7 +309,7 @@ func TestBatchHealSync(t *testing.T) {
 	r.waitEnded("heal-1", "ok-1")
 	stop()
 	got := r.outcomes()
-	if o := got["heal-1"]; len(o) != 1 || o[0].Status != dlq.StatusSucceeded || o[0].Attempts != 2 {
+	if o := got["heal-1"]; len(o) != 1 || o[0].Status != job.StatusSucceeded || o[0].Attempts != 2 {
 		t.Fatalf("heal-1: %+v", o)
 	}
 	if n := r.srv.Creates(); n != 1 {
@@ -335,7 +335,7 @@ func TestBatchExpiredRequeues(t *testing.T) {
 	stop()
 	got := r.outcomes()
 	for _, id := range ids {
-		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+		if len(got[id]) != 1 || got[id][0].Status != job.StatusSucceeded {
 			t.Errorf("%s: %+v", id, got[id])
 		}
 	}
@@ -372,7 +372,7 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	stop()
 	got := r.outcomes()
 	for _, id := range ids {
-		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+		if len(got[id]) != 1 || got[id][0].Status != job.StatusSucceeded {
 			t.Errorf("%s: %+v", id, got[id])
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // chainConfig is the CLI's config with a primary "p" of n attempts and
@@ -38,7 +39,7 @@ func TestFallback(t *testing.T) {
 		primary   []reply
 		fallback  []reply
 		fbAtt     int
-		class     Class
+		class     job.Class
 		models    string // the model of each attempt
 		final     string // Result.Model
 		skipped   int
@@ -46,27 +47,27 @@ func TestFallback(t *testing.T) {
 		primCalls int
 	}{
 		{name: "exhausted primary, fallback heals", primary: []reply{bad, bad2}, fallback: []reply{good},
-			class: ClassNone, models: "openai:p,openai:p,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
+			class: job.ClassNone, models: "openai:p,openai:p,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
 		{name: "no progress on primary, fallback heals", primary: []reply{bad, bad}, fallback: []reply{good},
-			class: ClassNone, models: "openai:p,openai:p,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
+			class: job.ClassNone, models: "openai:p,openai:p,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
 		{name: "primary unavailable, fallback answers first", primary: []reply{transport}, fallback: []reply{good},
-			class: ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
+			class: job.ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
 		{name: "context window exceeded on the primary", primary: []reply{request}, fallback: []reply{good},
-			class: ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
+			class: job.ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
 		{name: "unavailable after a failed attempt: the conversation goes on", primary: []reply{bad, transport}, fallback: []reply{good},
-			class: ClassNone, models: "openai:p,openai:f", final: "openai:f", skipped: 1, fbTurns: 4, primCalls: 2},
+			class: job.ClassNone, models: "openai:p,openai:f", final: "openai:f", skipped: 1, fbTurns: 4, primCalls: 2},
 		{name: "primary answers: fallback never called", primary: []reply{good}, fallback: nil,
-			class: ClassNone, models: "openai:p", final: "openai:p", primCalls: 1},
+			class: job.ClassNone, models: "openai:p", final: "openai:p", primCalls: 1},
 		{name: "both exhausted", primary: []reply{bad, bad2}, fallback: []reply{bad, bad2}, fbAtt: 2,
-			class: ClassExhausted, models: "openai:p,openai:p,openai:f,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
+			class: job.ClassExhausted, models: "openai:p,openai:p,openai:f,openai:f", final: "openai:f", fbTurns: 4, primCalls: 2},
 		{name: "no such model on the primary, fallback answers", primary: []reply{notFound}, fallback: []reply{good},
-			class: ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
+			class: job.ClassNone, models: "openai:f", final: "openai:f", skipped: 1, fbTurns: 2, primCalls: 1},
 		{name: "no such model on either", primary: []reply{notFound}, fallback: []reply{notFound},
-			class: ClassNotFound, models: "", final: "openai:p", skipped: 1, fbTurns: 2, primCalls: 1},
+			class: job.ClassNotFound, models: "", final: "openai:p", skipped: 1, fbTurns: 2, primCalls: 1},
 		{name: "auth stops, no fallback", primary: []reply{auth}, fallback: nil,
-			class: ClassAuth, models: "", final: "openai:p", primCalls: 1},
+			class: job.ClassAuth, models: "", final: "openai:p", primCalls: 1},
 		{name: "fallback unavailable too", primary: []reply{transport}, fallback: []reply{transport},
-			class: ClassTransport, models: "", final: "openai:p", skipped: 1, fbTurns: 2, primCalls: 1},
+			class: job.ClassTransport, models: "", final: "openai:p", skipped: 1, fbTurns: 2, primCalls: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -124,7 +125,7 @@ func TestFallbackExhaustedReasonNamesModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := l.Run(t.Context(), testTask(t))
-	if res.Class != ClassExhausted || !strings.Contains(res.Reason, "3 attempts (2 openai:p, 1 openai:f) used") {
+	if res.Class != job.ClassExhausted || !strings.Contains(res.Reason, "3 attempts (2 openai:p, 1 openai:f) used") {
 		t.Errorf("class %q reason %q; want exhausted naming the attempts per model", res.Class, res.Reason)
 	}
 	if !strings.Contains(res.Hint, "--fallback-attempts") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -16,29 +17,29 @@ import (
 // already JSON without sanitizing them first: Clean, then Validate.
 func referenceJudge(l *Loop, s *schemas.Schema, resp model.Response, a *Attempt) ([]byte, string) {
 	if isTruncation(resp) {
-		a.Class = ClassTruncated
+		a.Class = job.ClassTruncated
 		return nil, ""
 	}
 	clean, err := sanitize.Clean([]byte(resp.Content))
 	a.Stages = slices.Clone(clean.Stages)
 	switch {
 	case errors.Is(err, sanitize.ErrTruncated):
-		a.Class = ClassTruncated
+		a.Class = job.ClassTruncated
 		return nil, ""
 	case err != nil:
-		a.Class = ClassGrammar
+		a.Class = job.ClassGrammar
 		return nil, grammarFeedback(err.Error())
 	}
 	diags, omitted, err := s.Validate(clean.JSON, l.cfg.MaxDiagnostics)
 	if err != nil {
-		a.Class = ClassGrammar
+		a.Class = job.ClassGrammar
 		return nil, grammarFeedback(err.Error())
 	}
 	if len(diags) == 0 {
-		a.Class = ClassNone
+		a.Class = job.ClassNone
 		return bytes.Clone(clean.JSON), ""
 	}
-	a.Class = ClassSchema
+	a.Class = job.ClassSchema
 	a.Diagnostics = diags
 	a.DiagnosticsOmitted = omitted
 	return nil, schemaFeedback(schemas.Lines(diags, omitted))

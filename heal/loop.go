@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -61,7 +62,7 @@ func (l *Loop) stages() []stage {
 
 // Run takes one job to its end: validated data, or a failure class with the
 // trace of every attempt. The Task and its messages are never modified.
-// On ctx cancellation Run returns promptly with ClassTransport and ctx's
+// On ctx cancellation Run returns promptly with job.ClassTransport and ctx's
 // error in Err (the job is not at fault; the caller naks it).
 //
 // With fallbacks, a model whose attempts end in a healable failure, or
@@ -71,7 +72,7 @@ func (l *Loop) stages() []stage {
 func (l *Loop) Run(ctx context.Context, t Task) Result {
 	res := Result{Model: l.cfg.Model}
 	if t.Schema == nil {
-		res.Class = ClassRequest
+		res.Class = job.ClassRequest
 		res.Err = errors.New("running heal loop: task has no schema")
 		res.Reason = res.Err.Error()
 		return res
@@ -138,18 +139,18 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			l.log(ctx, t, a)
 
 			switch a.Class {
-			case ClassNone:
-				res.Class = ClassNone
+			case job.ClassNone:
+				res.Class = job.ClassNone
 				res.Data = data
 				return res
-			case ClassRefused:
-				res.Class = ClassRefused
+			case job.ClassRefused:
+				res.Class = job.ClassRefused
 				res.Reason = fmt.Sprintf("attempt %d: the model refused: %s", n, clip(resp.Refusal, maxRefusalReason))
 				res.Hint = "the model declined this input; a refusal is never healed or retried (the same input is refused again): " +
 					"read the input and instructions (pipeline dlq show), then replay the job with another --model or fix the input"
 				return res
-			case ClassTruncated:
-				res.Class = ClassTruncated
+			case job.ClassTruncated:
+				res.Class = job.ClassTruncated
 				res.Reason = fmt.Sprintf("attempt %d: output truncated (%s)", n, truncCause(resp))
 				res.Hint = "raise --max-tokens"
 				if l.cfg.MaxTokens > 0 {
@@ -162,7 +163,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			if len(res.Attempts)-first > 1 {
 				prev := res.Attempts[len(res.Attempts)-2]
 				if why, stuck := noProgress(prev, a); stuck {
-					res.Class = ClassNoProgress
+					res.Class = job.ClassNoProgress
 					res.Reason = fmt.Sprintf("attempt %d %s as attempt %d; still failing: %s", n, why, n-1, failing(a))
 					res.Hint = "the model does not fix these fields from the feedback: check the schema (pipeline schemas lint) " +
 						"and the failure report (pipeline report)"
@@ -180,7 +181,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 		return l.modelFailed(res, 1, errors.New("no model of the chain answered"))
 	}
 	last := res.Attempts[len(res.Attempts)-1]
-	res.Class = ClassExhausted
+	res.Class = job.ClassExhausted
 	res.Reason = fmt.Sprintf("%s used; still failing: %s", attemptsUsed(res.Attempts), failing(last))
 	res.Hint = "raise --max-attempts, or look at these fields in the failure report (pipeline report)"
 	if len(chain) > 1 {
@@ -250,14 +251,14 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 	if resp.Refusal != "" {
 		// A refusal is no answer to sanitize or validate. The trace keeps
 		// its text as the raw output when the model gave nothing else.
-		a.Class = ClassRefused
+		a.Class = job.ClassRefused
 		if a.Raw == "" {
 			a.Raw = resp.Refusal
 		}
 		return nil, ""
 	}
 	if isTruncation(resp) {
-		a.Class = ClassTruncated
+		a.Class = job.ClassTruncated
 		return nil, ""
 	}
 	// One copy of the answer, owned by this call: the data returned on
@@ -276,15 +277,15 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 	a.Stages = slices.Clone(clean.Stages)
 	switch {
 	case errors.Is(err, sanitize.ErrTruncated):
-		a.Class = ClassTruncated
+		a.Class = job.ClassTruncated
 		return nil, ""
 	case err != nil:
-		a.Class = ClassGrammar
+		a.Class = job.ClassGrammar
 		return nil, grammarFeedback(err.Error())
 	}
 	diags, omitted, err := s.Validate(clean.JSON, l.cfg.MaxDiagnostics)
 	if err != nil {
-		a.Class = ClassGrammar
+		a.Class = job.ClassGrammar
 		return nil, grammarFeedback(err.Error())
 	}
 	return l.validated(clean.JSON, diags, omitted, a)
@@ -293,10 +294,10 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 // validated classifies JSON that parsed by its diagnostics.
 func (l *Loop) validated(doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, feedback string) {
 	if len(diags) == 0 {
-		a.Class = ClassNone
+		a.Class = job.ClassNone
 		return doc, ""
 	}
-	a.Class = ClassSchema
+	a.Class = job.ClassSchema
 	a.Diagnostics = diags
 	a.DiagnosticsOmitted = omitted
 	return nil, schemaFeedback(schemas.Lines(diags, omitted))
@@ -374,7 +375,7 @@ func noProgress(a, b Attempt) (string, bool) {
 	if strings.TrimSpace(a.Raw) == strings.TrimSpace(b.Raw) {
 		return "repeated the output", true
 	}
-	if a.Class == ClassSchema && b.Class == ClassSchema && a.DiagnosticsOmitted == b.DiagnosticsOmitted &&
+	if a.Class == job.ClassSchema && b.Class == job.ClassSchema && a.DiagnosticsOmitted == b.DiagnosticsOmitted &&
 		slices.Equal(a.Diagnostics, b.Diagnostics) {
 		return "failed with the same diagnostics", true
 	}
@@ -383,7 +384,7 @@ func noProgress(a, b Attempt) (string, bool) {
 
 // failing names what an attempt still fails on: its paths and keywords.
 func failing(a Attempt) string {
-	if a.Class == ClassGrammar {
+	if a.Class == job.ClassGrammar {
 		return "no parsable JSON"
 	}
 	parts := make([]string, 0, len(a.Diagnostics)+1)
@@ -407,7 +408,7 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 	errors.As(err, &me)
 	switch model.KindOf(err) {
 	case model.KindAuth:
-		res.Class = ClassAuth
+		res.Class = job.ClassAuth
 		res.Reason = "model refused the credentials: " + err.Error()
 		res.Hint = "fix the API key"
 		if me != nil && me.KeyEnv != "" {
@@ -415,22 +416,22 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 		}
 		res.Hint += "; no job is dead-lettered for this"
 	case model.KindNoCredit:
-		res.Class = ClassNoCredit
+		res.Class = job.ClassNoCredit
 		res.Reason = "the provider account has no credit: " + err.Error()
 		res.Hint = "add credit or raise the spending limit of the provider account, then run again; no job is dead-lettered for this"
 	case model.KindNotFound:
-		res.Class = ClassNotFound
+		res.Class = job.ClassNotFound
 		res.Reason = "the provider has no such endpoint or model: " + err.Error()
 		res.Hint = "check the base URL and the model name; no job is dead-lettered for this"
 	case model.KindRequest:
-		res.Class = ClassRequest
+		res.Class = job.ClassRequest
 		res.Reason = "model rejected the request: " + err.Error()
 		res.Hint = "check the model name and request options (--model, --response-format, --max-tokens)"
 		if tooLong(err) {
 			res.Hint = "the job does not fit the model's context window: a --fallback-model with a larger one takes such jobs at once, or split the input into smaller jobs"
 		}
 	default:
-		res.Class = ClassTransport
+		res.Class = job.ClassTransport
 		res.Reason = "model unreachable: " + err.Error()
 		res.Hint = "not the job's fault: it is retried later"
 	}
@@ -439,7 +440,7 @@ func (l *Loop) modelFailed(res Result, n int, err error) Result {
 
 // cancelled ends the run on ctx cancellation.
 func (l *Loop) cancelled(res Result, n int, err error) Result {
-	res.Class = ClassTransport
+	res.Class = job.ClassTransport
 	res.Err = fmt.Errorf("calling model, attempt %d: %w", n, err)
 	res.Reason = "cancelled: " + err.Error()
 	res.Hint = "not the job's fault: it is retried later"

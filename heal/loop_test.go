@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -128,76 +129,76 @@ func TestRun(t *testing.T) {
 		name      string
 		cfg       Config
 		script    []reply
-		class     Class
+		class     job.Class
 		calls     int
 		temps     []float64
-		attempts  []Class
+		attempts  []job.Class
 		data      string
 		errKind   model.ErrorKind
 		reasonHas []string
 		hintHas   []string
 	}{
 		{name: "valid at once", cfg: cliConfig, script: []reply{{content: good}},
-			class: ClassNone, calls: 1, temps: []float64{0.7}, attempts: []Class{ClassNone}, data: good},
+			class: job.ClassNone, calls: 1, temps: []float64{0.7}, attempts: []job.Class{job.ClassNone}, data: good},
 		{name: "sanitized then valid", cfg: cliConfig, script: []reply{{content: fenced}},
-			class: ClassNone, calls: 1, temps: []float64{0.7}, attempts: []Class{ClassNone}, data: good},
+			class: job.ClassNone, calls: 1, temps: []float64{0.7}, attempts: []job.Class{job.ClassNone}, data: good},
 		{name: "healed at attempt 2", cfg: cliConfig, script: []reply{{content: badTotal}, {content: good}},
-			class: ClassNone, calls: 2, temps: []float64{0.7, 0.5}, attempts: []Class{ClassSchema, ClassNone}, data: good},
+			class: job.ClassNone, calls: 2, temps: []float64{0.7, 0.5}, attempts: []job.Class{job.ClassSchema, job.ClassNone}, data: good},
 		{name: "grammar failure healed", cfg: cliConfig, script: []reply{{content: prose}, {content: good}},
-			class: ClassNone, calls: 2, temps: []float64{0.7, 0.5}, attempts: []Class{ClassGrammar, ClassNone}, data: good},
+			class: job.ClassNone, calls: 2, temps: []float64{0.7, 0.5}, attempts: []job.Class{job.ClassGrammar, job.ClassNone}, data: good},
 		{name: "ceiling of 2 means 2 calls", cfg: withAttempts(2),
 			script: []reply{{content: badTotal}, {content: badBoth}, {content: good}},
-			class:  ClassExhausted, calls: 2, temps: []float64{0.7, 0.5}, attempts: []Class{ClassSchema, ClassSchema},
+			class:  job.ClassExhausted, calls: 2, temps: []float64{0.7, 0.5}, attempts: []job.Class{job.ClassSchema, job.ClassSchema},
 			reasonHas: []string{"2 attempts", "/currency (enum)", "/total (minimum)"}},
 		{name: "zero MaxAttempts means 2", cfg: cliConfig,
 			script: []reply{{content: badTotal}, {content: badBoth}, {content: good}},
-			class:  ClassExhausted, calls: 2, attempts: []Class{ClassSchema, ClassSchema}},
+			class:  job.ClassExhausted, calls: 2, attempts: []job.Class{job.ClassSchema, job.ClassSchema}},
 		{name: "ceiling of 1", cfg: withAttempts(1), script: []reply{{content: badTotal}, {content: good}},
-			class: ClassExhausted, calls: 1, temps: []float64{0.7}, attempts: []Class{ClassSchema}},
+			class: job.ClassExhausted, calls: 1, temps: []float64{0.7}, attempts: []job.Class{job.ClassSchema}},
 		{name: "temperature steps down to the floor", cfg: withAttempts(5),
 			script: []reply{{content: badTotal}, {content: badBoth}, {content: badTotal2}, {content: prose}, {content: good}},
-			class:  ClassNone, calls: 5, temps: []float64{0.7, 0.5, 0.3, 0.1, 0.1},
-			attempts: []Class{ClassSchema, ClassSchema, ClassSchema, ClassGrammar, ClassNone}, data: good},
+			class:  job.ClassNone, calls: 5, temps: []float64{0.7, 0.5, 0.3, 0.1, 0.1},
+			attempts: []job.Class{job.ClassSchema, job.ClassSchema, job.ClassSchema, job.ClassGrammar, job.ClassNone}, data: good},
 		{name: "content filter is a refusal, never healed", cfg: withAttempts(4),
 			script: []reply{{content: `{"total":`, finish: model.FinishOther, raw: "content_filter"}, {content: good}},
-			class:  ClassRefused, calls: 1, attempts: []Class{ClassRefused},
+			class:  job.ClassRefused, calls: 1, attempts: []job.Class{job.ClassRefused},
 			reasonHas: []string{"content filter"}, hintHas: []string{"never healed"}},
 		{name: "finish reason length is truncation, never retried", cfg: withAttempts(4),
 			script: []reply{{content: good, finish: model.FinishLength, raw: "length"}, {content: good}},
-			class:  ClassTruncated, calls: 1, attempts: []Class{ClassTruncated},
+			class:  job.ClassTruncated, calls: 1, attempts: []job.Class{job.ClassTruncated},
 			reasonHas: []string{"finish reason length"}, hintHas: []string{"--max-tokens", "split the schema"}},
 		{name: "provider spelling MAX_TOKENS is truncation", cfg: withAttempts(4),
 			script: []reply{{content: unfinished, finish: model.FinishOther, raw: "MAX_TOKENS"}, {content: good}},
-			class:  ClassTruncated, calls: 1, attempts: []Class{ClassTruncated}},
+			class:  job.ClassTruncated, calls: 1, attempts: []job.Class{job.ClassTruncated}},
 		{name: "unterminated JSON is truncation, never retried", cfg: withAttempts(4),
 			script: []reply{{content: unfinished}, {content: good}},
-			class:  ClassTruncated, calls: 1, attempts: []Class{ClassTruncated}, reasonHas: []string{"ends inside"}},
+			class:  job.ClassTruncated, calls: 1, attempts: []job.Class{job.ClassTruncated}, reasonHas: []string{"ends inside"}},
 		{name: "same output twice stops early", cfg: withAttempts(5),
 			script: []reply{{content: badTotal}, {content: badTotal + "\n"}, {content: good}},
-			class:  ClassNoProgress, calls: 2, attempts: []Class{ClassSchema, ClassSchema},
+			class:  job.ClassNoProgress, calls: 2, attempts: []job.Class{job.ClassSchema, job.ClassSchema},
 			reasonHas: []string{"repeated the output", "/total"}},
 		{name: "same diagnostics twice stops early", cfg: withAttempts(5),
 			script: []reply{{content: badBoth}, {content: `{"currency":"euro","total":-1}`}, {content: good}},
-			class:  ClassNoProgress, calls: 2, attempts: []Class{ClassSchema, ClassSchema},
+			class:  job.ClassNoProgress, calls: 2, attempts: []job.Class{job.ClassSchema, job.ClassSchema},
 			reasonHas: []string{"same diagnostics"}},
 		{name: "different diagnostics keep going", cfg: withAttempts(3),
 			script: []reply{{content: badTotal}, {content: badTotal2}, {content: good}},
-			class:  ClassNone, calls: 3, attempts: []Class{ClassSchema, ClassSchema, ClassNone}, data: good},
+			class:  job.ClassNone, calls: 3, attempts: []job.Class{job.ClassSchema, job.ClassSchema, job.ClassNone}, data: good},
 		{name: "transport error at first call", cfg: cliConfig, script: []reply{{err: transportErr}},
-			class: ClassTransport, calls: 1, errKind: model.KindTransport, hintHas: []string{"retried later"}},
+			class: job.ClassTransport, calls: 1, errKind: model.KindTransport, hintHas: []string{"retried later"}},
 		{name: "transport error after a failed attempt keeps the attempt", cfg: cliConfig,
 			script: []reply{{content: badTotal, usage: model.Usage{PromptTokens: 100, CompletionTokens: 10}}, {err: transportErr}},
-			class:  ClassTransport, calls: 2, attempts: []Class{ClassSchema}, errKind: model.KindTransport},
+			class:  job.ClassTransport, calls: 2, attempts: []job.Class{job.ClassSchema}, errKind: model.KindTransport},
 		{name: "auth error", cfg: cliConfig, script: []reply{{err: authErr}},
-			class: ClassAuth, calls: 1, errKind: model.KindAuth, hintHas: []string{"OPENAI_API_KEY"}},
+			class: job.ClassAuth, calls: 1, errKind: model.KindAuth, hintHas: []string{"OPENAI_API_KEY"}},
 		{name: "request error", cfg: cliConfig, script: []reply{{content: badTotal}, {err: reqErr}},
-			class: ClassRequest, calls: 2, attempts: []Class{ClassSchema}, errKind: model.KindRequest, reasonHas: []string{"gpt-9"}},
+			class: job.ClassRequest, calls: 2, attempts: []job.Class{job.ClassSchema}, errKind: model.KindRequest, reasonHas: []string{"gpt-9"}},
 		{name: "input over the context window", cfg: cliConfig, script: []reply{{err: longErr}},
-			class: ClassRequest, calls: 1, errKind: model.KindRequest, reasonHas: []string{"prompt is too long"}, hintHas: []string{"context window", "--fallback-model", "split the input"}},
+			class: job.ClassRequest, calls: 1, errKind: model.KindRequest, reasonHas: []string{"prompt is too long"}, hintHas: []string{"context window", "--fallback-model", "split the input"}},
 		{name: "no such endpoint or model", cfg: cliConfig, script: []reply{{err: notFound}},
-			class: ClassNotFound, calls: 1, errKind: model.KindNotFound, reasonHas: []string{"gpt-9", "/chat/completions"}, hintHas: []string{"base URL", "no job is dead-lettered"}},
+			class: job.ClassNotFound, calls: 1, errKind: model.KindNotFound, reasonHas: []string{"gpt-9", "/chat/completions"}, hintHas: []string{"base URL", "no job is dead-lettered"}},
 		{name: "unknown model error counts as transport", cfg: cliConfig, script: []reply{{err: errors.New("boom")}},
-			class: ClassTransport, calls: 1},
+			class: job.ClassTransport, calls: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -218,7 +219,7 @@ func TestRun(t *testing.T) {
 			if tt.temps != nil && !slices.Equal(temps(reqs), tt.temps) {
 				t.Errorf("temperatures = %v, want %v", temps(reqs), tt.temps)
 			}
-			var got []Class
+			var got []job.Class
 			for i, a := range res.Attempts {
 				got = append(got, a.Class)
 				if a.N != i+1 || a.Temperature != reqs[i].Temperature || a.Raw != tt.script[i].content {
@@ -227,7 +228,7 @@ func TestRun(t *testing.T) {
 				if a.Latency != 5*time.Millisecond {
 					t.Errorf("attempt %d latency = %v", i, a.Latency)
 				}
-				if (a.Class == ClassSchema) != (len(a.Diagnostics) > 0) {
+				if (a.Class == job.ClassSchema) != (len(a.Diagnostics) > 0) {
 					t.Errorf("attempt %d: class %s with %d diagnostics", i, a.Class, len(a.Diagnostics))
 				}
 			}
@@ -237,16 +238,16 @@ func TestRun(t *testing.T) {
 			if string(res.Data) != tt.data {
 				t.Errorf("data = %s, want %s", res.Data, tt.data)
 			}
-			if res.OK() != (tt.class == ClassNone) {
+			if res.OK() != (tt.class == job.ClassNone) {
 				t.Errorf("OK() = %v", res.OK())
 			}
 			if tt.errKind != "" && model.KindOf(res.Err) != tt.errKind {
 				t.Errorf("KindOf(Err) = %q, want %q (%v)", model.KindOf(res.Err), tt.errKind, res.Err)
 			}
-			if tt.class == ClassNone && res.Err != nil {
+			if tt.class == job.ClassNone && res.Err != nil {
 				t.Errorf("Err = %v on success", res.Err)
 			}
-			if tt.class != ClassNone && res.Reason == "" {
+			if tt.class != job.ClassNone && res.Reason == "" {
 				t.Error("no Reason on failure")
 			}
 			for _, s := range tt.reasonHas {
@@ -343,7 +344,7 @@ func TestHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := l.Run(t.Context(), testTask(t))
-			if res.Class != ClassExhausted {
+			if res.Class != job.ClassExhausted {
 				t.Fatalf("class %s: %s", res.Class, res.Reason)
 			}
 			third := m.requests()[2].Messages
@@ -445,7 +446,7 @@ func TestRunCancelled(t *testing.T) {
 	<-entered
 	cancel()
 	res := <-done
-	if res.Class != ClassTransport || !errors.Is(res.Err, context.Canceled) {
+	if res.Class != job.ClassTransport || !errors.Is(res.Err, context.Canceled) {
 		t.Errorf("got %s, %v; want transport with context.Canceled", res.Class, res.Err)
 	}
 
@@ -454,7 +455,7 @@ func TestRunCancelled(t *testing.T) {
 	l2, _ := New(model.Func(func(context.Context, model.Request) (model.Response, error) { calls++; return model.Response{}, nil }), cliConfig)
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	cancel2()
-	if res := l2.Run(ctx2, testTask(t)); res.Class != ClassTransport || calls != 0 || !errors.Is(res.Err, context.Canceled) {
+	if res := l2.Run(ctx2, testTask(t)); res.Class != job.ClassTransport || calls != 0 || !errors.Is(res.Err, context.Canceled) {
 		t.Errorf("pre-cancelled: class %s, %d calls, err %v", res.Class, calls, res.Err)
 	}
 }
@@ -464,7 +465,7 @@ func TestRunNoSchema(t *testing.T) {
 	m := &scripted{}
 	l, _ := New(m, cliConfig)
 	res := l.Run(t.Context(), Task{JobID: "x"})
-	if res.Class != ClassRequest || res.Err == nil || len(m.requests()) != 0 {
+	if res.Class != job.ClassRequest || res.Err == nil || len(m.requests()) != 0 {
 		t.Errorf("got %s %v after %d calls", res.Class, res.Err, len(m.requests()))
 	}
 }

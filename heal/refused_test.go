@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func TestRefusalEndsTheJob(t *testing.T) {
@@ -29,11 +30,11 @@ func TestRefusalEndsTheJob(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := loop.Run(t.Context(), testTask(t))
-			if res.Class != ClassRefused || len(m.reqs) != 1 || len(res.Attempts) != 1 {
+			if res.Class != job.ClassRefused || len(m.reqs) != 1 || len(res.Attempts) != 1 {
 				t.Fatalf("class %q, %d calls, %d attempts; want refused after one call", res.Class, len(m.reqs), len(res.Attempts))
 			}
 			a := res.Attempts[0]
-			if a.Class != ClassRefused || a.Raw != tt.wantRaw || a.Usage.PromptTokens != 90 || len(a.Stages) != 0 {
+			if a.Class != job.ClassRefused || a.Raw != tt.wantRaw || a.Usage.PromptTokens != 90 || len(a.Stages) != 0 {
 				t.Errorf("attempt %+v", a)
 			}
 			if !strings.HasPrefix(res.Reason, "attempt 1: the model refused: "+tt.refusal[:10]) || len(res.Reason) > maxRefusalReason+100 {

@@ -4,49 +4,22 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
-)
-
-// Class is a failure class, decided by code, never by the model.
-type Class string
-
-const (
-	ClassNone       Class = ""
-	ClassGrammar    Class = "grammar"   // no parsable JSON after sanitizing (healable)
-	ClassSchema     Class = "schema"    // valid JSON, invalid against the schema (healable)
-	ClassTruncated  Class = "truncated" // finish reason length or unterminated JSON
-	ClassNoProgress Class = "no_progress"
-	ClassTransport  Class = "transport"
-	ClassAuth       Class = "auth"
-	// ClassNotFound: the provider knows no such endpoint or model; as with
-	// ClassAuth the worker stops and no job is dead-lettered.
-	ClassNotFound Class = "not_found"
-	// ClassNoCredit: the provider's account has no credit left; as with
-	// ClassAuth the worker stops and no job is dead-lettered.
-	ClassNoCredit  Class = "no_credit"
-	ClassRequest   Class = "request_error"
-	ClassExhausted Class = "exhausted"
-	// ClassRefused: the model declined the task (a refusal, not an
-	// answer). Never healed or retried: the same input would be refused
-	// again.
-	ClassRefused Class = "refused"
-	// Set by the worker, never by the loop: the model is not called.
-	ClassInvalidJob    Class = "invalid_job"
-	ClassUnknownSchema Class = "unknown_schema"
 )
 
 // Result is how a job's loop ended.
 type Result struct {
-	// Data is the validated JSON when Class is ClassNone.
+	// Data is the validated JSON when job.Class is job.ClassNone.
 	Data  []byte
-	Class Class
+	Class job.Class
 	// Reason says in words why the loop stopped; Hint what to do about it.
 	Reason string
 	Hint   string
 	// Attempts has one entry per model call that returned an answer.
 	Attempts []Attempt
-	// Err is the model error behind ClassTransport, ClassAuth,
-	// ClassNotFound, ClassRequest.
+	// Err is the model error behind job.ClassTransport, job.ClassAuth,
+	// job.ClassNotFound, job.ClassRequest.
 	Err error
 	// Model is the spec of the model of the last attempt: the one that
 	// produced the final answer (Config.Model when no model answered).
@@ -63,7 +36,7 @@ type Skip struct {
 }
 
 // OK reports whether the job succeeded.
-func (r Result) OK() bool { return r.Class == ClassNone }
+func (r Result) OK() bool { return r.Class == job.ClassNone }
 
 // Attempt is the trace of one model call.
 type Attempt struct {
@@ -72,9 +45,9 @@ type Attempt struct {
 	// fallback's Name).
 	Model       string
 	Temperature float64
-	Raw         string   // the model's output as received
-	Stages      []string // sanitizer stages applied
-	Class       Class    // ClassNone when the output validated
+	Raw         string    // the model's output as received
+	Stages      []string  // sanitizer stages applied
+	Class       job.Class // job.ClassNone when the output validated
 	// FinishReason is the provider's own word.
 	FinishReason       string
 	Diagnostics        []schemas.Diagnostic

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -143,7 +144,7 @@ func TestOversizedAnswerIsTruncated(t *testing.T) {
 				}
 				res := loop.Run(t.Context(), heal.Task{JobID: "big-1", Schema: sc, Input: "x"})
 				srv.wait(t, 1)
-				if res.Class != heal.ClassTruncated || !strings.Contains(res.Reason, want) || len(res.Attempts) != 1 {
+				if res.Class != job.ClassTruncated || !strings.Contains(res.Reason, want) || len(res.Attempts) != 1 {
 					t.Fatalf("heal result class %q, reason %q, %d attempts; want truncated naming %q once", res.Class, res.Reason, len(res.Attempts), want)
 				}
 			})

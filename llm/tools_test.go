@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -105,7 +106,7 @@ func TestOpenAIToolModeHealTurn(t *testing.T) {
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = FormatTool })
 	loop, task := toolLoop(t, o)
 	res := loop.Run(t.Context(), task)
-	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != heal.ClassSchema {
+	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != job.ClassSchema {
 		t.Fatalf("result %+v, want a schema failure healed at attempt 2", res)
 	}
 	reqs := p.requests()
@@ -168,14 +169,14 @@ func TestOpenAIRefusal(t *testing.T) {
 			o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = format })
 			loop, task := toolLoop(t, o)
 			res := loop.Run(t.Context(), task)
-			if res.Class != heal.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
+			if res.Class != job.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
 				t.Fatalf("class %q after %d attempts, %d calls; want refused after one call", res.Class, len(res.Attempts), len(p.requests()))
 			}
 			if !strings.Contains(res.Reason, "I cannot assist with that request") || res.Hint == "" {
 				t.Errorf("reason %q hint %q", res.Reason, res.Hint)
 			}
 			a := res.Attempts[0]
-			if a.Class != heal.ClassRefused || a.Raw != "I'm sorry, I cannot assist with that request." || a.Usage.PromptTokens != 90 {
+			if a.Class != job.ClassRefused || a.Raw != "I'm sorry, I cannot assist with that request." || a.Usage.PromptTokens != 90 {
 				t.Errorf("attempt %+v", a)
 			}
 		})
@@ -250,7 +251,7 @@ func TestAnthropicToolModeHealTurn(t *testing.T) {
 	a := newTestAnthropic(t, p.URL, func(c *Config) { c.ResponseFormat = FormatTool })
 	loop, task := toolLoop(t, a)
 	res := loop.Run(t.Context(), task)
-	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != heal.ClassSchema {
+	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != job.ClassSchema {
 		t.Fatalf("result %+v, want a schema failure healed at attempt 2", res)
 	}
 	if u := res.Usage(); u != (model.Usage{PromptTokens: 3200, CompletionTokens: 47, CachedTokens: 1500, CacheWriteTokens: 1500}) {
@@ -289,7 +290,7 @@ func TestAnthropicRefusal(t *testing.T) {
 			a := newTestAnthropic(t, p.URL, func(c *Config) { c.ResponseFormat = format })
 			loop, task := toolLoop(t, a)
 			res := loop.Run(t.Context(), task)
-			if res.Class != heal.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
+			if res.Class != job.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
 				t.Fatalf("class %q after %d attempts, %d calls; want refused after one call", res.Class, len(res.Attempts), len(p.requests()))
 			}
 			for _, want := range []string{"refusal (cyber)", "could enable cyber harm", "I can't"} {
@@ -297,7 +298,7 @@ func TestAnthropicRefusal(t *testing.T) {
 					t.Errorf("reason %q lacks %q", res.Reason, want)
 				}
 			}
-			if a := res.Attempts[0]; a.Class != heal.ClassRefused || a.FinishReason != "refusal" || a.Usage.PromptTokens != 80 {
+			if a := res.Attempts[0]; a.Class != job.ClassRefused || a.FinishReason != "refusal" || a.Usage.PromptTokens != 80 {
 				t.Errorf("attempt %+v", a)
 			}
 		})

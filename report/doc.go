@@ -1,7 +1,7 @@
 // Package report turns the dead-letter index into what schema authors and
 // operators come for: failures grouped by fingerprint with heal rates and
 // evidence, fields flagged impossible, the heal funnel per schema, and the
-// static lint findings of the schemas. It only reads the store (dlq).
+// static lint findings of the schemas. It only reads the store (package index).
 //
 //	r, err := report.Build(ctx, store, report.Options{Schema: "invoice", Lint: findings})
 //	...
@@ -24,7 +24,7 @@
 // # Replays
 //
 // A dead letter whose job later succeeded on a replay (a later run of the
-// same job id, see dlq) is "replayed, healed": it is counted in its
+// same job id, see package index) is "replayed, healed": it is counted in its
 // cluster's dead_letters and replayed_healed but toward no rate and no
 // flag, and is no example of a flag. After a schema fix and a successful
 // replay the old version's cluster is out of the default report (not the
@@ -34,7 +34,7 @@
 //
 // A cluster is every failure with one fingerprint: schema id + schema
 // version + path pattern (array indices as "*") + keyword, versioned by
-// dlq.FingerprintVersion. Counts are per job run (a replay is a new run):
+// cluster.FingerprintVersion. Counts are per job run (a replay is a new run):
 // jobs is the runs where the fingerprint failed at some attempt, dead_letters
 // those of them that were dead-lettered, replayed_healed those dead letters
 // whose replay succeeded. The rates are over the counted runs, jobs -
@@ -42,7 +42,7 @@
 // that still succeeded, and fix_rate = (fixed less the replayed, healed) /
 // counted, the share where a later attempt no longer failed on the
 // fingerprint (the run's last validated attempt had no diagnostic of it:
-// see dlq's Fixed); both 0 when nothing is counted. fix_rate >= heal_rate;
+// see index's Fixed); both 0 when nothing is counted. fix_rate >= heal_rate;
 // they differ by the dead letters that died of other fields. The flag
 // rules below count the same runs.
 //
@@ -53,7 +53,7 @@
 // Streak runs were dead letters) but the model fixed it, it is masked
 // instead: its reason says "masked: fixed in N% of its jobs, which were
 // dead-lettered for other fields" and names the fingerprint most often still
-// failing in those jobs (dlq.ClusterBlockers), and its suggestion says to
+// failing in those jobs (index.ClusterBlockers), and its suggestion says to
 // fix that one first. Every impossible flag carries a reason with its
 // counts, example job ids, the received values and a one-line suggestion
 // chosen by keyword. Clusters are sorted by the dead letters where the
@@ -92,7 +92,7 @@
 //	  "thresholds": {"min_jobs", "max_heal_rate", "streak"},
 //	  "clusters_total",                        // clusters in the selection; "clusters" holds the top ones
 //	  "clusters": [{
-//	    "id",            // dlq.ClusterID: 12 hex digits, stable
+//	    "id",            // cluster.ID: 12 hex digits, stable
 //	    "schema", "version", "path", "keyword",
 //	    "dead_letters", "jobs", "replayed_healed",
 //	    "heal_rate",                           // in 0..1, over jobs - replayed_healed

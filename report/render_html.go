@@ -218,7 +218,7 @@ func funnelChart(fs []funnelRow) barChart {
 		}
 		for k, c := range f.DeadByClass {
 			ci := min(k, len(reds)-1)
-			seg(c.Share, reds[ci], c.Class, fmt.Sprintf("dead-lettered (%s): %d jobs, %s", c.Class, c.Jobs, pct(c.Share)), ci >= 2)
+			seg(c.Share, reds[ci], string(c.Class), fmt.Sprintf("dead-lettered (%s): %d jobs, %s", c.Class, c.Jobs, pct(c.Share)), ci >= 2)
 		}
 		ch.Rows = append(ch.Rows, row)
 	}

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestHTMLEscapesModelText: what a model wrote (its raw output, a value
@@ -20,7 +21,7 @@ import (
 // and the page's text is exactly what was written (nothing double-escaped).
 func TestHTMLEscapesModelText(t *testing.T) {
 	t.Parallel()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +29,16 @@ func TestHTMLEscapesModelText(t *testing.T) {
 	const hostile = `</style><script>alert(1)</script> &lt; & "q" 'a'`
 	value := `"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`
 	path := "/</style><script>alert(2)</script>"
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i := range 4 {
-		d := []dlq.Diagnostic{
+		d := []job.Diagnostic{
 			{Path: "/note", Keyword: "maxLength", Message: "too long", Received: value},
 			{Path: path, Keyword: "additionalProperties", Message: "additional property </style>", Received: `1`},
 		}
 		raw := `{"note": ` + value + `, "</style><script>alert(2)</script>": 1}`
-		outs = append(outs, dlq.Outcome{JobID: fmt.Sprintf("<script>j-%d</script>", i), Schema: "note", SchemaVersion: "v1", Status: dlq.StatusDeadLettered,
+		outs = append(outs, job.Outcome{JobID: fmt.Sprintf("<script>j-%d</script>", i), Schema: "note", SchemaVersion: "v1", Status: job.StatusDeadLettered,
 			Class: "exhausted", Reason: "heal attempts used up: " + hostile, Model: fmt.Sprintf("sim</style>%d", i%2), Attempts: 2,
-			Trace:      []dlq.Attempt{{N: 1, Raw: raw, Diagnostics: d}, {N: 2, Raw: raw, Diagnostics: d}},
+			Trace:      []job.Attempt{{N: 1, Raw: raw, Diagnostics: d}, {N: 2, Raw: raw, Diagnostics: d}},
 			FinishedAt: time.Unix(1_700_000_000+int64(i), 0)})
 	}
 	if err := st.Write(t.Context(), outs); err != nil {

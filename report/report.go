@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/report/cluster"
 )
 
 // Defaults of the empirical impossible-field rule.
@@ -183,7 +185,7 @@ type Cluster struct {
 	// that still succeeded.
 	HealRate float64 `json:"heal_rate"`
 	// Fixed counts the Jobs in which a later attempt no longer failed on
-	// the fingerprint (dlq.ClusterCount.Fixed): every healed job, and dead
+	// the fingerprint (index.ClusterCount.Fixed): every healed job, and dead
 	// letters that died of other fields.
 	Fixed int `json:"fixed"`
 	// FixRate is the share of the counted runs in which the fingerprint
@@ -192,13 +194,13 @@ type Cluster struct {
 	Impossible bool    `json:"impossible"`
 	// Masked is set when the heal rate alone would flag the cluster but the
 	// model did fix it: its jobs were dead-lettered for other fields.
-	Masked     bool             `json:"masked"`
-	Reason     string           `json:"reason"`
-	Suggestion string           `json:"suggestion"`
-	Examples   []string         `json:"examples"`
-	Received   []dlq.ValueCount `json:"received"`
-	FirstSeen  time.Time        `json:"first_seen"`
-	LastSeen   time.Time        `json:"last_seen"`
+	Masked     bool               `json:"masked"`
+	Reason     string             `json:"reason"`
+	Suggestion string             `json:"suggestion"`
+	Examples   []string           `json:"examples"`
+	Received   []index.ValueCount `json:"received"`
+	FirstSeen  time.Time          `json:"first_seen"`
+	LastSeen   time.Time          `json:"last_seen"`
 }
 
 // Funnel is what became of the jobs of one schema version.
@@ -247,23 +249,23 @@ type Step struct {
 
 // ClassShare is the dead letters of one failure class.
 type ClassShare struct {
-	Class string  `json:"class"`
-	Jobs  int     `json:"jobs"`
-	Share float64 `json:"share"`
+	Class job.Class `json:"class"`
+	Jobs  int       `json:"jobs"`
+	Share float64   `json:"share"`
 }
 
 // Build computes the report from the store's aggregates; it only reads.
-func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
+func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 	o = o.withDefaults()
 	// The versions are chosen from the funnel rows below; the reads by
 	// cluster are by id, which holds the version.
-	f := dlq.Filter{Schema: o.Schema, Since: o.Since, Model: o.Model}
+	f := index.Filter{Schema: o.Schema, Since: o.Since, Model: o.Model}
 	r := &Report{
 		GeneratedAt:        o.Now().UTC(),
 		Source:             o.Source,
 		Filter:             Filter{Schema: o.Schema, Version: o.Version, Model: o.Model},
 		Versions:           map[string][]string{},
-		FingerprintVersion: dlq.FingerprintVersion,
+		FingerprintVersion: cluster.FingerprintVersion,
 		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
 		Clusters:           []Cluster{},
 		Funnel:             map[string]*Funnel{},
@@ -288,12 +290,13 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	// store's read connections.
 	var (
 		wg                sync.WaitGroup
-		rows              []dlq.FunnelRow
-		all               []dlq.ClusterCount
+		rows              []index.FunnelRow
+		all               []index.ClusterCount
 		funnelErr, cntErr error
 	)
-	wg.Go(func() { all, cntErr = s.ClusterCounts(ctx, f) })
-	rows, funnelErr = s.Funnel(ctx, f)
+	an := s.Analytics()
+	wg.Go(func() { all, cntErr = an.ClusterCounts(ctx, f) })
+	rows, funnelErr = an.Funnel(ctx, f)
 	wg.Wait()
 	if err := errors.Join(funnelErr, cntErr); err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
@@ -315,7 +318,7 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	for _, row := range rows {
 		covered[[2]string{row.Schema, row.Version}] = true
 	}
-	healed, err := s.ReplayHealed(ctx, f)
+	healed, err := an.ReplayHealed(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("building the report: %w", err)
 	}
@@ -358,7 +361,7 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 		counts = counts[:o.Top]
 	}
 	for _, c := range counts {
-		cl, err := cluster(ctx, s, f, o, c)
+		cl, err := buildCluster(ctx, an, f, o, c)
 		if err != nil {
 			return nil, fmt.Errorf("building the report: %w", err)
 		}
@@ -370,7 +373,7 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 // latestOnly keeps the funnel rows of each schema's latest version: the
 // version of its most recent outcome (ties to the greater version, so the
 // choice is stable).
-func latestOnly(rows []dlq.FunnelRow) []dlq.FunnelRow {
+func latestOnly(rows []index.FunnelRow) []index.FunnelRow {
 	type when struct {
 		version string
 		last    time.Time
@@ -393,7 +396,7 @@ func latestOnly(rows []dlq.FunnelRow) []dlq.FunnelRow {
 
 // cover fills the header: the versions covered, the time range and the
 // totals of the funnel rows.
-func (r *Report) cover(rows []dlq.FunnelRow) {
+func (r *Report) cover(rows []index.FunnelRow) {
 	seen := map[[2]string]bool{}
 	for _, row := range rows {
 		if k := [2]string{row.Schema, row.Version}; !seen[k] {
@@ -433,7 +436,7 @@ func (r *Report) cover(rows []dlq.FunnelRow) {
 
 // counted is a cluster's counts without its replayed, healed dead letters:
 // the runs that count toward its flag and rates.
-func counted(c dlq.ClusterCount) dlq.ClusterCount {
+func counted(c index.ClusterCount) index.ClusterCount {
 	c.Jobs -= c.Replayed
 	c.DeadLetters -= c.Replayed
 	c.Fixed -= c.ReplayedFixed
@@ -442,7 +445,7 @@ func counted(c dlq.ClusterCount) dlq.ClusterCount {
 	return c
 }
 
-func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.ClusterCount) (Cluster, error) {
+func buildCluster(ctx context.Context, a *index.Analytics, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
 	cl := Cluster{
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
 		DeadLetters: c.DeadLetters, Jobs: c.Jobs, ReplayedHealed: c.Replayed, Fixed: c.Fixed,
@@ -453,31 +456,31 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 	cl.HealRate = ratio(c.Jobs-c.DeadLetters, c.Jobs)
 	cl.FixRate = ratio(c.Fixed, c.Jobs)
 	var err error
-	if cl.Examples, err = s.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
+	if cl.Examples, err = a.ClusterExamples(ctx, c.ID, f, Examples); err != nil {
 		return Cluster{}, err
 	}
-	if cl.Received, err = s.ClusterReceived(ctx, c.ID, f, Received); err != nil {
+	if cl.Received, err = a.ClusterReceived(ctx, c.ID, f, Received); err != nil {
 		return Cluster{}, err
 	}
 	if cl.Examples == nil {
 		cl.Examples = []string{}
 	}
 	if cl.Received == nil {
-		cl.Received = []dlq.ValueCount{}
+		cl.Received = []index.ValueCount{}
 	}
 
 	// The heal rate alone blames a field for jobs that died of another
 	// one; the fix rate says whether the model satisfied the field itself.
 	healed := c.Jobs - c.DeadLetters
 	lowHeal := c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate
-	var ends []dlq.RunEnd
+	var ends []index.RunEnd
 	if c.DeadLetters >= Streak {
-		if ends, err = s.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
+		if ends, err = a.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
 			return Cluster{}, err
 		}
 	}
-	deadStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead })
-	stuckStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead && !e.Fixed })
+	deadStreak := len(ends) == Streak && all(ends, func(e index.RunEnd) bool { return e.Dead })
+	stuckStreak := len(ends) == Streak && all(ends, func(e index.RunEnd) bool { return e.Dead && !e.Fixed })
 	switch {
 	case lowHeal && cl.FixRate <= o.MaxHealRate:
 		cl.Impossible = true
@@ -489,7 +492,7 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 			Streak, healed, c.Jobs, c.Fixed)
 	case lowHeal || deadStreak:
 		cl.Masked = true
-		blockers, err := s.ClusterBlockers(ctx, c.ID, f, 1)
+		blockers, err := a.ClusterBlockers(ctx, c.ID, f, 1)
 		if err != nil {
 			return Cluster{}, err
 		}

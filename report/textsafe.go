@@ -1,8 +1,9 @@
 package report
 
 import (
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // escaped is a copy of r for the text renderers (table, markdown, html):
@@ -26,9 +27,9 @@ func (r *Report) escaped() *Report {
 		c.ID, c.Schema, c.Version, c.Path, c.Keyword = l(c.ID), l(c.Schema), l(c.Version), l(c.Path), l(c.Keyword)
 		c.Reason, c.Suggestion, c.Examples = l(c.Reason), l(c.Suggestion), lines(c.Examples)
 		rs := c.Received
-		c.Received = make([]dlq.ValueCount, len(rs))
+		c.Received = make([]index.ValueCount, len(rs))
 		for j, v := range rs {
-			c.Received[j] = dlq.ValueCount{Value: l(v.Value), Count: v.Count}
+			c.Received[j] = index.ValueCount{Value: l(v.Value), Count: v.Count}
 		}
 		out.Clusters[i] = c
 	}
@@ -38,7 +39,7 @@ func (r *Report) escaped() *Report {
 		g.Schema, g.Version = l(f.Schema), l(f.Version)
 		g.DeadByClass = make([]ClassShare, len(f.DeadByClass))
 		for j, cs := range f.DeadByClass {
-			cs.Class = l(cs.Class)
+			cs.Class = job.Class(l(string(cs.Class)))
 			g.DeadByClass[j] = cs
 		}
 		g.Models = make([]ModelShare, len(f.Models))

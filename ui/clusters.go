@@ -8,18 +8,20 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
 
 // clusterQuery is the clusters page's selection, from its URL.
 type clusterQuery struct {
-	Schema, Version, Class, Model, Keyword string
-	Top                                    int
+	Schema, Version, Model, Keyword string
+	Class                           job.Class
+	Top                             int
 }
 
 func readClusterQuery(q url.Values) (clusterQuery, error) {
-	c := clusterQuery{Schema: q.Get("schema"), Version: q.Get("version"), Class: q.Get("class"), Model: q.Get("model"), Keyword: q.Get("keyword"), Top: 50}
+	c := clusterQuery{Schema: q.Get("schema"), Version: q.Get("version"), Class: job.Class(q.Get("class")), Model: q.Get("model"), Keyword: q.Get("keyword"), Top: 50}
 	if c.Version == "" {
 		c.Version = report.VersionLatest
 	}
@@ -95,7 +97,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request) {
 		if q.Class != "" || q.Model != "" {
 			v.Narrowed = "clusters with a dead letter of"
 			if q.Class != "" {
-				v.Narrowed += " class " + q.Class
+				v.Narrowed += " class " + string(q.Class)
 			}
 			if q.Model != "" {
 				v.Narrowed += " model " + q.Model
@@ -125,7 +127,7 @@ func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery
 			continue
 		}
 		if q.Class != "" || q.Model != "" {
-			one, err := s.cfg.Store.List(ctx, dlq.Filter{Cluster: c.ID, Class: q.Class, Model: q.Model, Limit: 1, IncludeReplayed: true})
+			one, err := s.cfg.Store.List(ctx, index.Filter{Cluster: c.ID, Class: q.Class, Model: q.Model, Limit: 1, IncludeReplayed: true})
 			if err != nil {
 				return nil, err
 			}
@@ -141,7 +143,7 @@ func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery
 // clusterView is one cluster's page.
 type clusterView struct {
 	C        report.Cluster
-	Dead     []dlq.Entry
+	Dead     []index.Entry
 	More     bool
 	Filter   string
 	Versions []string
@@ -166,7 +168,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, errors.New("no cluster "+id+" in the index"))
 		return
 	}
-	v.Dead, err = s.cfg.Store.List(r.Context(), dlq.Filter{Cluster: id, Limit: s.cfg.PageSize + 1})
+	v.Dead, err = s.cfg.Store.List(r.Context(), index.Filter{Cluster: id, Limit: s.cfg.PageSize + 1})
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

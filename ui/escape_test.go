@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestPagesEscapeModelText: a dead letter whose raw output, failing path,
@@ -21,15 +21,15 @@ func TestPagesEscapeModelText(t *testing.T) {
 	value := `"` + strings.ReplaceAll(hostile, `"`, `\"`) + `"`
 	path := "/</style><script>alert(2)</script>"
 	raw := `{"note": ` + value + `, "</style><script>alert(2)</script>": 1}`
-	d := []dlq.Diagnostic{
+	d := []job.Diagnostic{
 		{Path: "/note", Keyword: "maxLength", Message: "too long </style>", Received: value},
 		{Path: path, Keyword: "additionalProperties", Message: "additional property <script>", Received: `1`},
 	}
-	o := dlq.Outcome{JobID: "xss-1", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: dlq.StatusDeadLettered,
-		Class: "exhausted", Reason: "heal attempts used up: " + hostile, Model: "sim</style>", Attempts: 2, Job: job("xss-1", "invoice"),
-		Trace:     []dlq.Attempt{{N: 1, Raw: raw, Class: "schema", Diagnostics: d}, {N: 2, Raw: raw, Class: "schema", Diagnostics: d}},
+	o := job.Outcome{JobID: "xss-1", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: job.StatusDeadLettered,
+		Class: "exhausted", Reason: "heal attempts used up: " + hostile, Model: "sim</style>", Attempts: 2, Job: jobJSON("xss-1", "invoice"),
+		Trace:     []job.Attempt{{N: 1, Raw: raw, Class: "schema", Diagnostics: d}, {N: 2, Raw: raw, Class: "schema", Diagnostics: d}},
 		StartedAt: t0.Add(5 * time.Minute), FinishedAt: t0.Add(6 * time.Minute)}
-	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	tags := regexp.MustCompile(`<[^>]*>`)

@@ -2,10 +2,11 @@ package ui
 
 import (
 	"fmt"
-	"github.com/llmpipeline/pipeline/dlq"
 	"html/template"
 	"net/url"
 	"strings"
+
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // funcs are the templates' own helpers, beside the shared ones
@@ -90,14 +91,14 @@ type segment struct {
 // entriesView is what the shared "entries" template (a table of dead
 // letters with their selection boxes) gets.
 type entriesView struct {
-	Entries  []dlq.Entry
+	Entries  []index.Entry
 	CSRF     string
 	ReadOnly bool
 	// Back is the page the table is on, where the action's Cancel leads.
 	Back string
 }
 
-func entries(es []dlq.Entry, csrf string, readOnly bool, back string) entriesView {
+func entries(es []index.Entry, csrf string, readOnly bool, back string) entriesView {
 	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly, Back: back}
 }
 

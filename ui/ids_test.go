@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // TestIDsAsGivenInTheConsole: a dead letter whose job id holds spaces, '/',
@@ -19,9 +19,9 @@ func TestIDsAsGivenInTheConsole(t *testing.T) {
 	ctx := t.Context()
 	id, schema := "inv.2024/03 #7 ünïcode", "ticket.v2"
 	o := dataset()[2]
-	o.JobID, o.Schema, o.Job = id, schema, job(id, schema)
+	o.JobID, o.Schema, o.Job = id, schema, jobJSON(id, schema)
 	o.FinishedAt = t0.Add(10*time.Minute + 30*time.Second)
-	if err := f.st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(ctx, []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, "the list filtered by schema", text(f.get(t, "/dead-letters?schema="+url.QueryEscape(schema), http.StatusOK)), id, schema)
@@ -35,7 +35,7 @@ func TestIDsAsGivenInTheConsole(t *testing.T) {
 	}
 	mustContain(t, "the replay's result", text(body), "replayed 1", "0 failed")
 	got := jobsOnStream(t, ctx, f.conn)
-	if want := "pipeline.jobs.ticket%2Ev2 " + string(job(id, schema)); got[id+"~r1"] != want || len(got) != 1 {
+	if want := "pipeline.jobs.ticket%2Ev2 " + string(jobJSON(id, schema)); got[id+"~r1"] != want || len(got) != 1 {
 		t.Errorf("JOBS holds %q, want %s~r1 = %q", got, id, want)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
 
@@ -30,7 +31,7 @@ type Overview struct {
 	// yet (a `pipeline run` must pick them up).
 	AwaitingReplay int `json:"awaiting_replay"`
 	// ByClass counts the dead-lettered jobs by failure class.
-	ByClass map[string]int `json:"by_class"`
+	ByClass map[job.Class]int `json:"by_class"`
 	// Runs counts every run indexed, superseded ones included.
 	Runs int `json:"runs"`
 	// Tokens is every prompt and completion token of every run.
@@ -162,7 +163,7 @@ func (s *Server) live(o Overview) Overview {
 
 func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 	now := s.cfg.Now()
-	jc, err := s.cfg.Store.JobCounts(ctx)
+	jc, err := s.cfg.Store.Analytics().JobCounts(ctx)
 	if err != nil {
 		return Overview{}, err
 	}
@@ -171,7 +172,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		return Overview{}, err
 	}
 	o := Overview{
-		Jobs: jc.Jobs, AwaitingReplay: jc.AwaitingReplay, ByClass: map[string]int{},
+		Jobs: jc.Jobs, AwaitingReplay: jc.AwaitingReplay, ByClass: map[job.Class]int{},
 		Runs: totals.Jobs, Tokens: totals.Tokens, Cost: totals.CostUSD, At: now.UTC(),
 	}
 	// jobs by their latest run: every dead-letter run but the replayed ones
@@ -192,7 +193,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		o.DeadLettered += n
 	}
 	o.Succeeded = o.Jobs - o.DeadLettered - o.AwaitingReplay
-	recent, err := s.cfg.Store.Funnel(ctx, dlq.Filter{Since: now.Add(-time.Minute)})
+	recent, err := s.cfg.Store.Analytics().Funnel(ctx, index.Filter{Since: now.Add(-time.Minute)})
 	if err != nil {
 		return Overview{}, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -158,7 +159,7 @@ func BenchmarkHandle(b *testing.B) {
 // loop's observations and the outcome's count.
 func BenchmarkMetrics(b *testing.B) {
 	m := NewMetrics(prometheus.NewRegistry())
-	res := heal.Result{Class: heal.ClassNone, Attempts: []heal.Attempt{{N: 1, Usage: model.Usage{PromptTokens: 700, CompletionTokens: 180}, Latency: 1}}}
+	res := heal.Result{Class: job.ClassNone, Attempts: []heal.Attempt{{N: 1, Usage: model.Usage{PromptTokens: 700, CompletionTokens: 180}, Latency: 1}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		m.observe("invoice", res)

@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -136,7 +136,7 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	if out.Action != ingest.ActionResult {
 		t.Fatalf("action %d (%s), want a result", out.Action, out.Reason)
 	}
-	o := out.Record.(*dlq.Outcome)
+	o := out.Record.(*job.Outcome)
 	if len(o.Trace) != 2 {
 		t.Fatalf("%d attempts, want 2", len(o.Trace))
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -74,7 +74,7 @@ func (m *Metrics) forSchema(schema string) *schemaMetrics {
 		completionFirst:  m.tokens.WithLabelValues(schema, "completion", "first"),
 		promptHeal:       m.tokens.WithLabelValues(schema, "prompt", "heal"),
 		completionHeal:   m.tokens.WithLabelValues(schema, "completion", "heal"),
-		succeeded:        m.jobs.WithLabelValues(schema, dlq.StatusSucceeded, ""),
+		succeeded:        m.jobs.WithLabelValues(schema, job.StatusSucceeded, ""),
 		transportRetries: m.transportRetries.WithLabelValues(schema),
 	}
 	v, _ := m.perSchema.LoadOrStore(schema, sm)
@@ -138,16 +138,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // outcome counts one finished job: every result and every dead letter goes
 // through here, whatever decided it.
-func (m *Metrics) outcome(schema, status, class string) {
+func (m *Metrics) outcome(schema, status string, class job.Class) {
 	if m == nil {
 		return
 	}
-	if status == dlq.StatusSucceeded && class == "" {
+	if status == job.StatusSucceeded && class == job.ClassNone {
 		// Only jobs of a schema of the registry succeed.
 		m.forSchema(schema).succeeded.Inc()
 		return
 	}
-	m.jobs.WithLabelValues(schema, status, class).Inc()
+	m.jobs.WithLabelValues(schema, status, string(class)).Inc()
 }
 
 // observe records a heal loop's attempts, tokens, latency and repairs;

@@ -9,17 +9,13 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
-
-// ClassAbandoned marks a job that reached its delivery limit without any
-// worker finishing it (the worker died or hung on every delivery).
-const ClassAbandoned = "abandoned"
 
 // Config configures a Handler.
 type Config struct {
@@ -104,7 +100,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		defer m.InFlight.Dec()
 	}
 	start := h.cfg.Now()
-	out := dlq.Outcome{
+	out := job.Outcome{
 		JobID:      d.Job.ID,
 		Schema:     d.Job.Schema,
 		Run:        RunOf(d.MsgID, d.Job.ID),
@@ -126,15 +122,15 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 
 	switch {
 	case d.JobErr != nil:
-		return h.deadLetter(d, out, string(heal.ClassInvalidJob), d.JobErr.Error(),
+		return h.deadLetter(d, out, job.ClassInvalidJob, d.JobErr.Error(),
 			"fix the job and submit it again; `pipeline submit` checks every line before publishing")
 	case d.Orphan:
-		return h.deadLetter(d, out, ClassAbandoned,
+		return h.deadLetter(d, out, job.ClassAbandoned,
 			fmt.Sprintf("delivery limit reached: no worker finished the job in %d deliveries (a worker crashed or hung)", d.NumDelivered),
 			"look for crashes or hangs in the worker logs, then `pipeline dlq replay`")
 	}
 	if d.Job.Schema != d.SchemaToken && d.SchemaToken != "" {
-		return h.deadLetter(d, out, string(heal.ClassInvalidJob),
+		return h.deadLetter(d, out, job.ClassInvalidJob,
 			fmt.Sprintf("job schema %q does not match its subject's schema %q", d.Job.Schema, d.SchemaToken),
 			"publish jobs on pipeline.jobs.<schema> of their own schema (the schema id escaped by ingest.SchemaToken)")
 	}
@@ -142,12 +138,12 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	if ce, broken := h.cfg.Schemas.BrokenSchema(d.Job.Schema); !ok && broken {
 		// The schema's file is there but did not load (pipeline run
 		// --skip-broken-schemas): the dead letter says why.
-		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+		return h.deadLetter(d, out, job.ClassUnknownSchema,
 			fmt.Sprintf("schema %q did not load: %v", d.Job.Schema, ce),
 			"fix the schema file (pipeline schemas lint names the problem), restart the workers, then `pipeline dlq replay`")
 	}
 	if !ok {
-		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+		return h.deadLetter(d, out, job.ClassUnknownSchema,
 			fmt.Sprintf("unknown schema %q", d.Job.Schema),
 			"add the schema to the --schemas directory of the workers, then `pipeline dlq replay`")
 	}
@@ -164,7 +160,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	})
 	out.Attempts = len(res.Attempts)
 	out.Trace = h.trace(res.Attempts, batchedOf(ctx))
-	if total, _, priced := dlq.Cost(out.Trace); priced {
+	if total, _, priced := job.Cost(out.Trace); priced {
 		out.CostUSD = &total
 	}
 	if res.Model != "" {
@@ -173,22 +169,22 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	h.cfg.Metrics.observe(d.Job.Schema, res)
 
 	switch res.Class {
-	case heal.ClassNone:
-		out.Status = dlq.StatusSucceeded
+	case job.ClassNone:
+		out.Status = job.StatusSucceeded
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
 		return h.publish(d, ingest.ActionResult, out, "")
-	case heal.ClassAuth:
+	case job.ClassAuth:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
-	case heal.ClassNotFound:
+	case job.ClassNotFound:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider has no such endpoint or model"}
-	case heal.ClassNoCredit:
+	case job.ClassNoCredit:
 		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider account has no credit"}
-	case heal.ClassTransport:
+	case job.ClassTransport:
 		if ctx.Err() != nil {
 			// Shutting down: not the job's fault, not a delivery's worth.
 			return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "worker stopping"}
@@ -198,18 +194,18 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 				Reason: "model unavailable: " + errString(res.Err)}
 		}
 	}
-	return h.deadLetter(d, out, string(res.Class), reason(res), res.Hint)
+	return h.deadLetter(d, out, res.Class, reason(res), res.Hint)
 }
 
-func (h *Handler) deadLetter(d *ingest.Delivery, out dlq.Outcome, class, reason, hint string) ingest.Outcome {
-	out.Status = dlq.StatusDeadLettered
+func (h *Handler) deadLetter(d *ingest.Delivery, out job.Outcome, class job.Class, reason, hint string) ingest.Outcome {
+	out.Status = job.StatusDeadLettered
 	out.Class = class
 	out.Reason = reason
 	out.Hint = hint
 	out.FinishedAt = h.cfg.Now()
 	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
-	return h.publish(d, ingest.ActionDeadLetter, out, class+": "+reason)
+	return h.publish(d, ingest.ActionDeadLetter, out, string(class)+": "+reason)
 }
 
 // backoff is the delay before the next delivery after a transport failure:
@@ -259,7 +255,7 @@ const budgetHandBack = time.Second
 
 // trace turns the loop's attempts into the stored trace, each with its
 // model and its cost.
-func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []dlq.Attempt {
+func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []job.Attempt {
 	out := trace(as)
 	for i := range out {
 		if out[i].Model == "" {
@@ -283,20 +279,20 @@ func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []dlq.Attempt
 	return out
 }
 
-func trace(as []heal.Attempt) []dlq.Attempt {
-	out := make([]dlq.Attempt, len(as))
+func trace(as []heal.Attempt) []job.Attempt {
+	out := make([]job.Attempt, len(as))
 	for i, a := range as {
-		ds := make([]dlq.Diagnostic, len(a.Diagnostics))
+		ds := make([]job.Diagnostic, len(a.Diagnostics))
 		for j, d := range a.Diagnostics {
-			ds[j] = dlq.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
+			ds[j] = job.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
 		}
-		out[i] = dlq.Attempt{
+		out[i] = job.Attempt{
 			N:                  a.N,
 			Model:              a.Model,
 			Temperature:        a.Temperature,
 			Raw:                a.Raw,
 			Repairs:            a.Stages,
-			Class:              string(a.Class),
+			Class:              a.Class,
 			FinishReason:       a.FinishReason,
 			Diagnostics:        ds,
 			DiagnosticsOmitted: a.DiagnosticsOmitted,

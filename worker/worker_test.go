@@ -11,6 +11,7 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -62,14 +63,14 @@ func TestHandleInvalidJobKeyedOnMsgID(t *testing.T) {
 				t.Fatalf("action %d, want dead letter", out.Action)
 			}
 			var o struct {
-				JobID  string `json:"job_id"`
-				Schema string `json:"schema"`
-				Class  string `json:"class"`
+				JobID  string    `json:"job_id"`
+				Schema string    `json:"schema"`
+				Class  job.Class `json:"class"`
 			}
 			if err := json.Unmarshal(out.Payload, &o); err != nil {
 				t.Fatal(err)
 			}
-			if o.JobID != tc.msgID || o.Schema != "invoice" || o.Class != string(heal.ClassInvalidJob) {
+			if o.JobID != tc.msgID || o.Schema != "invoice" || o.Class != job.ClassInvalidJob {
 				t.Errorf("dead letter job_id %q schema %q class %q, want %q, invoice, invalid_job", o.JobID, o.Schema, o.Class, tc.msgID)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
@@ -15,9 +16,10 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
@@ -65,7 +67,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					_, err := e.stdout.Write(escape.JSON(line.Bytes()))
 					return err
 				}
-				o, err := dlq.DecodeOutcome(m.Data)
+				o, err := job.DecodeOutcome(m.Data)
 				if err != nil {
 					return fmt.Errorf("message on %s: %w", m.Subject, err)
 				}
@@ -113,8 +115,8 @@ counts at zero and "queued": N).`,
 	}
 }
 
-func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error {
-	s, err := st.Stats(ctx, dlq.Filter{})
+func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) error {
+	s, err := st.Stats(ctx, index.Filter{})
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
@@ -128,13 +130,13 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 		fmt.Fprintf(tw, "  at attempt %d\t%d\t%s\n", k, s.ByAttempt[k], pct(s.ByAttempt[k], s.Jobs))
 	}
 	fmt.Fprintf(tw, "dead_lettered\t%d\t%s\n", s.DeadLettered, pct(s.DeadLettered, s.Jobs))
-	classes := make([]string, 0, len(s.ByClass))
+	classes := make([]job.Class, 0, len(s.ByClass))
 	for k := range s.ByClass {
 		classes = append(classes, k)
 	}
-	sort.Strings(classes)
+	slices.Sort(classes)
 	for _, k := range classes {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", escape.Line(k), s.ByClass[k], pct(s.ByClass[k], s.Jobs))
+		fmt.Fprintf(tw, "  %s\t%d\t%s\n", escape.Line(string(k)), s.ByClass[k], pct(s.ByClass[k], s.Jobs))
 	}
 	if s.PricedJobs > 0 {
 		// Only when a price was known: a cost of 0 would say nothing.
@@ -170,9 +172,9 @@ func (e *env) printQueued(c *cli.Context) error {
 	queued := p.Pending + uint64(p.AckPending)
 	if c.Bool("json") {
 		return e.jsonEncoder().Encode(struct {
-			dlq.Stats
+			index.Stats
 			Queued uint64 `json:"queued"`
-		}{dlq.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]dlq.SchemaStats{}}, queued})
+		}{index.Stats{ByAttempt: map[int]int{}, ByClass: map[job.Class]int{}, BySchema: map[string]index.SchemaStats{}}, queued})
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s queued, no outcomes yet ('pipeline run' processes them)\n", plural(int(queued), "job"))
 	return err
@@ -247,8 +249,8 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 	}
 }
 
-func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
-	since, err := dlq.ParseTime(c.String("since"), time.Now())
+func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry, format string) error {
+	since, err := index.ParseTime(c.String("since"), time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 )
 
@@ -38,11 +38,11 @@ type runStatus struct {
 	census atomic.Pointer[func() batch.Census]
 
 	mu   sync.Mutex
-	dead map[string]int // dead letters by class
+	dead map[job.Class]int // dead letters by class
 }
 
 func newRunStatus(now time.Time) *runStatus {
-	s := &runStatus{start: now, dead: map[string]int{}}
+	s := &runStatus{start: now, dead: map[job.Class]int{}}
 	s.breaker.Store(llm.StateClosed)
 	return s
 }
@@ -64,7 +64,7 @@ func (s *runStatus) stored(m ingest.SinkMsg) {
 		return // not an outcome: nothing to count
 	}
 	s.spent(o)
-	if o.Status == dlq.StatusSucceeded {
+	if o.Status == job.StatusSucceeded {
 		s.succeeded.Add(1)
 		return
 	}
@@ -84,7 +84,7 @@ func (s *runStatus) repeatedOutcome(m ingest.SinkMsg) {
 }
 
 // spent counts an outcome's model calls and tokens.
-func (s *runStatus) spent(o dlq.Outcome) {
+func (s *runStatus) spent(o job.Outcome) {
 	s.calls.Add(int64(o.Attempts))
 	var tokens int64
 	for _, a := range o.Trace {
@@ -94,16 +94,16 @@ func (s *runStatus) spent(o dlq.Outcome) {
 }
 
 // outcomeOf is the outcome a worker handed over.
-func outcomeOf(m ingest.SinkMsg) (dlq.Outcome, bool) {
-	var o dlq.Outcome
+func outcomeOf(m ingest.SinkMsg) (job.Outcome, bool) {
+	var o job.Outcome
 	switch r := m.Record.(type) {
-	case *dlq.Outcome:
+	case *job.Outcome:
 		o = *r
-	case dlq.Outcome:
+	case job.Outcome:
 		o = r
 	default:
 		var err error
-		if o, err = dlq.DecodeOutcome(m.Data); err != nil {
+		if o, err = job.DecodeOutcome(m.Data); err != nil {
 			return o, false
 		}
 	}
@@ -173,7 +173,7 @@ func (s *runStatus) snapshot(now time.Time) runSnapshot {
 	}
 	s.mu.Lock()
 	for k, v := range s.dead {
-		snap.Dead[k] = v
+		snap.Dead[string(k)] = v
 		snap.Done += int64(v)
 	}
 	s.mu.Unlock()

@@ -5,7 +5,7 @@
 // It owns nothing the pipeline needs: it wires the same packages the CLI's
 // `pipeline run` wires (schemas.Builtin, sim.New or llm.NewOpenAI behind
 // llm.NewBreaker, heal.New, worker.New, ingest.Connect on an embedded
-// server with file storage, dlq.Open, worker.Serve) and times them.
+// server with file storage, index.Open, worker.Serve) and times them.
 //
 // Sections (select one with --only):
 //
@@ -21,7 +21,7 @@
 //     with the simulator at zero latency (which spends CPU writing each
 //     instance), side by side with the raw JetStream baseline on the same
 //     message sizes; the ratio, and the sink's lag behind the streams.
-//   - micro: go test -bench on sanitize, schemas, dlq and report.
+//   - micro: go test -bench on sanitize, schemas, index and report.
 //
 // Every case runs in a child process of its own (benchrun case ...), in a
 // fresh temporary data dir that it removes, so peak RSS (VmHWM) and CPU

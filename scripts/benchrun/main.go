@@ -158,7 +158,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 Measures the pipeline on this machine and writes bench/RESULTS.md.
 Sections: latency (simulated model at --latency), http (OpenAI client against
 a local server at --http-latency), cpu (zero-latency model vs raw JetStream,
-sink lag), micro (go test -bench of sanitize, schemas, dlq, report),
+sink lag), micro (go test -bench of sanitize, schemas, index, report),
 ratelimit (pipeline run processes against a local server enforcing RPM and
 TPM with 429s and headers: reactive, header-driven and --rpm/--tpm, 1 and 3
 processes; run it with --only ratelimit).

@@ -24,7 +24,7 @@ func microPackages(o options) []microPkg {
 		{"./schemas", "."},
 		{"./heal", "."},
 		{"./worker", "."},
-		{"./dlq", "."},
+		{"./index", "."},
 		{"./ingest", "Sink|ParseJob"},
 		{"./report", o.ReportBench},
 	}

@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/sim"
@@ -206,7 +206,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return res, fmt.Errorf("connecting to NATS: %w", err)
 	}
 	defer conn.Close()
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		return res, fmt.Errorf("opening index: %w", err)
 	}
@@ -255,9 +255,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	var endMu sync.Mutex
 	every := int64(max(1, spec.Jobs/storeSample))
 	ended := make(map[string]time.Time, min(spec.Jobs, 2*storeSample))
-	index := st
+	sinkStore := st
 	if spec.NoIndex {
-		index = nil
+		sinkStore = nil
 	}
 	timed := ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
 		start := time.Now()
@@ -281,7 +281,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 			Gate:          breaker.Wait,
 			Logger:        log,
 		},
-		Store:  index,
+		Store:  sinkStore,
 		Logger: log,
 	})
 	wall := time.Since(t0)
@@ -303,9 +303,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
-	stats := dlq.Stats{Jobs: int(stored)}
+	stats := index.Stats{Jobs: int(stored)}
 	if !spec.NoIndex {
-		if stats, err = st.Stats(ctx, dlq.Filter{}); err != nil {
+		if stats, err = st.Stats(ctx, index.Filter{}); err != nil {
 			return res, fmt.Errorf("reading index stats: %w", err)
 		}
 	}
@@ -399,7 +399,7 @@ type sample struct {
 // streams hold and how many the sink has stored in the index: the streams'
 // last sequences against the cursors the sink commits with its rows (every
 // message up to a cursor is indexed), two rows read from SQLite.
-func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
+func sampleLag(ctx context.Context, conn *ingest.Conn, st *index.Store, every time.Duration, log *slog.Logger) []sample {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var out []sample
@@ -418,7 +418,7 @@ func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time
 	}
 }
 
-func sinkProgress(ctx context.Context, conn *ingest.Conn, st *dlq.Store) (sample, error) {
+func sinkProgress(ctx context.Context, conn *ingest.Conn, st *index.Store) (sample, error) {
 	s := sample{at: time.Now()}
 	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
 		str, err := conn.JetStream().Stream(ctx, name)
