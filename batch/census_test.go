@@ -1,12 +1,14 @@
 package batch_test
 
 import (
+	"fmt"
 	"maps"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // events gathers what Config.Observe sees.
@@ -51,25 +53,22 @@ func TestBatchObserveAndCensus(t *testing.T) {
 	stop := r.start(batch.HealBatch)
 	defer stop()
 	r.waitEnded(ids...)
-	// The last outcome is observed after it is stored: wait for it.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		o, _, _ := ev.snapshot()
-		if o[batch.OutcomeResult]+o[batch.OutcomeDeadLetter] == len(ids) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling what the runner reported
-	}
-	// Every batch gets settled after its last job ended: wait for the
-	// census to have them all.
+	// The last outcome is observed after it is stored, and every batch
+	// gets settled after its last job ended: wait for the outcomes and for
+	// the census to have every batch. When the time runs out, the
+	// assertions below say what is missing.
 	var c batch.Census
-	for {
+	if err := poll.Wait(t, 20*time.Second, func() error {
 		c = r.run.Census()
-		ended := c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}]
-		if (ended == r.srv.Creates() && ended > 0) || time.Now().After(deadline) {
-			break
+		if o, _, _ := ev.snapshot(); o[batch.OutcomeResult]+o[batch.OutcomeDeadLetter] != len(ids) {
+			return fmt.Errorf("outcomes observed %v", o)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if ended := c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}]; ended != r.srv.Creates() || ended == 0 {
+			return fmt.Errorf("census %+v, %d batches created", c, r.srv.Creates())
+		}
+		return nil
+	}); err != nil {
+		t.Logf("after 20s: %v", err)
 	}
 	stop()
 	outcomes, states, noProv := ev.snapshot()
@@ -115,26 +114,21 @@ func TestBatchCensusInFlight(t *testing.T) {
 	inFlight := func(c batch.Census) bool {
 		return c.Batches[batch.Kind{Provider: "openai", State: batch.StateSubmitted, Status: "in_progress"}] == 1 && c.InBatches == 3
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !(inFlight(first.Census()) && inFlight(second.Census())) {
-		if time.Now().After(deadline) {
-			t.Fatalf("census of the batch held in progress: first %+v, second %+v; want it submitted, in_progress, with 3 requests", first.Census(), second.Census())
+	poll.UntilOK(t, 20*time.Second, "the census of the batch held in progress", func() error {
+		if c1, c2 := first.Census(), second.Census(); !inFlight(c1) || !inFlight(c2) {
+			return fmt.Errorf("first %+v, second %+v; want it submitted, in_progress, with 3 requests", c1, c2)
 		}
-		time.Sleep(5 * time.Millisecond) // polling the runners' census
-	}
+		return nil
+	})
 	r.srv.SetHold(false)
 	r.srv.Release(id)
 	r.waitEnded(ids...)
-	for {
-		c := second.Census()
-		if c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}] == 1 && c.InBatches == 0 {
-			break
+	poll.UntilOK(t, 20*time.Second, "the census after the batch ended", func() error {
+		if c := second.Census(); c.Batches[batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}] != 1 || c.InBatches != 0 {
+			return fmt.Errorf("census %+v", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("census after the batch ended: %+v", c)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBatchRecordsKeptForADay: a settled batch's record stays in the bucket
@@ -149,13 +143,12 @@ func TestBatchRecordsKeptForADay(t *testing.T) {
 	stop := r.start(batch.HealBatch)
 	r.waitEnded(ids...)
 	ended := batch.Kind{Provider: "openai", State: batch.StateEnded, Status: "completed"}
-	deadline := time.Now().Add(20 * time.Second)
-	for r.run.Census().Batches[ended] != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("census after the batch ended: %+v", r.run.Census())
+	poll.UntilOK(t, 20*time.Second, "the census after the batch ended", func() error {
+		if c := r.run.Census(); c.Batches[ended] != 1 {
+			return fmt.Errorf("census %+v", c)
 		}
-		time.Sleep(5 * time.Millisecond) // polling the runner's census
-	}
+		return nil
+	})
 	stop()
 	ctx := t.Context()
 	// An hour later the record is still there.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 	"github.com/llmpipeline/pipeline/model"
@@ -66,44 +67,45 @@ func (r *rig) findRecord(id string) (batch.Record, bool) {
 func (r *rig) waitPolls(n int) {
 	r.t.Helper()
 	last := r.run.Census().At
-	deadline := time.Now().Add(20 * time.Second)
-	for n > 0 && time.Now().Before(deadline) {
+	poll.UntilOK(r.t, 20*time.Second, "the runner to poll", func() error {
 		if at := r.run.Census().At; at.After(last) {
 			last = at
 			n--
-			continue
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n > 0 {
-		r.t.Fatal("the runner stopped polling")
-	}
+		if n > 0 {
+			return fmt.Errorf("the runner stopped polling: %d polls to go", n)
+		}
+		return nil
+	})
 }
 
 // waitStatus waits until the provider's batch id has status.
 func (r *rig) waitStatus(id, status string) {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for r.srv.Status(id) != status {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("batch %s is %q, never %q", id, r.srv.Status(id), status)
+	poll.UntilOK(r.t, 20*time.Second, fmt.Sprintf("batch %s to be %q", id, status), func() error {
+		if got := r.srv.Status(id); got != status {
+			return fmt.Errorf("batch %s is %q, never %q", id, got, status)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
-// waitEnded waits until the record of the provider's batch id is ended.
+// waitRecordEnded waits until the record of the provider's batch id is
+// ended, and returns it.
 func (r *rig) waitRecordEnded(id string) batch.Record {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if rec, ok := r.findRecord(id); ok && rec.State == batch.StateEnded {
-			return rec
+	var rec batch.Record
+	poll.UntilOK(r.t, 20*time.Second, fmt.Sprintf("the record of batch %s to end", id), func() error {
+		var ok bool
+		switch rec, ok = r.findRecord(id); {
+		case !ok:
+			return fmt.Errorf("the record of batch %s never ended: no record names it", id)
+		case rec.State != batch.StateEnded:
+			return fmt.Errorf("the record of batch %s never ended: it is %s", id, rec.State)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.t.Fatalf("the record of batch %s never ended", id)
-	return batch.Record{}
+		return nil
+	})
+	return rec
 }
 
 func (r *rig) allSucceeded(ids ...string) {

@@ -21,6 +21,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
@@ -188,18 +189,16 @@ func (r *rig) submit(ids ...string) {
 // waitEnded waits until every id has an ended run in the ledger.
 func (r *rig) waitEnded(ids ...string) {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilOK(r.t, 30*time.Second, "every job to end", func() error {
 		e, err := r.conn.Ended(r.t.Context(), ids)
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if len(e) == len(ids) {
-			return
+		if len(e) != len(ids) {
+			return fmt.Errorf("not every job ended: %d of %v", len(e), ids)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r.t.Fatalf("not every job ended: %v", ids)
+		return nil
+	})
 }
 
 // outcomes reads every message of RESULTS and DLQ, by job id.
@@ -390,24 +389,26 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	}
 }
 
+// waitBatch waits until the provider has created n batches, and returns
+// the id of the nth.
 func (r *rig) waitBatch(n int) string {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if b := r.srv.Batches(); len(b) >= n {
-			return b[n-1]
+	var id string
+	poll.UntilOK(r.t, 20*time.Second, fmt.Sprintf("batch %d to be created", n), func() error {
+		b := r.srv.Batches()
+		if len(b) < n {
+			return fmt.Errorf("batch %d never created: %d batches", n, len(b))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.t.Fatalf("batch %d never created", n)
-	return ""
+		id = b[n-1]
+		return nil
+	})
+	return id
 }
 
 // waitAcked waits until the work queue holds no job.
 func (r *rig) waitAcked() {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	poll.UntilOK(r.t, 20*time.Second, "every job to be acked", func() error {
 		st, err := r.conn.JetStream().Stream(r.t.Context(), ingest.StreamJobs)
 		if err != nil {
 			r.t.Fatal(err)
@@ -416,10 +417,9 @@ func (r *rig) waitAcked() {
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if info.State.Msgs == 0 {
-			return
+		if info.State.Msgs != 0 {
+			return fmt.Errorf("jobs never acked: %d in the queue", info.State.Msgs)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	r.t.Fatal("jobs never acked")
+		return nil
+	})
 }
