@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 	"github.com/llmpipeline/pipeline/model"
@@ -92,18 +94,18 @@ func newBatcher(t *testing.T, provider string, srv *batchtest.Server) llm.Batche
 
 func waitDone(t *testing.T, b llm.Batcher, id string) llm.BatchStatus {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		st, err := b.Get(t.Context(), id)
-		if err != nil {
+	var st llm.BatchStatus
+	poll.UntilOK(t, 10*time.Second, fmt.Sprintf("batch %s to be done", id), func() error {
+		var err error
+		if st, err = b.Get(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if st.Done() {
-			return st
+		if !st.Done() {
+			return fmt.Errorf("batch %s not done: %+v", id, st)
 		}
-	}
-	t.Fatalf("batch %s not done", id)
-	return llm.BatchStatus{}
+		return nil
+	})
+	return st
 }
 
 func results(t *testing.T, b llm.Batcher, st llm.BatchStatus) map[string]llm.BatchResult {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/llmpipeline/pipeline/model"
@@ -41,35 +42,40 @@ func (l *stateLog) get() []string {
 	return slices.Clone(l.states)
 }
 
+// TestBreakerOpensAfterConsecutiveTransportFailures runs in a synctest
+// bubble: the breaker runs on timers and channels only, so its Wait
+// blocks on the fake clock for exactly the context's 20ms.
 func TestBreakerOpensAfterConsecutiveTransportFailures(t *testing.T) {
 	t.Parallel()
-	m := &funcModel{fn: func(context.Context, int) (model.Response, error) { return model.Response{}, errTransport }}
-	var log stateLog
-	b := NewBreaker(m, BreakerConfig{Threshold: 3, Cooldown: time.Hour, OnState: log.add})
-	for i := range 3 {
-		if b.State() != StateClosed {
-			t.Fatalf("open after %d failures", i)
+	synctest.Test(t, func(t *testing.T) {
+		m := &funcModel{fn: func(context.Context, int) (model.Response, error) { return model.Response{}, errTransport }}
+		var log stateLog
+		b := NewBreaker(m, BreakerConfig{Threshold: 3, Cooldown: time.Hour, OnState: log.add})
+		for i := range 3 {
+			if b.State() != StateClosed {
+				t.Fatalf("open after %d failures", i)
+			}
+			if _, err := b.Complete(t.Context(), model.Request{}); model.KindOf(err) != model.KindTransport {
+				t.Fatalf("err = %v", err)
+			}
 		}
-		if _, err := b.Complete(t.Context(), model.Request{}); model.KindOf(err) != model.KindTransport {
-			t.Fatalf("err = %v", err)
+		if b.State() != StateOpen || !slices.Equal(log.get(), []string{StateOpen}) {
+			t.Fatalf("state %s, changes %v", b.State(), log.get())
 		}
-	}
-	if b.State() != StateOpen || !slices.Equal(log.get(), []string{StateOpen}) {
-		t.Fatalf("state %s, changes %v", b.State(), log.get())
-	}
-	_, err := b.Complete(t.Context(), model.Request{})
-	var he *model.Error
-	if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Provider != "fake" {
-		t.Fatalf("open breaker returned %v, want a transport error", err)
-	}
-	if n := m.calls.Load(); n != 3 {
-		t.Fatalf("the model was called %d times, want 3 (not while open)", n)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-	defer cancel()
-	if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait on an open breaker = %v, want it to block until ctx ends", err)
-	}
+		_, err := b.Complete(t.Context(), model.Request{})
+		var he *model.Error
+		if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Provider != "fake" {
+			t.Fatalf("open breaker returned %v, want a transport error", err)
+		}
+		if n := m.calls.Load(); n != 3 {
+			t.Fatalf("the model was called %d times, want 3 (not while open)", n)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait on an open breaker = %v, want it to block until ctx ends", err)
+		}
+	})
 }
 
 func TestBreakerCountsOnlyConsecutiveTransportFailures(t *testing.T) {
@@ -99,6 +105,11 @@ func canceledContext() context.Context {
 	return ctx
 }
 
+// TestBreakerHalfOpenLetsOneCallThrough runs in a synctest bubble: the
+// cool-down and the wait during the probe pass on the fake clock, and the
+// second call is known to wait for the probe before it is released (on the
+// real clock it could arrive after the probe failed and its cool-down
+// ended, and probe again).
 func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -113,59 +124,62 @@ func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			release := make(chan struct{})
-			entered := make(chan struct{}, 4)
-			m := &funcModel{fn: func(_ context.Context, n int) (model.Response, error) {
-				if n == 1 {
-					return model.Response{}, errTransport
+			synctest.Test(t, func(t *testing.T) {
+				release := make(chan struct{})
+				entered := make(chan struct{}, 4)
+				m := &funcModel{fn: func(_ context.Context, n int) (model.Response, error) {
+					if n == 1 {
+						return model.Response{}, errTransport
+					}
+					entered <- struct{}{}
+					<-release
+					if n == 2 {
+						return model.Response{Content: "{}"}, tt.probe
+					}
+					return model.Response{Content: "{}"}, nil
+				}}
+				var log stateLog
+				b := NewBreaker(m, BreakerConfig{Threshold: 1, Cooldown: 10 * time.Millisecond, OnState: log.add})
+				_, _ = b.Complete(t.Context(), model.Request{})
+				if b.State() != StateOpen {
+					t.Fatalf("state %s after the threshold", b.State())
 				}
-				entered <- struct{}{}
-				<-release
-				if n == 2 {
-					return model.Response{Content: "{}"}, tt.probe
+				if err := b.Wait(t.Context()); err != nil { // returns once the cool-down is over
+					t.Fatal(err)
 				}
-				return model.Response{Content: "{}"}, nil
-			}}
-			var log stateLog
-			b := NewBreaker(m, BreakerConfig{Threshold: 1, Cooldown: 10 * time.Millisecond, OnState: log.add})
-			_, _ = b.Complete(t.Context(), model.Request{})
-			if b.State() != StateOpen {
-				t.Fatalf("state %s after the threshold", b.State())
-			}
-			if err := b.Wait(t.Context()); err != nil { // returns once the cool-down is over
-				t.Fatal(err)
-			}
-			if b.State() != StateHalfOpen {
-				t.Fatalf("state %s after the cool-down", b.State())
-			}
-			probeDone := make(chan error, 1)
-			go func() { _, err := b.Complete(t.Context(), model.Request{}); probeDone <- err }()
-			<-entered // the probe is in flight
-			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
-			defer cancel()
-			if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Wait during the probe = %v, want it to block", err)
-			}
-			otherDone := make(chan error, 1)
-			go func() { _, err := b.Complete(t.Context(), model.Request{}); otherDone <- err }()
-			close(release)
-			if err := <-probeDone; !errors.Is(err, tt.probe) {
-				t.Fatalf("probe err = %v", err)
-			}
-			other := <-otherDone
-			if got := log.get(); !slices.Equal(got, tt.wantStates) || b.State() != tt.wantFinal {
-				t.Fatalf("states %v final %s, want %v %s", got, b.State(), tt.wantStates, tt.wantFinal)
-			}
-			switch tt.wantFinal {
-			case StateClosed:
-				if other != nil || m.calls.Load() != 3 {
-					t.Fatalf("waiting call: err %v, model calls %d; want it through after the probe", other, m.calls.Load())
+				if b.State() != StateHalfOpen {
+					t.Fatalf("state %s after the cool-down", b.State())
 				}
-			case StateOpen:
-				if model.KindOf(other) != model.KindTransport || m.calls.Load() != 2 {
-					t.Fatalf("waiting call: err %v, model calls %d; want refused while open again", other, m.calls.Load())
+				probeDone := make(chan error, 1)
+				go func() { _, err := b.Complete(t.Context(), model.Request{}); probeDone <- err }()
+				<-entered // the probe is in flight
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+				defer cancel()
+				if err := b.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Wait during the probe = %v, want it to block", err)
 				}
-			}
+				otherDone := make(chan error, 1)
+				go func() { _, err := b.Complete(t.Context(), model.Request{}); otherDone <- err }()
+				synctest.Wait() // the other call is waiting for the probe's outcome
+				close(release)
+				if err := <-probeDone; !errors.Is(err, tt.probe) {
+					t.Fatalf("probe err = %v", err)
+				}
+				other := <-otherDone
+				if got := log.get(); !slices.Equal(got, tt.wantStates) || b.State() != tt.wantFinal {
+					t.Fatalf("states %v final %s, want %v %s", got, b.State(), tt.wantStates, tt.wantFinal)
+				}
+				switch tt.wantFinal {
+				case StateClosed:
+					if other != nil || m.calls.Load() != 3 {
+						t.Fatalf("waiting call: err %v, model calls %d; want it through after the probe", other, m.calls.Load())
+					}
+				case StateOpen:
+					if model.KindOf(other) != model.KindTransport || m.calls.Load() != 2 {
+						t.Fatalf("waiting call: err %v, model calls %d; want refused while open again", other, m.calls.Load())
+					}
+				}
+			})
 		})
 	}
 }

@@ -2,12 +2,14 @@ package ui_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
 )
@@ -49,17 +51,14 @@ func consistent(t *testing.T, when string, o ui.Overview) {
 // again at most once a second).
 func waitOverview(t *testing.T, f *fixture, what string, ok func(ui.Overview) bool) ui.Overview {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		o := overviewJSON(t, f)
-		if ok(o) {
-			return o
+	var o ui.Overview
+	poll.UntilOK(t, 10*time.Second, "the overview to show "+what, func() error {
+		if o = overviewJSON(t, f); !ok(o) {
+			return fmt.Errorf("the overview never showed %s: %+v", what, o)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the overview never showed %s: %+v", what, o)
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline, not a wait for an event
-	}
+		return nil
+	})
+	return o
 }
 
 // TestOverviewAfterReplay: a replay changes no count of jobs and loses no
@@ -128,17 +127,12 @@ func TestOverviewLive(t *testing.T) {
 	if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		frag = text(f.get(t, "/overview/live", http.StatusOK))
-		if strings.Contains(frag, "jobs 7") {
-			break
+	poll.UntilOK(t, 10*time.Second, "/overview/live to show the new job", func() error {
+		if frag = text(f.get(t, "/overview/live", http.StatusOK)); !strings.Contains(frag, "jobs 7") {
+			return fmt.Errorf("/overview/live never showed the new job: %s", frag)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/overview/live never showed the new job: %s", frag)
-		}
-		time.Sleep(50 * time.Millisecond) // polling with a deadline
-	}
+		return nil
+	})
 	mustContain(t, "/overview/live after a dead letter", frag, "dead-lettered 5 71.4% of jobs", "succeeded 2 28.6% of jobs",
 		"truncated 1 14.3%", "cost $0.5000", "ticket t1bbbbbb 2 0.0%", "$0.5000")
 }
