@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
@@ -34,7 +35,7 @@ func scenarioBatchKill9(t *testing.T) row {
 
 	run1 := pipeline(t, "run-1", env, batchRunArgs(srv, "--data-dir", dir)...)
 	nc, js := connectJS(t, embeddedURL(t, run1, dir))
-	eventually(t, 60*time.Second, "every job in a held batch and acked", func() bool {
+	poll.Until(t, 60*time.Second, "every job in a held batch and acked", func() bool {
 		if run1.exited() {
 			t.Fatalf("run-1 exited %d; stderr:\n%s", run1.code, tail(run1.stderr.String(), 40))
 		}

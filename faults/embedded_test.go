@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // Scenarios of processes sharing one data dir's embedded server: the one
@@ -102,7 +104,7 @@ func scenarioSubmitAndRun(t *testing.T) row {
 		file := writeJobs(t, t.TempDir(), jobs)
 		sub := pipeline(t, fmt.Sprint("submit-", round), env, "submit", "--data-dir", dir, "--nats-sync-always", "--log-level", logLevel(), file)
 		// run starts as soon as submit's server is up (or submit is done).
-		eventually(t, 30*time.Second, "submit's server", func() bool {
+		poll.Until(t, 30*time.Second, "submit's server", func() bool {
 			return sub.exited() || ownerPID(dir) == sub.cmd.Process.Pid
 		})
 		run := pipeline(t, fmt.Sprint("run-", round), env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle")...)

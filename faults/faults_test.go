@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // scenario is one fault and its audit.
@@ -615,7 +616,7 @@ func scenarioSQLiteLocked(t *testing.T, hold time.Duration) row {
 		<-locker.done
 	})
 	waitLine := func(word string) {
-		eventually(t, 30*time.Second, "locker: "+word, func() bool {
+		poll.Until(t, 30*time.Second, "locker: "+word, func() bool {
 			out := locker.stdout.String()
 			if strings.Contains(out, "ERR") || locker.exited() && !strings.Contains(out, word) {
 				t.Fatalf("locker: %s%s", out, locker.stderr.String())

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // Settings of the full-disk scenario.
@@ -141,7 +142,7 @@ func scenarioDiskFull(t *testing.T) row {
 	// The first failed write is logged at error level, naming the store
 	// and its path.
 	var natsLine string
-	eventually(t, 60*time.Second, "the error line naming the nats store", func() bool {
+	poll.Until(t, 60*time.Second, "the error line naming the nats store", func() bool {
 		if run.exited() {
 			t.Fatalf("run exited %d while the disk was full; stderr:\n%s", run.code, tail(run.stderr.String(), 30))
 		}
@@ -157,7 +158,7 @@ func scenarioDiskFull(t *testing.T) row {
 	if !strings.Contains(natsLine, "no space left on device") {
 		t.Errorf("the nats store's error line does not give the cause: %s", natsLine)
 	}
-	eventually(t, 10*time.Second, "the nats store counted as failing", func() bool {
+	poll.Until(t, 10*time.Second, "the nats store counted as failing", func() bool {
 		return scrape(metricsAddr, `pipeline_store_failing{store="nats"}`) == 1
 	})
 	if n := scrape(metricsAddr, `pipeline_store_errors_total{store="nats"}`); n < 1 {
@@ -168,7 +169,7 @@ func scenarioDiskFull(t *testing.T) row {
 	// issued before the gate closed have expired (at most one fetch wait),
 	// no delivery is made (and so none burnt) over the time the disk stays
 	// full.
-	eventually(t, 10*time.Second, "no pull request left waiting on the consumer", func() bool {
+	poll.Until(t, 10*time.Second, "no pull request left waiting on the consumer", func() bool {
 		_, waiting := deliveries(t, js)
 		return waiting == 0
 	})
@@ -201,7 +202,7 @@ func scenarioDiskFull(t *testing.T) row {
 	// Polled together: when the store is writable again (its log line),
 	// and when the first new outcome lands on the streams.
 	var writable, resumed time.Duration
-	eventually(t, recoverWithin, "the nats store writable again and a new outcome stored", func() bool {
+	poll.Until(t, recoverWithin, "the nats store writable again and a new outcome stored", func() bool {
 		if writable == 0 && strings.Contains(run.stderr.String(), "nats store can be written again") {
 			writable = time.Since(freed)
 		}

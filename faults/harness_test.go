@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // Settings shared by the scenarios.
@@ -31,7 +32,6 @@ const (
 	simLatency = "200ms" // work is in flight when a fault hits
 	ackWait    = "2s"    // a dead worker's jobs come back quickly
 	procWait   = 150 * time.Second
-	pollEvery  = 50 * time.Millisecond
 )
 
 // lockedBuffer collects a child process's output for concurrent reads.
@@ -176,18 +176,6 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// eventually polls cond until it is true or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-time.After(pollEvery)
-	}
-}
-
 // job is one line of examples/jobs.jsonl.
 type job struct {
 	ID     string `json:"id"`
@@ -270,7 +258,7 @@ func logLevel() string {
 func embeddedURL(t *testing.T, p *proc, dir string) string {
 	t.Helper()
 	var url string
-	eventually(t, 30*time.Second, p.name+"'s embedded server", func() bool {
+	poll.Until(t, 30*time.Second, p.name+"'s embedded server", func() bool {
 		if p.exited() {
 			t.Fatalf("%s exited %d before its server was up; stderr:\n%s", p.name, p.code, tail(p.stderr.String(), 40))
 		}
@@ -346,7 +334,7 @@ func storedCount(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 // the process p (the one the fault is aimed at) still runs.
 func waitStored(t *testing.T, p *proc, js jetstream.JetStream, n uint64) {
 	t.Helper()
-	eventually(t, 60*time.Second, fmt.Sprintf("%d outcomes on the streams", n), func() bool {
+	poll.Until(t, 60*time.Second, fmt.Sprintf("%d outcomes on the streams", n), func() bool {
 		if p.exited() {
 			t.Fatalf("%s exited %d before the fault; stderr:\n%s", p.name, p.code, tail(p.stderr.String(), 40))
 		}
@@ -587,7 +575,7 @@ func (s *natsServer) start(t *testing.T) {
 	args := append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(s.port), "-js", "-sd", s.storeDir,
 		"--server_name", s.name}, s.args...)
 	s.proc = start(t, s.name, childEnv(), bins.natsServer, args...)
-	eventually(t, 30*time.Second, s.name+" accepting clients", func() bool {
+	poll.Until(t, 30*time.Second, s.name+" accepting clients", func() bool {
 		if s.proc.exited() {
 			t.Fatalf("%s exited %d; stderr:\n%s", s.name, s.proc.code, tail(s.proc.stderr.String(), 20))
 		}
@@ -604,7 +592,7 @@ func (s *natsServer) start(t *testing.T) {
 // elected its meta leader).
 func waitJetStream(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	eventually(t, 60*time.Second, "jetstream ready", func() bool {
+	poll.Until(t, 60*time.Second, "jetstream ready", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_, err := js.AccountInfo(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // storeScenarios are the scenarios of the stores: a job body changed in
@@ -96,7 +97,7 @@ func scenarioTakeoverAtStartup(t *testing.T) row {
 		run1 := pipeline(t, fmt.Sprint("run-1-", round), env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle", "--sink=false", "--shutdown-grace", "100ms")...)
 		embeddedURL(t, run1, dir)
 		run2 := pipeline(t, fmt.Sprint("run-2-", round), env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle", "--log-level", "debug")...)
-		eventually(t, 30*time.Second, "run-2 to join run-1's server", func() bool {
+		poll.Until(t, 30*time.Second, "run-2 to join run-1's server", func() bool {
 			return strings.Contains(run2.stderr.String(), "joined the embedded nats server of another command") || run2.exited()
 		})
 		run1.signal(t, syscall.SIGTERM)
