@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 // stops reports whether err is an account-level failure: no job caused
@@ -52,7 +52,7 @@ func (h *halt) stopped() bool {
 // Stopped is closed when the runner stopped on an account-level failure
 // (a refused key, on upload, while polling or reading results); Err says
 // which. The workers should stop taking jobs then: Handle hands every
-// delivery back (ingest.ActionStop) from that moment.
+// delivery back (queue.ActionStop) from that moment.
 func (r *Runner) Stopped() <-chan struct{} { return r.halt.done }
 
 // Err is the account-level failure that stopped the runner, nil while it
@@ -78,8 +78,8 @@ func (r *Runner) stopOn(err error) bool {
 }
 
 // stopOutcome hands a delivery back because the runner stopped.
-func (r *Runner) stopOutcome() ingest.Outcome {
-	return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
+func (r *Runner) stopOutcome() queue.Outcome {
+	return queue.Outcome{Action: queue.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
 }
 
 // untilStopped is ctx, cancelled too when the runner stops.
