@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/url"
@@ -55,40 +54,6 @@ func TestConnectStreamsIdempotent(t *testing.T) {
 	// the clients of a process that went away, keep working.
 	if urls[0] != urls[1] {
 		t.Errorf("second server on the data dir at %s, the first was at %s", urls[1], urls[0])
-	}
-}
-
-func TestConnectJoinsRunningServer(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	first := newConn(t, func(c *Config) { c.DataDir = dir })
-	second := newConn(t, func(c *Config) { c.DataDir = dir })
-
-	if second.URL() != first.URL() {
-		t.Errorf("second Connect uses %s, first runs %s", second.URL(), first.URL())
-	}
-	if !first.Embedded() || second.Embedded() {
-		t.Errorf("Embedded() = %v, %v; want true, false", first.Embedded(), second.Embedded())
-	}
-	b, err := os.ReadFile(filepath.Join(dir, serverInfoFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info serverInfo
-	if err := json.Unmarshal(b, &info); err != nil {
-		t.Fatal(err)
-	}
-	if info.URL != first.URL() || info.PID != os.Getpid() {
-		t.Errorf("%s = %+v; want url %s pid %d", serverInfoFile, info, first.URL(), os.Getpid())
-	}
-	// Work submitted through one is seen by the other: one server.
-	submit(t, second, jobItems("join", "invoice", 3))
-	p, err := first.Pending(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Jobs != 3 {
-		t.Errorf("first sees %d jobs, want 3", p.Jobs)
 	}
 }
 
@@ -206,68 +171,6 @@ func TestRedactURL(t *testing.T) {
 		t.Run(tc.in, func(t *testing.T) {
 			if got := RedactURL(tc.in); got != tc.want {
 				t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestSubmitCountsDuplicates(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name      string
-		unique    int
-		repeats   int // items submitted a second time
-		wantStore int
-	}{
-		{name: "none", unique: 0},
-		{name: "unique", unique: 50},
-		{name: "with duplicates", unique: 40, repeats: 15},
-		{name: "past stall bound", unique: PublishAsyncMaxPending + 500, repeats: 10},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			c := newConn(t)
-			items := jobItems("sub", "invoice", tc.unique)
-			items = append(items, items[:tc.repeats]...)
-			var calls, last int
-			st, err := c.Submit(t.Context(), items, func(done int) { calls++; last = done })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Published != tc.unique || st.Duplicates != tc.repeats {
-				t.Errorf("stats = %+v; want %d published, %d duplicates", st, tc.unique, tc.repeats)
-			}
-			if calls != len(items) || last != len(items) {
-				t.Errorf("progress called %d times, last %d; want %d", calls, last, len(items))
-			}
-			p, err := c.Pending(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.Jobs != uint64(tc.unique) {
-				t.Errorf("JOBS holds %d, want %d", p.Jobs, tc.unique)
-			}
-		})
-	}
-}
-
-func TestSubmitRejectsBadItems(t *testing.T) {
-	t.Parallel()
-	c := newConn(t)
-	cases := []struct {
-		name string
-		item SubmitItem
-	}{
-		// "a.b" and ">" are schema ids (their subject tokens escape them).
-		{"schema with a control character", SubmitItem{Data: []byte("{}"), Schema: "a\tb", MsgID: "x"}},
-		{"no schema", SubmitItem{Data: []byte("{}"), MsgID: "x"}},
-		{"no msg id", SubmitItem{Data: []byte("{}"), Schema: "invoice"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if _, err := c.Submit(t.Context(), []SubmitItem{tc.item}, nil); err == nil {
-				t.Error("Submit accepted it")
 			}
 		})
 	}

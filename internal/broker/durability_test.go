@@ -1,4 +1,4 @@
-package broker
+package broker_test
 
 import (
 	"bufio"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 // TestHelperSubmitter is not a test: run by TestAckedSurvivesKill9 in a
@@ -19,12 +22,12 @@ func TestHelperSubmitter(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process only")
 	}
-	c, err := Connect(context.Background(), Config{DataDir: dir})
+	c, err := broker.Connect(context.Background(), broker.Config{DataDir: dir})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
-	st, err := c.Submit(context.Background(), jobItems("k9", "invoice", 500), nil)
+	st, err := queue.Submit(context.Background(), c, jobItems("k9", "invoice", 500), nil)
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -81,12 +84,12 @@ func TestAckedSurvivesKill9(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	// nats.json still names the dead process: Connect must start anew.
-	c := newConn(t, func(cfg *Config) { cfg.DataDir = dir })
+	// nats.json still names the dead process: broker.Connect must start anew.
+	c := newConn(t, func(cfg *broker.Config) { cfg.DataDir = dir })
 	if !c.Embedded() {
 		t.Error("joined a dead server")
 	}
-	p, err := c.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,53 +204,6 @@ func TestEmbeddedListenLoopbackOnlyWhenJoining(t *testing.T) {
 	}
 }
 
-// A joiner takes the server over when its owner closes: it runs the
-// server on the same port and store, the jobs are there, and another
-// joiner reconnects to it on its own.
-func TestEmbeddedJoinerTakesOver(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ctx := t.Context()
-	owner, err := Connect(ctx, Config{DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer owner.Close()
-	a := newConn(t, func(c *Config) { c.DataDir = dir })
-	b := newConn(t, func(c *Config) { c.DataDir = dir })
-	submit(t, a, jobItems("takeover", "invoice", 5))
-	if err := owner.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	eventually(t, 30*time.Second, "a joiner to take the server over", func() bool { return a.Embedded() || b.Embedded() })
-	if a.Embedded() && b.Embedded() {
-		t.Fatal("both joiners run a server")
-	}
-	for name, c := range map[string]*Conn{"a": a, "b": b} {
-		if c.URL() != owner.URL() {
-			t.Errorf("%s at %s, the server was at %s", name, c.URL(), owner.URL())
-		}
-		var p PendingInfo
-		eventually(t, 30*time.Second, name+" to see the jobs again", func() bool {
-			var err error
-			p, err = c.Pending(ctx)
-			return err == nil
-		})
-		if p.Jobs != 5 {
-			t.Errorf("%s sees %d jobs after the takeover, want 5", name, p.Jobs)
-		}
-		if c.Err() != nil {
-			t.Errorf("%s lost: %v", name, c.Err())
-		}
-	}
-	submit(t, b, jobItems("after", "invoice", 2))
-	p, err := a.Pending(ctx)
-	if err != nil || p.Jobs != 7 {
-		t.Errorf("after the takeover a sees %d jobs (%v), want 7", p.Jobs, err)
-	}
-}
-
 // A joiner whose server is gone while its owner keeps the lock (so
 // nobody can take over) gives up within strandTimeout, saying which data
 // dir, instead of waiting forever.

@@ -163,7 +163,7 @@ func (c *Conn) EnsureConsumer(ctx context.Context, stream string, want jetstream
 	case err != nil:
 		return nil, fmt.Errorf("looking up consumer %s on %s: %w", want.Durable, stream, err)
 	}
-	diff := consumerDiff(existing.CachedInfo().Config, want)
+	diff := ConsumerDiff(existing.CachedInfo().Config, want)
 	if len(diff) == 0 {
 		return existing, nil
 	}
@@ -175,8 +175,9 @@ func (c *Conn) EnsureConsumer(ctx context.Context, stream string, want jetstream
 	return cons, nil
 }
 
-// consumerDiff names the settings we own whose values differ.
-func consumerDiff(have, want jetstream.ConsumerConfig) []string {
+// ConsumerDiff names the settings of a consumer that the pipeline sets
+// (EnsureConsumer) whose values differ between have and want.
+func ConsumerDiff(have, want jetstream.ConsumerConfig) []string {
 	var d []string
 	add := func(name string, h, w any) {
 		if fmt.Sprint(h) != fmt.Sprint(w) {

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -49,10 +52,10 @@ func BenchmarkRuntime(b *testing.B) {
 	})
 	b.ReportAllocs()
 	b.ResetTimer()
-	if _, err := c.Submit(ctx, items, nil); err != nil {
+	if _, err := Submit(ctx, c, items, nil); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.RunWorkers(ctx, WorkerConfig{Concurrency: benchConcurrency}, h); err != nil {
+	if err := RunWorkers(ctx, c, WorkerConfig{Concurrency: benchConcurrency}, h); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()
@@ -71,7 +74,7 @@ func BenchmarkRawJetStream(b *testing.B) {
 	items := benchJobs(b.N)
 	result := bytes.Repeat([]byte("r"), 1024)
 	ctx := b.Context()
-	cons, err := c.js.CreateOrUpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{
+	cons, err := c.JetStream().CreateOrUpdateConsumer(ctx, broker.StreamJobs, jetstream.ConsumerConfig{
 		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 4 * benchConcurrency,
 	})
 	if err != nil {
@@ -80,11 +83,11 @@ func BenchmarkRawJetStream(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for _, it := range items {
-		if _, err := c.publishAsync(ctx, newMsg(SubjectJobs+"."+it.Schema, it.MsgID, it.Data)); err != nil {
+		if _, err := c.PublishAsync(ctx, broker.NewMsg(broker.SubjectJobs+"."+it.Schema, it.MsgID, it.Data)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	<-c.js.PublishAsyncComplete()
+	<-c.JetStream().PublishAsyncComplete()
 
 	sem := make(chan struct{}, benchConcurrency)
 	var wg sync.WaitGroup
@@ -92,7 +95,7 @@ func BenchmarkRawJetStream(b *testing.B) {
 	finished := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		sem <- struct{}{}
-		fut, err := c.publishAsync(ctx, newMsg(SubjectResults+".invoice", m.Headers().Get(jetstream.MsgIDHeader), result))
+		fut, err := c.PublishAsync(ctx, broker.NewMsg(broker.SubjectResults+".invoice", m.Headers().Get(jetstream.MsgIDHeader), result))
 		if err != nil {
 			b.Error(err)
 			return
@@ -127,11 +130,11 @@ func BenchmarkRawJetStream(b *testing.B) {
 func BenchmarkSubmit(b *testing.B) {
 	for _, always := range []bool{false, true} {
 		b.Run(fmt.Sprintf("sync_always=%v", always), func(b *testing.B) {
-			c := newConn(b, func(cfg *Config) { cfg.SyncAlways = always })
+			c := newConn(b, func(cfg *broker.Config) { cfg.SyncAlways = always })
 			items := benchJobs(b.N)
 			b.ReportAllocs()
 			b.ResetTimer()
-			if _, err := c.Submit(b.Context(), items, nil); err != nil {
+			if _, err := Submit(b.Context(), c, items, nil); err != nil {
 				b.Fatal(err)
 			}
 			b.StopTimer()
@@ -141,7 +144,7 @@ func BenchmarkSubmit(b *testing.B) {
 }
 
 // BenchmarkParseJob decodes a realistic invoice job (about 300 bytes,
-// escaped newlines in its input) by ParseJob (json v2, checks included)
+// escaped newlines in its input) by job.Parse (json v2, checks included)
 // and by encoding/json.
 func BenchmarkParseJob(b *testing.B) {
 	data := []byte(`{"id":"bench-0000001","schema":"invoice","input":"INVOICE 2111-0118\nFrom: Acme Tools GmbH, 189 Market Street\nDate: 2026-01-03\n  1 x USB-C cable 2m @ 9.99 EUR = 9.99\nSubtotal 9.99\nVAT 20% 2.00\nTotal due 11.99 EUR\nPayment within 30 days."}`)
@@ -149,7 +152,7 @@ func BenchmarkParseJob(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			if _, err := ParseJob(data); err != nil {
+			if _, err := job.Parse(data); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -158,7 +161,7 @@ func BenchmarkParseJob(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			var j Job
+			var j job.Job
 			if err := json.Unmarshal(data, &j); err != nil {
 				b.Fatal(err)
 			}
@@ -171,12 +174,12 @@ func BenchmarkParseJob(b *testing.B) {
 // the input's size (the input is hashed through a pooled buffer).
 func BenchmarkInputDigest(b *testing.B) {
 	for _, size := range []int{300, 1 << 20} {
-		j := Job{ID: "bench-0000001", Schema: "invoice", Input: strings.Repeat("x", size)}
+		j := job.Job{ID: "bench-0000001", Schema: "invoice", Input: strings.Repeat("x", size)}
 		b.Run(strconv.Itoa(size), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
 			for b.Loop() {
-				_ = InputDigest(j)
+				_ = ledger.InputDigest(j)
 			}
 		})
 	}
@@ -191,7 +194,7 @@ func BenchmarkSubmitLedgerCheck(b *testing.B) {
 	ctx := b.Context()
 	for i := range n {
 		id := fmt.Sprintf("j-%d", i)
-		if _, err := c.recordRun(ctx, id, LedgerRun{Run: 0, MsgID: id, Stream: StreamResults, Seq: uint64(i + 1), Input: "a"}); err != nil {
+		if _, err := ledger.New(c).Record(ctx, id, ledger.Run{Run: 0, MsgID: id, Stream: broker.StreamResults, Seq: uint64(i + 1), Input: "a"}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -208,7 +211,7 @@ func BenchmarkSubmitLedgerCheck(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
 				var s SubmitStats
-				kept, err := c.filterEnded(ctx, items, &s)
+				kept, err := filterEnded(ctx, ledger.New(c), items, &s)
 				if err != nil {
 					b.Fatal(err)
 				}

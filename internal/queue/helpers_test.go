@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/brokertest"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"go.uber.org/goleak"
 )
 
@@ -21,24 +24,9 @@ func TestMain(m *testing.M) {
 }
 
 // newConn starts an embedded server in a fresh data dir.
-func newConn(t testing.TB, mods ...func(*Config)) *Conn {
+func newConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 	t.Helper()
-	cfg := Config{DataDir: t.TempDir()}
-	for _, m := range mods {
-		m(&cfg)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	c, err := Connect(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return c
+	return brokertest.NewConn(t, mods...)
 }
 
 func jobItem(id, schema string) SubmitItem {
@@ -57,9 +45,9 @@ func jobItems(prefix, schema string, n int) []SubmitItem {
 	return items
 }
 
-func submit(t testing.TB, c *Conn, items []SubmitItem) SubmitStats {
+func submit(t testing.TB, c *broker.Conn, items []SubmitItem) SubmitStats {
 	t.Helper()
-	st, err := c.Submit(context.Background(), items, nil)
+	st, err := Submit(context.Background(), c, items, nil)
 	if err != nil {
 		t.Fatalf("Submit: %v", err)
 	}
@@ -67,12 +55,12 @@ func submit(t testing.TB, c *Conn, items []SubmitItem) SubmitStats {
 }
 
 // readAll reads every message of a stream.
-func readAll(t testing.TB, c *Conn, stream, filter string) []SinkMsg {
+func readAll(t testing.TB, c *broker.Conn, stream, filter string) []sink.Msg {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out []SinkMsg
-	if err := c.ReadStream(ctx, stream, filter, func(m SinkMsg) error {
+	var out []sink.Msg
+	if err := sink.ReadStream(ctx, c, stream, filter, func(m sink.Msg) error {
 		out = append(out, m)
 		return nil
 	}); err != nil {
@@ -81,7 +69,7 @@ func readAll(t testing.TB, c *Conn, stream, filter string) []SinkMsg {
 	return out
 }
 
-func msgIDs(msgs []SinkMsg) []string {
+func msgIDs(msgs []sink.Msg) []string {
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
 		ids[i] = m.MsgID
@@ -93,20 +81,14 @@ func msgIDs(msgs []SinkMsg) []string {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an event
-	}
+	brokertest.Eventually(t, within, what, cond)
 }
 
 // runWorkers runs RunWorkers in the background and returns a func that
 // waits for its error.
-func runWorkers(ctx context.Context, c *Conn, cfg WorkerConfig, h Handler) func() error {
+func runWorkers(ctx context.Context, c *broker.Conn, cfg WorkerConfig, h Handler) func() error {
 	errc := make(chan error, 1)
-	go func() { errc <- c.RunWorkers(ctx, cfg, h) }()
+	go func() { errc <- RunWorkers(ctx, c, cfg, h) }()
 	var once sync.Once
 	var err error
 	return func() error {

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,12 +31,12 @@ func TestIDsThroughTheStreams(t *testing.T) {
 	if _, err := c.JetStream().PublishMsg(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.buckets.ledger.Create(ctx, "old=3Adone.0",
+	if _, err := c.LedgerBucket().Create(ctx, "old=3Adone.0",
 		[]byte(`{"job_id":"old:done","run":0,"msg_id":"old:done","stream":"RESULTS","seq":1,"at":"2026-01-01T00:00:00Z"}`)); err != nil {
 		t.Fatal(err)
 	}
 
-	long := strings.Repeat("é", MaxJobIDBytes/2)
+	long := strings.Repeat("é", job.MaxJobIDBytes/2)
 	jobs := []struct{ id, schema string }{
 		{"inv.2024/03 #7", "My Invoice"},
 		{"ana@example.com", "ticket.v2"},
@@ -48,7 +51,7 @@ func TestIDsThroughTheStreams(t *testing.T) {
 	for _, j := range jobs {
 		it := jobItem(j.id, j.schema)
 		if j.id == "scans/big file.pdf" {
-			it.Data = fmt.Appendf(nil, `{"id":%q,"schema":%q,"input":%q}`, j.id, j.schema, strings.Repeat("x", c.InlineLimit()+1))
+			it.Data = fmt.Appendf(nil, `{"id":%q,"schema":%q,"input":%q}`, j.id, j.schema, strings.Repeat("x", c.Payloads().InlineLimit()+1))
 		}
 		it.JobID = j.id
 		items = append(items, it)
@@ -68,7 +71,7 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		if d.SchemaToken != d.Job.Schema || d.MsgID != d.Job.ID {
 			t.Errorf("delivery of job %q (schema %q): schema from the subject %q, msg id %q", d.Job.ID, d.Job.Schema, d.SchemaToken, d.MsgID)
 		}
-		if d.Job.ID == "scans/big file.pdf" && d.Size <= int64(c.InlineLimit()) {
+		if d.Job.ID == "scans/big file.pdf" && d.Size <= int64(c.Payloads().InlineLimit()) {
 			t.Errorf("job %q of %d bytes: not read from the object store", d.Job.ID, d.Size)
 		}
 		if d.Job.ID == "ana@example.com" {
@@ -76,7 +79,7 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		}
 		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
 	})
-	if err := c.RunWorkers(ctx, fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := RunWorkers(ctx, c, fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatalf("RunWorkers: %v", err)
 	}
 
@@ -84,13 +87,13 @@ func TestIDsThroughTheStreams(t *testing.T) {
 		stream, subject string
 		ids             []string
 	}{
-		{StreamResults, "pipeline.results.invoice", []string{"user@example.com"}},
-		{StreamResults, "pipeline.results.My%20Invoice", []string{"inv.2024/03 #7", long, "scans/big file.pdf"}},
-		{StreamResults, "pipeline.results.ticket%2Ev2", []string{"https://x.example/a?b=c"}},
-		{StreamDLQ, "pipeline.dlq.ticket%2Ev2", []string{"ana@example.com"}},
-		{StreamResults, "pipeline.results.foo-1%2E0%2E0", []string{"."}},
-		{StreamResults, "pipeline.results.%E8%AB%8B%E6%B1%82%E6%9B%B8", []string{".."}},
-		{StreamResults, "pipeline.results.a%252Eb", []string{"ünïcode"}},
+		{broker.StreamResults, "pipeline.results.invoice", []string{"user@example.com"}},
+		{broker.StreamResults, "pipeline.results.My%20Invoice", []string{"inv.2024/03 #7", long, "scans/big file.pdf"}},
+		{broker.StreamResults, "pipeline.results.ticket%2Ev2", []string{"https://x.example/a?b=c"}},
+		{broker.StreamDLQ, "pipeline.dlq.ticket%2Ev2", []string{"ana@example.com"}},
+		{broker.StreamResults, "pipeline.results.foo-1%2E0%2E0", []string{"."}},
+		{broker.StreamResults, "pipeline.results.%E8%AB%8B%E6%B1%82%E6%9B%B8", []string{".."}},
+		{broker.StreamResults, "pipeline.results.a%252Eb", []string{"ünïcode"}},
 	} {
 		got := readAll(t, c, tc.stream, tc.subject)
 		want := slices.Clone(tc.ids)
@@ -99,12 +102,12 @@ func TestIDsThroughTheStreams(t *testing.T) {
 			t.Errorf("%s on %s: msg ids %q, want %q", tc.stream, tc.subject, msgIDs(got), want)
 		}
 	}
-	if all := readAll(t, c, StreamResults, ""); len(all) != len(jobs) {
+	if all := readAll(t, c, broker.StreamResults, ""); len(all) != len(jobs) {
 		t.Errorf("%d results, want %d", len(all), len(jobs))
 	}
 
 	for _, j := range jobs {
-		e, found, err := c.Ledger(ctx, j.id)
+		e, found, err := ledger.New(c).Get(ctx, j.id)
 		if err != nil || !found || len(e.Runs) != 1 || e.Runs[0].MsgID != j.id {
 			t.Errorf("ledger of %q: %+v found %v err %v, want its one run", j.id, e, found, err)
 		}
@@ -120,8 +123,8 @@ func TestIDsThroughTheStreams(t *testing.T) {
 func TestSubmitRefusesBadSchemaIDs(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
-	for _, schema := range []string{"", "a\tb", strings.Repeat("s", MaxSchemaIDBytes+1)} {
-		_, err := c.Submit(t.Context(), []SubmitItem{jobItem("j", schema)}, nil)
+	for _, schema := range []string{"", "a\tb", strings.Repeat("s", job.MaxSchemaIDBytes+1)} {
+		_, err := Submit(t.Context(), c, []SubmitItem{jobItem("j", schema)}, nil)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("schema %q", schema)) {
 			t.Errorf("Submit with schema %q: %v", schema, err)
 		}
@@ -137,17 +140,17 @@ func TestLedgerReadsLongIDs(t *testing.T) {
 	ctx := t.Context()
 	var items []SubmitItem
 	for i := range 300 {
-		id := fmt.Sprintf("%04d", i) + strings.Repeat("ü", (MaxJobIDBytes-4)/2) // 512 bytes
+		id := fmt.Sprintf("%04d", i) + strings.Repeat("ü", (job.MaxJobIDBytes-4)/2) // 512 bytes
 		it := jobItem(id, "My Invoice")
 		it.JobID = id
 		items = append(items, it)
 		if i%2 == 0 {
-			if _, err := c.recordRun(ctx, id, LedgerRun{MsgID: id, Stream: StreamResults, Seq: uint64(i + 1)}); err != nil {
+			if _, err := ledger.New(c).Record(ctx, id, ledger.Run{MsgID: id, Stream: broker.StreamResults, Seq: uint64(i + 1)}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if n := len(LedgerKey(items[0].JobID)); n < 1500 {
+	if n := len(ledger.Key(items[0].JobID)); n < 1500 {
 		t.Fatalf("key of %d characters, want the longest kind", n)
 	}
 	st := submit(t, c, items)

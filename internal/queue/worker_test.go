@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/sink"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +27,7 @@ func TestRunWorkersOutcomes(t *testing.T) {
 	c := newConn(t)
 	items := append(jobItems("ok", "invoice", 30), jobItems("bad", "person", 10)...)
 	// A message that is not a job at all, published without a msg id.
-	if _, err := c.JetStream().Publish(t.Context(), SubjectJobs+".invoice", []byte("not json")); err != nil {
+	if _, err := c.JetStream().Publish(t.Context(), broker.SubjectJobs+".invoice", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
 	submit(t, c, items)
@@ -35,8 +38,8 @@ func TestRunWorkersOutcomes(t *testing.T) {
 		calls.add(d.MsgID)
 		switch {
 		case d.JobErr != nil:
-			if !errors.Is(d.JobErr, ErrInvalidJob) {
-				t.Errorf("JobErr %v does not wrap ErrInvalidJob", d.JobErr)
+			if !errors.Is(d.JobErr, job.ErrInvalid) {
+				t.Errorf("JobErr %v does not wrap job.ErrInvalid", d.JobErr)
 			}
 			invalid.Add(1)
 			return Outcome{Action: ActionDeadLetter, Payload: resultFor(d), Reason: "invalid_job"}
@@ -49,7 +52,7 @@ func TestRunWorkersOutcomes(t *testing.T) {
 			return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
 		}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: 8, UntilIdle: true}), h); err != nil {
+	if err := RunWorkers(t.Context(), c, fastWorkers(WorkerConfig{Concurrency: 8, UntilIdle: true}), h); err != nil {
 		t.Fatalf("RunWorkers: %v", err)
 	}
 
@@ -64,30 +67,30 @@ func TestRunWorkersOutcomes(t *testing.T) {
 	if invalid.Load() != 1 {
 		t.Errorf("invalid jobs seen %d, want 1", invalid.Load())
 	}
-	results := readAll(t, c, StreamResults, "")
+	results := readAll(t, c, broker.StreamResults, "")
 	if want := msgIDs(toSink(items[:30])); !slices.Equal(msgIDs(results), want) {
 		t.Errorf("results ids = %v\nwant %v", msgIDs(results), want)
 	}
 	for _, m := range results {
-		if m.Subject != SubjectResults+".invoice" {
+		if m.Subject != broker.SubjectResults+".invoice" {
 			t.Errorf("result on %s", m.Subject)
 		}
 		if !strings.Contains(string(m.Data), m.MsgID) {
 			t.Errorf("result %s payload %s", m.MsgID, m.Data)
 		}
 	}
-	dlq := readAll(t, c, StreamDLQ, SubjectDLQ+".person")
+	dlq := readAll(t, c, broker.StreamDLQ, broker.SubjectDLQ+".person")
 	if want := msgIDs(toSink(items[30:])); !slices.Equal(msgIDs(dlq), want) {
 		t.Errorf("dead letters ids = %v\nwant %v", msgIDs(dlq), want)
 	}
-	bad := readAll(t, c, StreamDLQ, SubjectDLQ+".invoice")
-	if len(bad) != 1 || !strings.HasPrefix(bad[0].MsgID, StreamJobs+"-") {
+	bad := readAll(t, c, broker.StreamDLQ, broker.SubjectDLQ+".invoice")
+	if len(bad) != 1 || !strings.HasPrefix(bad[0].MsgID, broker.StreamJobs+"-") {
 		t.Errorf("invalid message dead letter = %+v; want one with a stream-sequence id", bad)
 	}
 	var p PendingInfo
 	eventually(t, 5*time.Second, "queue emptied", func() bool {
 		var err error
-		p, err = c.Pending(t.Context())
+		p, err = Pending(t.Context(), c)
 		return err == nil && p.Jobs == 0 && p.AckPending == 0
 	})
 	if p.Pending != 0 || p.Results != 30 || p.DeadLetters != 11 {
@@ -95,10 +98,10 @@ func TestRunWorkersOutcomes(t *testing.T) {
 	}
 }
 
-func toSink(items []SubmitItem) []SinkMsg {
-	out := make([]SinkMsg, len(items))
+func toSink(items []SubmitItem) []sink.Msg {
+	out := make([]sink.Msg, len(items))
 	for i, it := range items {
-		out[i] = SinkMsg{MsgID: it.MsgID}
+		out[i] = sink.Msg{MsgID: it.MsgID}
 	}
 	return out
 }
@@ -147,7 +150,7 @@ func TestRunWorkersRetryAndLastDelivery(t *testing.T) {
 			})
 			// A panic naks with the default backoff step (1s on the first delivery).
 			cfg := fastWorkers(WorkerConfig{MaxDeliver: tc.maxDeliver, UntilIdle: true})
-			if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+			if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
 				t.Fatalf("RunWorkers: %v", err)
 			}
 			mu.Lock()
@@ -178,7 +181,7 @@ func TestRunWorkersRetryAndLastDelivery(t *testing.T) {
 					}
 				}
 			}
-			results, dlq := readAll(t, c, StreamResults, ""), readAll(t, c, StreamDLQ, "")
+			results, dlq := readAll(t, c, broker.StreamResults, ""), readAll(t, c, broker.StreamDLQ, "")
 			if got := len(results) + len(dlq); got != 1 {
 				t.Fatalf("%d results + %d dead letters, want exactly one outcome", len(results), len(dlq))
 			}
@@ -186,7 +189,7 @@ func TestRunWorkersRetryAndLastDelivery(t *testing.T) {
 				t.Errorf("dead-lettered = %v, want %v", len(dlq) == 1, tc.succeedOn == 0)
 			}
 			eventually(t, 5*time.Second, "work queue emptied", func() bool {
-				p, err := c.Pending(t.Context())
+				p, err := Pending(t.Context(), c)
 				return err == nil && p.Jobs == 0
 			})
 		})
@@ -230,14 +233,14 @@ func TestRunWorkersConcurrencyBound(t *testing.T) {
 				}
 				return Outcome{Action: ActionResult, Payload: resultFor(d)}
 			})
-			err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: tc.concurrency, UntilIdle: true}), h)
+			err := RunWorkers(t.Context(), c, fastWorkers(WorkerConfig{Concurrency: tc.concurrency, UntilIdle: true}), h)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if int(peak.Load()) != tc.concurrency {
 				t.Errorf("peak in flight %d, want exactly the concurrency %d", peak.Load(), tc.concurrency)
 			}
-			if n := len(readAll(t, c, StreamResults, "")); n != tc.jobs {
+			if n := len(readAll(t, c, broker.StreamResults, "")); n != tc.jobs {
 				t.Errorf("%d results, want %d", n, tc.jobs)
 			}
 		})
@@ -255,11 +258,11 @@ func TestRunWorkersStop(t *testing.T) {
 		}
 		return Outcome{Action: ActionResult, Payload: resultFor(d)}
 	})
-	err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: 1}), h)
+	err := RunWorkers(t.Context(), c, fastWorkers(WorkerConfig{Concurrency: 1}), h)
 	if !errors.Is(err, errAuth) {
 		t.Fatalf("RunWorkers = %v, want the handler's error", err)
 	}
-	if dlq := readAll(t, c, StreamDLQ, ""); len(dlq) != 0 {
+	if dlq := readAll(t, c, broker.StreamDLQ, ""); len(dlq) != 0 {
 		t.Errorf("stop dead-lettered %d jobs", len(dlq))
 	}
 	// The stopping job and those after it stay in the queue; the others
@@ -267,7 +270,7 @@ func TestRunWorkersStop(t *testing.T) {
 	var p PendingInfo
 	eventually(t, 5*time.Second, "stored jobs acked", func() bool {
 		var err error
-		p, err = c.Pending(t.Context())
+		p, err = Pending(t.Context(), c)
 		return err == nil && p.Jobs == 5-p.Results
 	})
 	if p.Jobs < 1 || p.Results > 4 {
@@ -309,7 +312,7 @@ func TestRunWorkersGracefulShutdown(t *testing.T) {
 	if cancelled.Load() != n-2 {
 		t.Errorf("%d handler contexts cancelled at the end of the grace, want %d", cancelled.Load(), n-2)
 	}
-	if got := len(readAll(t, c, StreamResults, "")); got != 2 {
+	if got := len(readAll(t, c, broker.StreamResults, "")); got != 2 {
 		t.Errorf("%d results stored by the first run, want 2", got)
 	}
 
@@ -319,13 +322,13 @@ func TestRunWorkersGracefulShutdown(t *testing.T) {
 		calls.add(d.MsgID)
 		return Outcome{Action: ActionResult, Payload: resultFor(d)}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{UntilIdle: true}), second); err != nil {
+	if err := RunWorkers(t.Context(), c, fastWorkers(WorkerConfig{UntilIdle: true}), second); err != nil {
 		t.Fatal(err)
 	}
 	if calls.len() != n-2 {
 		t.Errorf("second run handled %d jobs, want %d", calls.len(), n-2)
 	}
-	if got := readAll(t, c, StreamResults, ""); len(got) != n {
+	if got := readAll(t, c, broker.StreamResults, ""); len(got) != n {
 		t.Errorf("%d results in all, want %d: %v", len(got), n, msgIDs(got))
 	}
 }
@@ -337,7 +340,7 @@ func TestRunWorkersUntilIdleEmpty(t *testing.T) {
 		t.Errorf("handler called for %s", d.MsgID)
 		return Outcome{Action: ActionResult}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{UntilIdle: true}), h); err != nil {
+	if err := RunWorkers(t.Context(), c, fastWorkers(WorkerConfig{UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -378,9 +381,9 @@ func TestRunWorkersGate(t *testing.T) {
 
 // deadWorker fetches every job from the workers consumer and never answers,
 // as a worker killed with -9 would, until each reached MaxDeliver.
-func deadWorker(t *testing.T, c *Conn, cfg WorkerConfig, jobs int) {
+func deadWorker(t *testing.T, c *broker.Conn, cfg WorkerConfig, jobs int) {
 	t.Helper()
-	cons, err := c.ensureConsumer(t.Context(), StreamJobs, c.workerConsumerConfig(cfg.withDefaults()))
+	cons, err := c.EnsureConsumer(t.Context(), broker.StreamJobs, workerConsumerConfig(c, cfg.withDefaults()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,14 +441,14 @@ func TestOrphanFromAdvisory(t *testing.T) {
 		}
 	}
 	eventually(t, 5*time.Second, "work queue emptied", func() bool {
-		p, err := c.Pending(t.Context())
+		p, err := Pending(t.Context(), c)
 		return err == nil && p.Jobs == 0
 	})
 	cancel()
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
-	dlq := readAll(t, c, StreamDLQ, "")
+	dlq := readAll(t, c, broker.StreamDLQ, "")
 	if !slices.Equal(msgIDs(dlq), msgIDs(toSink(items))) {
 		t.Errorf("dead letters %v, want %v", msgIDs(dlq), msgIDs(toSink(items)))
 	}
@@ -460,7 +463,7 @@ func TestOrphanSweptWhenAdvisoryMissed(t *testing.T) {
 	cfg := fastWorkers(WorkerConfig{MaxDeliver: 2, AckWait: 300 * time.Millisecond})
 	deadWorker(t, c, cfg, n)
 	// A pull while no worker listens: the advisories are sent and lost.
-	cons, err := c.JetStream().Consumer(t.Context(), StreamJobs, WorkerConsumer)
+	cons, err := c.JetStream().Consumer(t.Context(), broker.StreamJobs, broker.WorkerConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +471,7 @@ func TestOrphanSweptWhenAdvisoryMissed(t *testing.T) {
 		if _, err := cons.FetchNoWait(1); err != nil {
 			t.Fatal(err)
 		}
-		p, err := c.Pending(t.Context())
+		p, err := Pending(t.Context(), c)
 		return err == nil && p.AckPending == 0 && p.Pending == 0 && p.Jobs == n
 	})
 	var orphans counter
@@ -480,13 +483,13 @@ func TestOrphanSweptWhenAdvisoryMissed(t *testing.T) {
 		return Outcome{Action: ActionDeadLetter, Payload: resultFor(d)}
 	})
 	cfg.UntilIdle = true
-	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	if orphans.len() != n {
 		t.Errorf("%d orphans handled, want %d", orphans.len(), n)
 	}
-	if p, _ := c.Pending(t.Context()); p.Jobs != 0 || p.DeadLetters != n {
+	if p, _ := Pending(t.Context(), c); p.Jobs != 0 || p.DeadLetters != n {
 		t.Errorf("after sweep: %+v", p)
 	}
 }
@@ -518,15 +521,15 @@ func TestWorkerConsumerDriftUpdated(t *testing.T) {
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome { return Outcome{Action: ActionResult} })
 	for _, ackWait := range []time.Duration{10 * time.Second, 20 * time.Second} {
 		cfg := fastWorkers(WorkerConfig{AckWait: ackWait, MaxDeliver: 4, Concurrency: 300, UntilIdle: true})
-		if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+		if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
 			t.Fatal(err)
 		}
-		cons, err := c.JetStream().Consumer(t.Context(), StreamJobs, WorkerConsumer)
+		cons, err := c.JetStream().Consumer(t.Context(), broker.StreamJobs, broker.WorkerConsumer)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := cons.CachedInfo().Config
-		if d := consumerDiff(got, c.workerConsumerConfig(cfg.withDefaults())); len(d) > 0 {
+		if d := broker.ConsumerDiff(got, workerConsumerConfig(c, cfg.withDefaults())); len(d) > 0 {
 			t.Errorf("consumer differs from flags after RunWorkers: %v", d)
 		}
 		if got.AckWait != ackWait || got.MaxAckPending != 1200 || got.AckPolicy != jetstream.AckExplicitPolicy {
@@ -546,15 +549,15 @@ func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
 	items := jobItems("answered", "invoice", n)
 	submit(t, c, items)
 	// Jobs 0 and 1 have a result, job 2 a dead letter; job 3 nothing.
-	for i, subj := range []string{SubjectResults + ".invoice", SubjectResults + ".invoice", SubjectDLQ + ".invoice"} {
+	for i, subj := range []string{broker.SubjectResults + ".invoice", broker.SubjectResults + ".invoice", broker.SubjectDLQ + ".invoice"} {
 		id := items[i].MsgID
-		if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(subj, id, []byte(`{"job_id":"`+id+`"}`))); err != nil {
+		if _, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(subj, id, []byte(`{"job_id":"`+id+`"}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cfg := fastWorkers(WorkerConfig{MaxDeliver: 1, AckWait: 300 * time.Millisecond})
 	deadWorker(t, c, cfg, n)
-	cons, err := c.JetStream().Consumer(t.Context(), StreamJobs, WorkerConsumer)
+	cons, err := c.JetStream().Consumer(t.Context(), broker.StreamJobs, broker.WorkerConsumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -562,7 +565,7 @@ func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
 		if _, err := cons.FetchNoWait(1); err != nil {
 			t.Fatal(err)
 		}
-		p, err := c.Pending(t.Context())
+		p, err := Pending(t.Context(), c)
 		return err == nil && p.AckPending == 0 && p.Pending == 0 && p.Jobs == n
 	})
 	var orphans counter
@@ -571,13 +574,13 @@ func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
 		return Outcome{Action: ActionDeadLetter, Payload: resultFor(d)}
 	})
 	cfg.UntilIdle = true
-	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	if orphans.len() != 1 {
 		t.Errorf("handler called for %d orphans, want 1 (only the unanswered job)", orphans.len())
 	}
-	p, err := c.Pending(t.Context())
+	p, err := Pending(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -607,15 +610,15 @@ func TestRedeliveredJobKeepsItsFirstOutcome(t *testing.T) {
 			items := jobItems("again", "invoice", 1)
 			submit(t, c, items)
 			id := items[0].MsgID
-			subject := map[Action]string{ActionResult: SubjectResults + ".invoice", ActionDeadLetter: SubjectDLQ + ".invoice"}
+			subject := map[Action]string{ActionResult: broker.SubjectResults + ".invoice", ActionDeadLetter: broker.SubjectDLQ + ".invoice"}
 			if tc.stored != 0 {
-				if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(subject[tc.stored], id, []byte(`{"job_id":"`+id+`","first":true}`))); err != nil {
+				if _, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(subject[tc.stored], id, []byte(`{"job_id":"`+id+`","first":true}`))); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// The first delivery, never acked (its worker lost the ack).
 			cfg := fastWorkers(WorkerConfig{MaxDeliver: 3, AckWait: 300 * time.Millisecond, UntilIdle: true})
-			cons, err := c.ensureConsumer(t.Context(), StreamJobs, c.workerConsumerConfig(cfg.withDefaults()))
+			cons, err := c.EnsureConsumer(t.Context(), broker.StreamJobs, workerConsumerConfig(c, cfg.withDefaults()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -633,13 +636,13 @@ func TestRedeliveredJobKeepsItsFirstOutcome(t *testing.T) {
 				}
 				return Outcome{Action: tc.then, Schema: "invoice", Payload: []byte(`{"job_id":"` + d.MsgID + `","second":true}`)}
 			})
-			if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+			if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
 				t.Fatal(err)
 			}
 			if calls.get(id) != 1 {
 				t.Errorf("handler called %d times, want 1", calls.get(id))
 			}
-			p, err := c.Pending(t.Context())
+			p, err := Pending(t.Context(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -687,7 +690,7 @@ func TestPrefetchedJobsHandedBackOnStop(t *testing.T) {
 	// The prefetched job is delivered too: k running plus prefetchFor(k).
 	want := k + prefetchFor(k)
 	eventually(t, 5*time.Second, "jobs fetched ahead", func() bool {
-		p, err := c.Pending(t.Context())
+		p, err := Pending(t.Context(), c)
 		return err == nil && p.AckPending == want
 	})
 	cancel()
@@ -724,7 +727,7 @@ func TestPrefetchedJobsHandedBackOnStop(t *testing.T) {
 		t.Errorf("stopping worker handled %d jobs, want its %d running ones", firstCalls.len(), k)
 	}
 	eventually(t, 10*time.Second, "every job stored", func() bool {
-		p, err := c.Pending(t.Context())
+		p, err := Pending(t.Context(), c)
 		return err == nil && p.Results == n
 	})
 	cancel2()
