@@ -38,10 +38,10 @@ type buckets struct {
 	ledger   jetstream.KeyValue
 }
 
-// ensureBuckets creates the object store for large payloads and the job
+// EnsureBuckets creates the object store for large payloads and the job
 // ledger, or updates them to the configuration; running it again changes
 // nothing.
-func ensureBuckets(ctx context.Context, c *Conn) error {
+func EnsureBuckets(ctx context.Context, c *Conn) error {
 	obs, err := c.js.CreateOrUpdateObjectStore(ctx, payload.BucketConfig(c.cfg.Replicas))
 	if err != nil {
 		return fmt.Errorf("creating or updating object store %s (replicas %d): %w", payload.Bucket, c.cfg.Replicas, err)

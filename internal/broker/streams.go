@@ -64,7 +64,7 @@ func ensureStreams(ctx context.Context, c *Conn) error {
 			c.dupWindow.Store(int64(sc.Duplicates))
 		}
 	}
-	return ensureBuckets(ctx, c)
+	return EnsureBuckets(ctx, c)
 }
 
 // storedConfig is the configuration of stream name as the server has it,

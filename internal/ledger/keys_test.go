@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"testing"
+
+	"github.com/llmpipeline/pipeline/internal/broker"
 )
 
 // TestOldIDsKeepTheirSubjectsAndKeys: the ids a release before encoded ids
@@ -21,11 +23,11 @@ func TestOldIDsKeepTheirSubjectsAndKeys(t *testing.T) {
 		{"*>", "pipeline.jobs.%2A%3E"},
 		{"ü", "pipeline.jobs.%C3%BC"},
 	} {
-		if got := SchemaSubject(SubjectJobs, tc.schema); got != tc.subject {
+		if got := broker.SchemaSubject(broker.SubjectJobs, tc.schema); got != tc.subject {
 			t.Errorf("SchemaSubject(%q) = %q, want %q", tc.schema, got, tc.subject)
 		}
-		if got := schemaOfSubject(tc.subject); got != tc.schema {
-			t.Errorf("schemaOfSubject(%q) = %q, want %q", tc.subject, got, tc.schema)
+		if got := broker.SchemaOfSubject(tc.subject); got != tc.schema {
+			t.Errorf("broker.SchemaOfSubject(%q) = %q, want %q", tc.subject, got, tc.schema)
 		}
 	}
 	for _, tc := range []struct{ id, key string }{
@@ -37,14 +39,14 @@ func TestOldIDsKeepTheirSubjectsAndKeys(t *testing.T) {
 		{"inv.2024/03 #7", "inv=2E2024=2F03=20=237"},
 		{"..", "=2E=2E"},
 	} {
-		if got := LedgerKey(tc.id); got != tc.key {
+		if got := Key(tc.id); got != tc.key {
 			t.Errorf("LedgerKey(%q) = %q, want %q", tc.id, got, tc.key)
 		}
 	}
 	// Tokens another producer wrote that SchemaToken never would stand
 	// for themselves.
 	for _, tok := range []string{"a%zz", "a%2e", "a%", "a%4", "a%41"} {
-		if got := SchemaOfToken(tok); got != tok {
+		if got := broker.SchemaOfToken(tok); got != tok {
 			t.Errorf("SchemaOfToken(%q) = %q, want it unchanged", tok, got)
 		}
 	}

@@ -1,4 +1,4 @@
-package ledger
+package ledger_test
 
 import (
 	"context"
@@ -7,20 +7,24 @@ import (
 	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 )
 
 // oldOutcome is an outcome message as every release writes it (the job id
 // and run in the body, Nats-Msg-Id the run's id), for a data dir made to
 // look like one a release before the ledger left.
-func oldOutcome(t *testing.T, c *Conn, stream string, it SubmitItem, run int) {
+func oldOutcome(t *testing.T, c *broker.Conn, stream string, it queue.SubmitItem, run int) {
 	t.Helper()
-	subject := SubjectResults + "." + it.Schema
+	subject := broker.SubjectResults + "." + it.Schema
 	status := "succeeded"
-	if stream == StreamDLQ {
-		subject, status = SubjectDLQ+"."+it.Schema, "dead_lettered"
+	if stream == broker.StreamDLQ {
+		subject, status = broker.SubjectDLQ+"."+it.Schema, "dead_lettered"
 	}
 	body := fmt.Appendf(nil, `{"job_id":%q,"schema":%q,"run":%d,"status":%q,"attempts":1,"job":%s}`, it.JobID, it.Schema, run, status, it.Data)
-	ack, err := c.JetStream().PublishMsg(t.Context(), newMsg(subject, RunMsgID(it.JobID, run), body))
+	ack, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(subject, ledger.RunMsgID(it.JobID, run), body))
 	if err != nil || ack.Stream != stream {
 		t.Fatalf("publishing the old outcome of %s run %d: ack %+v, %v", it.JobID, run, ack, err)
 	}
@@ -35,7 +39,7 @@ func pastWindow(t *testing.T) {
 	eventually(t, 5*time.Second, "the duplicate window to pass", func() bool { return time.Now().After(deadline) })
 }
 
-func ledgerItems(prefix string, n int) []SubmitItem {
+func ledgerItems(prefix string, n int) []queue.SubmitItem {
 	items := jobItems(prefix, "invoice", n)
 	for i := range items {
 		items[i].JobID = items[i].MsgID
@@ -50,7 +54,7 @@ func ledgerItems(prefix string, n int) []SubmitItem {
 // original jobs publishes none; a second start reads nothing again.
 func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 	t.Parallel()
-	c := newConn(t, func(cfg *Config) { cfg.DuplicateWindow = 100 * time.Millisecond })
+	c := newConn(t, func(cfg *broker.Config) { cfg.DuplicateWindow = 100 * time.Millisecond })
 	ctx := t.Context()
 	items := ledgerItems("up", 40)
 	// A job id that looks like a rerun's message id, ended as run 0.
@@ -58,44 +62,44 @@ func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 	odd.JobID = odd.MsgID
 	items = append(items, odd)
 	for i, it := range items {
-		stream := StreamResults
+		stream := broker.StreamResults
 		if i%3 == 0 {
-			stream = StreamDLQ
+			stream = broker.StreamDLQ
 		}
 		oldOutcome(t, c, stream, it, 0)
 	}
 	// up-0001 was replayed once: run 1 ended too.
-	oldOutcome(t, c, StreamResults, items[1], 1)
+	oldOutcome(t, c, broker.StreamResults, items[1], 1)
 	// The first ledger's format: one key per job, its runs in the value.
 	prev := jobItem("prev-1", "invoice")
 	prev.JobID = prev.MsgID
-	entry, _ := jsonv2.Marshal(LedgerEntry{JobID: prev.JobID, Runs: []LedgerRun{{Run: 0, MsgID: prev.MsgID, Stream: StreamResults, Seq: 999, At: time.Now().UTC()}}})
-	if _, err := c.buckets.ledger.Put(ctx, LedgerKey(prev.JobID), entry); err != nil {
+	entry, _ := jsonv2.Marshal(ledger.Entry{JobID: prev.JobID, Runs: []ledger.Run{{Run: 0, MsgID: prev.MsgID, Stream: broker.StreamResults, Seq: 999, At: time.Now().UTC()}}})
+	if _, err := c.LedgerBucket().Put(ctx, ledger.Key(prev.JobID), entry); err != nil {
 		t.Fatal(err)
 	}
 	pastWindow(t)
 
-	r, err := c.ReconcileLedger(ctx, nil)
+	r, err := ledger.New(c).Reconcile(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Rebuild || r.FromStreams != len(items)+1 || r.Migrated != 1 || r.Scanned != len(items)+1 {
 		t.Errorf("reconciliation %+v, want a rebuild of %d runs from the streams and 1 of the previous format", r, len(items)+1)
 	}
-	if e, _, _ := c.Ledger(ctx, odd.JobID); len(e.Runs) != 1 || e.Runs[0].Run != 0 {
+	if e, _, _ := ledger.New(c).Get(ctx, odd.JobID); len(e.Runs) != 1 || e.Runs[0].Run != 0 {
 		t.Errorf("job %q: ledger %+v, want its run 0 (read from the outcome, not guessed from the message id)", odd.JobID, e)
 	}
-	if e, _, _ := c.Ledger(ctx, items[1].JobID); len(e.Runs) != 2 || e.Runs[0].Input == "" {
+	if e, _, _ := ledger.New(c).Get(ctx, items[1].JobID); len(e.Runs) != 2 || e.Runs[0].Input == "" {
 		t.Errorf("job %s: ledger %+v, want runs 0 and 1 with the input digest", items[1].JobID, e)
 	}
 
-	resubmit := append(append([]SubmitItem{}, items...), prev)
+	resubmit := append(append([]queue.SubmitItem{}, items...), prev)
 	st := submit(t, c, resubmit)
 	if st.Published != 0 || st.AlreadyDone != len(resubmit) {
 		t.Errorf("re-submit after the upgrade: %+v, want all %d already done, none published", st, len(resubmit))
 	}
 
-	again, err := c.ReconcileLedger(ctx, nil)
+	again, err := ledger.New(c).Reconcile(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,57 +115,57 @@ func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 // and the workers call nobody.
 func TestReconcileLedgerDeletedBucket(t *testing.T) {
 	t.Parallel()
-	c := newConn(t, func(cfg *Config) { cfg.DuplicateWindow = 100 * time.Millisecond })
+	c := newConn(t, func(cfg *broker.Config) { cfg.DuplicateWindow = 100 * time.Millisecond })
 	ctx := t.Context()
 	items := ledgerItems("del", 30)
 	submit(t, c, items)
 	var calls counter
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		calls.add(d.MsgID)
-		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
 	})
-	if _, err := c.ReconcileLedger(ctx, nil); err != nil { // a start
+	if _, err := ledger.New(c).Reconcile(ctx, nil); err != nil { // a start
 		t.Fatal(err)
 	}
-	if err := c.RunWorkers(ctx, fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(ctx, c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AdvanceLedgerMarks(ctx); err != nil { // the end of the run
+	if err := ledger.New(c).AdvanceMarks(ctx); err != nil { // the end of the run
 		t.Fatal(err)
 	}
-	if r, err := c.ReconcileLedger(ctx, nil); err != nil || r.Rebuild || r.Scanned != 0 {
+	if r, err := ledger.New(c).Reconcile(ctx, nil); err != nil || r.Rebuild || r.Scanned != 0 {
 		t.Fatalf("the next start: %+v, %v; want nothing read (the run moved the markers past its outcomes)", r, err)
 	}
 	// Jobs the index knows of and the streams no longer hold.
 	gone := ledgerItems("gone", 5)
-	index := func(ctx context.Context, yield func(IndexedRun) bool) error {
+	index := func(ctx context.Context, yield func(ledger.IndexedRun) bool) error {
 		for _, it := range append(items[:3:3], gone...) { // some the streams hold too
-			if !yield(IndexedRun{JobID: it.JobID, Dead: true, At: time.Now()}) {
+			if !yield(ledger.IndexedRun{JobID: it.JobID, Dead: true, At: time.Now()}) {
 				return nil
 			}
 		}
 		return nil
 	}
 
-	if err := c.JetStream().DeleteKeyValue(ctx, BucketLedger); err != nil {
+	if err := c.JetStream().DeleteKeyValue(ctx, broker.BucketLedger); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ensureBuckets(ctx); err != nil { // what the next start does
+	if err := broker.EnsureBuckets(ctx, c); err != nil { // what the next start does
 		t.Fatal(err)
 	}
 	pastWindow(t)
-	r, err := c.ReconcileLedger(ctx, index)
+	r, err := ledger.New(c).Reconcile(ctx, index)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.Rebuild || r.FromStreams != len(items) || r.FromIndex != len(gone) {
 		t.Errorf("reconciliation %+v, want a rebuild of %d runs from the streams and %d from the index", r, len(items), len(gone))
 	}
-	st := submit(t, c, append(append([]SubmitItem{}, items...), gone...))
+	st := submit(t, c, append(append([]queue.SubmitItem{}, items...), gone...))
 	if st.Published != 0 || st.AlreadyDone != len(items)+len(gone) {
 		t.Errorf("re-submit after the ledger was deleted: %+v, want none published", st)
 	}
-	if err := c.RunWorkers(ctx, fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(ctx, c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
@@ -169,7 +173,7 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 			t.Errorf("%s handled %d times, want 1", it.MsgID, n)
 		}
 	}
-	if got := len(readAll(t, c, StreamResults, "")); got != len(items) {
+	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d: a job was answered twice", got, len(items))
 	}
 }
@@ -177,29 +181,29 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 // TestRepeatedOutcomeIsCounted: a job whose run's outcome is on the stream
 // already (inside the duplicate window) but missing from the ledger is
 // answered again; the stored outcome stays, and the answer that was not
-// kept reaches WorkerConfig.Repeated (a run counts its model calls), not
+// kept reaches queue.WorkerConfig.Repeated (a run counts its model calls), not
 // Stored.
 func TestRepeatedOutcomeIsCounted(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	items := ledgerItems("rep", 3)
 	for _, it := range items {
-		oldOutcome(t, c, StreamResults, it, 0)
+		oldOutcome(t, c, broker.StreamResults, it, 0)
 	}
 	submit(t, c, items)
 	var stored, repeated counter
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
-		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d), Record: d.MsgID}
+	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d), Record: d.MsgID}
 	})
-	cfg := fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true,
-		Stored: func(m SinkMsg) { stored.add(m.MsgID) },
-		Repeated: func(m SinkMsg) {
+	cfg := fastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true,
+		Stored: func(m sink.Msg) { stored.add(m.MsgID) },
+		Repeated: func(m sink.Msg) {
 			if m.Record != m.MsgID {
 				t.Errorf("repeated outcome of %s carries record %v", m.MsgID, m.Record)
 			}
 			repeated.add(m.MsgID)
 		}})
-	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
@@ -207,7 +211,7 @@ func TestRepeatedOutcomeIsCounted(t *testing.T) {
 			t.Errorf("%s: Stored %d times, Repeated %d; want 0 and 1", it.MsgID, s, r)
 		}
 	}
-	if got := len(readAll(t, c, StreamResults, "")); got != len(items) {
+	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d (the first ones kept)", got, len(items))
 	}
 }

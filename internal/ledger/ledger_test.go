@@ -1,4 +1,4 @@
-package ledger
+package ledger_test
 
 import (
 	"bytes"
@@ -9,6 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -17,7 +22,7 @@ func TestLedgerKeyIsInjectiveAndValid(t *testing.T) {
 	ids := []string{"inv-0001", "a:b", "a=3Ab", "a~b", "a@b", "a+b", "a=b", "A_b", "x=40", "x@", "=", "==", "=3D"}
 	seen := map[string]string{}
 	for _, id := range ids {
-		k := LedgerKey(id)
+		k := ledger.Key(id)
 		for i := 0; i < len(k); i++ {
 			c := k[i]
 			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '=') {
@@ -29,8 +34,8 @@ func TestLedgerKeyIsInjectiveAndValid(t *testing.T) {
 		}
 		seen[k] = id
 	}
-	if LedgerKey("inv-0001") != "inv-0001" {
-		t.Errorf("plain ids should stay readable, got %q", LedgerKey("inv-0001"))
+	if ledger.Key("inv-0001") != "inv-0001" {
+		t.Errorf("plain ids should stay readable, got %q", ledger.Key("inv-0001"))
 	}
 }
 
@@ -40,12 +45,12 @@ func TestRunOfAndRunMsgID(t *testing.T) {
 		msgID, jobID string
 		run          int
 	}{{"a", "a", 0}, {"a~r3", "a", 3}, {"a~r", "a", 0}, {"a~rx", "a", 0}, {"b~r2", "a", 0}, {"a~r12", "a", 12}} {
-		if got := RunOf(tc.msgID, tc.jobID); got != tc.run {
+		if got := ledger.RunOf(tc.msgID, tc.jobID); got != tc.run {
 			t.Errorf("RunOf(%q, %q) = %d, want %d", tc.msgID, tc.jobID, got, tc.run)
 		}
 	}
-	if RunMsgID("a", 0) != "a" || RunMsgID("a", 2) != "a~r2" || RunOf(RunMsgID("x:y", 7), "x:y") != 7 {
-		t.Error("RunMsgID does not round-trip through RunOf")
+	if ledger.RunMsgID("a", 0) != "a" || ledger.RunMsgID("a", 2) != "a~r2" || ledger.RunOf(ledger.RunMsgID("x:y", 7), "x:y") != 7 {
+		t.Error("RunMsgID does not round-trip through ledger.RunOf")
 	}
 }
 
@@ -56,10 +61,10 @@ func TestRecordRunFirstWriterWins(t *testing.T) {
 	c := newConn(t)
 	ctx := t.Context()
 	var wg sync.WaitGroup
-	got := make([]LedgerRun, 8)
+	got := make([]ledger.Run, 8)
 	for i := range got {
 		wg.Go(func() {
-			r, err := c.recordRun(ctx, "job:1", LedgerRun{Run: 0, MsgID: "job:1", Stream: StreamResults, Seq: uint64(i + 1)})
+			r, err := ledger.New(c).Record(ctx, "job:1", ledger.Run{Run: 0, MsgID: "job:1", Stream: broker.StreamResults, Seq: uint64(i + 1)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -72,10 +77,10 @@ func TestRecordRunFirstWriterWins(t *testing.T) {
 			t.Fatalf("writers disagree on the run's outcome: %v", got)
 		}
 	}
-	if _, err := c.recordRun(ctx, "job:1", LedgerRun{Run: 1, MsgID: "job:1~r1", Stream: StreamDLQ, Seq: 9}); err != nil {
+	if _, err := ledger.New(c).Record(ctx, "job:1", ledger.Run{Run: 1, MsgID: "job:1~r1", Stream: broker.StreamDLQ, Seq: 9}); err != nil {
 		t.Fatal(err)
 	}
-	e, found, err := c.Ledger(ctx, "job:1")
+	e, found, err := ledger.New(c).Get(ctx, "job:1")
 	if err != nil || !found {
 		t.Fatalf("Ledger: %v %v", found, err)
 	}
@@ -92,7 +97,7 @@ func TestRecordRunFirstWriterWins(t *testing.T) {
 // once; the ledger names the stored outcome; a rerun is handled.
 func TestLedgerSkipsEndedRuns(t *testing.T) {
 	t.Parallel()
-	c := newConn(t, func(cfg *Config) { cfg.DuplicateWindow = 200 * time.Millisecond })
+	c := newConn(t, func(cfg *broker.Config) { cfg.DuplicateWindow = 200 * time.Millisecond })
 	items := jobItems("l", "invoice", 20)
 	for i := range items {
 		items[i].JobID = items[i].MsgID
@@ -100,15 +105,15 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 	submit(t, c, items)
 	submitted := time.Now()
 	var calls counter
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		calls.add(d.MsgID)
-		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	e, found, err := c.Ledger(t.Context(), items[0].JobID)
-	if r, ok := e.Ended(0); err != nil || !found || !ok || r.Stream != StreamResults || r.Seq == 0 {
+	e, found, err := ledger.New(c).Get(t.Context(), items[0].JobID)
+	if r, ok := e.Ended(0); err != nil || !found || !ok || r.Stream != broker.StreamResults || r.Seq == 0 {
 		t.Fatalf("ledger entry %+v found %v err %v", e, found, err)
 	}
 
@@ -131,7 +136,7 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 			case 3:
 				msgID = "copy-" + it.MsgID
 			}
-			ack, err := c.JetStream().PublishMsg(t.Context(), newMsg(SubjectJobs+"."+it.Schema, msgID, it.Data))
+			ack, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(broker.SubjectJobs+"."+it.Schema, msgID, it.Data))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,8 +146,8 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 		}
 	}
 	var done counter
-	cfg := fastWorkers(WorkerConfig{Concurrency: 8, UntilIdle: true, AlreadyDone: func(id string) { done.add(id) }})
-	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
+	cfg := fastWorkers(queue.WorkerConfig{Concurrency: 8, UntilIdle: true, AlreadyDone: func(id string) { done.add(id) }})
+	if err := queue.RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
@@ -156,7 +161,7 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 			t.Errorf("the copy of %s under another message id: acked as already done %d times, handled %d; want 1, 0", it.MsgID, n, m)
 		}
 	}
-	if got := len(readAll(t, c, StreamResults, "")); got != len(items) {
+	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d", got, len(items))
 	}
 
@@ -165,15 +170,15 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 	if st.AlreadyDone != len(items) || st.Published != 0 {
 		t.Errorf("resubmit: %+v", st)
 	}
-	rerun := []SubmitItem{items[0]}
+	rerun := []queue.SubmitItem{items[0]}
 	rerun[0].Rerun = true
 	if st := submit(t, c, rerun); st.Reruns != 1 || st.Published != 1 {
 		t.Errorf("rerun: %+v", st)
 	}
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	if n := calls.get(RunMsgID(items[0].JobID, 1)); n != 1 {
+	if n := calls.get(ledger.RunMsgID(items[0].JobID, 1)); n != 1 {
 		t.Errorf("rerun handled %d times, want 1", n)
 	}
 }
@@ -189,24 +194,24 @@ func TestLargePayloadsRoundTrip(t *testing.T) {
 		t.Fatalf("max payload %d, want the default 1 MiB", c.NATS().MaxPayload())
 	}
 	big := fmt.Appendf(nil, `{"id":"big","schema":"invoice","input":%q}`, strings.Repeat("y", 3<<20))
-	if _, err := c.Submit(t.Context(), []SubmitItem{{Data: big, Schema: "invoice", MsgID: "big", JobID: "big"}}, nil); err != nil {
+	if _, err := queue.Submit(t.Context(), c, []queue.SubmitItem{{Data: big, Schema: "invoice", MsgID: "big", JobID: "big"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	answer := bytes.Repeat([]byte("z"), 3<<20)
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		if d.JobErr != nil || !bytes.Equal(d.Data, big) || d.Size != int64(len(big)) {
 			t.Errorf("job read back as %d bytes (err %v), want %d", len(d.Data), d.JobErr, len(big))
 		}
-		return Outcome{Action: ActionResult, Schema: "invoice", Payload: answer}
+		return queue.Outcome{Action: queue.ActionResult, Schema: "invoice", Payload: answer}
 	})
-	if err := c.RunWorkers(t.Context(), fastWorkers(WorkerConfig{Concurrency: 1, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 1, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	res := readAll(t, c, StreamResults, "")
+	res := readAll(t, c, broker.StreamResults, "")
 	if len(res) != 1 || !bytes.Equal(res[0].Data, answer) {
 		t.Fatalf("results: %d messages, first %d bytes", len(res), len(res[0].Data))
 	}
-	obs, err := c.JetStream().ObjectStore(t.Context(), BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(t.Context(), payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,102 +223,8 @@ func TestLargePayloadsRoundTrip(t *testing.T) {
 	for _, i := range infos {
 		names = append(names, i.Name)
 	}
-	if len(names) != 1 || !strings.HasPrefix(names[0], payloadResults+"/big/") {
+	if len(names) != 1 || !strings.HasPrefix(names[0], payload.KindResults+"/big/") {
 		t.Errorf("objects %v, want only the result's body", names)
-	}
-}
-
-// TestGatheredLedgerReads: reads gathered from many callers, and one read
-// of more keys than one request holds, answer each key as the bucket
-// does: recorded runs ended, deleted and purged ones and unknown ones not,
-// a job id with characters the key escapes found under its own key.
-func TestGatheredLedgerReads(t *testing.T) {
-	t.Parallel()
-	c := newConn(t)
-	ctx := t.Context()
-	const n = 3*ledgerBatch + 17
-	id := func(i int) string { return fmt.Sprintf("job:%04d", i) }
-	want := make([]bool, n)
-	for i := 0; i < n; i += 3 {
-		if _, err := c.recordRun(ctx, id(i), LedgerRun{Run: i % 2, MsgID: id(i), Stream: StreamResults, Seq: uint64(i + 1)}); err != nil {
-			t.Fatal(err)
-		}
-		want[i] = true
-	}
-	for i := 0; i < n; i += 9 { // every third recorded run goes again
-		key := ledgerRunKey(id(i), i%2)
-		var err error
-		if i%2 == 0 {
-			err = c.buckets.ledger.Delete(ctx, key)
-		} else {
-			err = c.buckets.ledger.Purge(ctx, key)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[i] = false
-	}
-	keys := make([]runKey, n)
-	for i := range keys {
-		keys[i] = runKey{id(i), i % 2}
-	}
-	got, err := c.endedRuns(ctx, keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range keys {
-		if got[i] != want[i] {
-			t.Errorf("endedRuns: %s run %d ended = %v, want %v", keys[i].jobID, keys[i].run, got[i], want[i])
-		}
-	}
-	// The other run of each job never ended.
-	if other, err := c.ledgerReads.ended(ctx, id(0), 1); err != nil || other {
-		t.Errorf("run 1 of %s: ended %v, err %v; want false, nil", id(0), other, err)
-	}
-
-	var wg sync.WaitGroup
-	gathered := make([]bool, n)
-	errs := make([]error, n)
-	for i := range keys {
-		wg.Go(func() { gathered[i], errs[i] = c.ledgerReads.ended(ctx, keys[i].jobID, keys[i].run) })
-	}
-	wg.Wait()
-	for i := range keys {
-		if errs[i] != nil || gathered[i] != want[i] {
-			t.Errorf("gathered read: %s run %d ended = %v (err %v), want %v", keys[i].jobID, keys[i].run, gathered[i], errs[i], want[i])
-		}
-	}
-	// A deleted run recorded again reads as ended.
-	if _, err := c.recordRun(ctx, id(0), LedgerRun{Run: 0, MsgID: id(0), Stream: StreamDLQ, Seq: 99}); err != nil {
-		t.Fatal(err)
-	}
-	if again, err := c.ledgerReads.ended(ctx, id(0), 0); err != nil || !again {
-		t.Errorf("run 0 of %s recorded after its delete: ended %v, err %v; want true, nil", id(0), again, err)
-	}
-}
-
-// TestRunOfMsgIDGuessesTheLedgerKey: the key a fetched job's ledger read
-// starts under, from its message id alone, is the one prepare checks for
-// the usual ids; for the others prepare reads again under the job's own.
-func TestRunOfMsgIDGuessesTheLedgerKey(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		msgID string
-		want  runKey
-	}{
-		{"inv-1", runKey{"inv-1", 0}},
-		{"inv-1~r3", runKey{"inv-1", 3}},
-		{"a~rb~r12", runKey{"a~rb", 12}},
-		{"a~r", runKey{"a~r", 0}},
-		{"a~rx", runKey{"a~rx", 0}},
-		{"~r2", runKey{"~r2", 0}},
-	} {
-		if got := runOfMsgID(tc.msgID); got != tc.want {
-			t.Errorf("runOfMsgID(%q) = %+v, want %+v", tc.msgID, got, tc.want)
-		}
-		if tc.want.run > 0 && RunMsgID(tc.want.jobID, tc.want.run) != tc.msgID {
-			t.Errorf("runOfMsgID(%q) does not invert RunMsgID", tc.msgID)
-		}
 	}
 }
 
@@ -327,31 +238,31 @@ func TestSubmitTellsChangedFromDone(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	ctx := t.Context()
-	jobA := Job{ID: "doc.pdf", Schema: "invoice", Input: "total 12 EUR"}
+	jobA := job.Job{ID: "doc.pdf", Schema: "invoice", Input: "total 12 EUR"}
 	jobB := jobA
 	jobB.Input = "total 13 EUR"
-	if InputDigest(jobA) == InputDigest(jobB) || InputDigest(jobA) != InputDigest(Job{ID: "other", Schema: "invoice", Input: "total 12 EUR"}) {
+	if ledger.InputDigest(jobA) == ledger.InputDigest(jobB) || ledger.InputDigest(jobA) != ledger.InputDigest(job.Job{ID: "other", Schema: "invoice", Input: "total 12 EUR"}) {
 		t.Fatal("InputDigest must differ with the input and not with the id")
 	}
-	if InputDigest(Job{Schema: "ab", Input: "c"}) == InputDigest(Job{Schema: "a", Input: "bc"}) {
+	if ledger.InputDigest(job.Job{Schema: "ab", Input: "c"}) == ledger.InputDigest(job.Job{Schema: "a", Input: "bc"}) {
 		t.Fatal("InputDigest must keep the fields apart")
 	}
 	for _, id := range []string{"doc.pdf", "old-run"} {
-		in := InputDigest(jobA)
+		in := ledger.InputDigest(jobA)
 		if id == "old-run" {
 			in = "" // recorded before the ledger kept digests
 		}
-		if _, err := c.recordRun(ctx, id, LedgerRun{Run: 0, MsgID: id, Stream: StreamResults, Seq: 1, At: time.Now(), Input: in}); err != nil {
+		if _, err := ledger.New(c).Record(ctx, id, ledger.Run{Run: 0, MsgID: id, Stream: broker.StreamResults, Seq: 1, At: time.Now(), Input: in}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	item := func(id string, j Job, rerunChanged bool) SubmitItem {
-		return SubmitItem{Data: []byte(`{"id":"` + id + `","schema":"invoice","input":"` + j.Input + `"}`), Schema: "invoice",
-			MsgID: id, JobID: id, Input: InputDigest(j), RerunChanged: rerunChanged}
+	item := func(id string, j job.Job, rerunChanged bool) queue.SubmitItem {
+		return queue.SubmitItem{Data: []byte(`{"id":"` + id + `","schema":"invoice","input":"` + j.Input + `"}`), Schema: "invoice",
+			MsgID: id, JobID: id, Input: ledger.InputDigest(j), RerunChanged: rerunChanged}
 	}
 	noDigest := item("doc.pdf", jobB, false)
 	noDigest.Input = ""
-	s, err := c.Submit(ctx, []SubmitItem{item("doc.pdf", jobA, false), item("doc.pdf", jobB, false), item("old-run", jobB, false), noDigest}, nil)
+	s, err := queue.Submit(ctx, c, []queue.SubmitItem{item("doc.pdf", jobA, false), item("doc.pdf", jobB, false), item("old-run", jobB, false), noDigest}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +270,7 @@ func TestSubmitTellsChangedFromDone(t *testing.T) {
 		t.Fatalf("same, changed, no digest recorded, none given: %+v; want 3 already done, doc.pdf changed, none published", s)
 	}
 
-	s, err = c.Submit(ctx, []SubmitItem{item("doc.pdf", jobB, true)}, nil)
+	s, err = queue.Submit(ctx, c, []queue.SubmitItem{item("doc.pdf", jobB, true)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,10 +278,10 @@ func TestSubmitTellsChangedFromDone(t *testing.T) {
 		t.Fatalf("RerunChanged of a changed job: %+v, want it published as a rerun", s)
 	}
 	// The rerun (doc.pdf~r1) ends with the new input.
-	if _, err := c.recordRun(ctx, "doc.pdf", LedgerRun{Run: 1, MsgID: RunMsgID("doc.pdf", 1), Stream: StreamResults, Seq: 2, At: time.Now(), Input: InputDigest(jobB)}); err != nil {
+	if _, err := ledger.New(c).Record(ctx, "doc.pdf", ledger.Run{Run: 1, MsgID: ledger.RunMsgID("doc.pdf", 1), Stream: broker.StreamResults, Seq: 2, At: time.Now(), Input: ledger.InputDigest(jobB)}); err != nil {
 		t.Fatal(err)
 	}
-	s, err = c.Submit(ctx, []SubmitItem{item("doc.pdf", jobB, true), item("doc.pdf", jobA, false)}, nil)
+	s, err = queue.Submit(ctx, c, []queue.SubmitItem{item("doc.pdf", jobB, true), item("doc.pdf", jobA, false)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
