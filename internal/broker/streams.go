@@ -84,10 +84,11 @@ func storedConfig(ctx context.Context, c *Conn, name string) (*jetstream.StreamC
 // minDuplicateWindow is the shortest duplicate window the server accepts.
 const minDuplicateWindow = 100 * time.Millisecond
 
-// Stream metadata keys holding the limits the sink applies (StreamLimits).
+// MetaMaxAge and MetaMaxBytes are the stream metadata keys holding the
+// limits the sink applies (StreamLimits).
 const (
-	metaMaxAge   = "pipeline.max_age"
-	metaMaxBytes = "pipeline.max_bytes"
+	MetaMaxAge   = "pipeline.max_age"
+	MetaMaxBytes = "pipeline.max_bytes"
 )
 
 // applyLimits records the configured StreamLimits in sc's metadata,
@@ -103,7 +104,7 @@ func applyLimits(c *Conn, sc *jetstream.StreamConfig, have *jetstream.StreamConf
 	var size int64
 	if have != nil {
 		age, size = LimitsOf(*have)
-		if _, ok := have.Metadata[metaMaxAge]; !ok && (have.MaxAge > 0 || have.MaxBytes > 0) {
+		if _, ok := have.Metadata[MetaMaxAge]; !ok && (have.MaxAge > 0 || have.MaxBytes > 0) {
 			age, size = max(have.MaxAge, 0), max(have.MaxBytes, 0)
 			c.log.Info("stream limits now applied by the sink, to what the index holds, instead of the server", "stream", sc.Name, "max_age", age, "max_bytes", size)
 		}
@@ -118,8 +119,8 @@ func applyLimits(c *Conn, sc *jetstream.StreamConfig, have *jetstream.StreamConf
 	if sc.Metadata == nil {
 		sc.Metadata = map[string]string{}
 	}
-	sc.Metadata[metaMaxAge] = age.String()
-	sc.Metadata[metaMaxBytes] = strconv.FormatInt(size, 10)
+	sc.Metadata[MetaMaxAge] = age.String()
+	sc.Metadata[MetaMaxBytes] = strconv.FormatInt(size, 10)
 	sc.MaxAge, sc.MaxBytes = 0, -1
 	if capped := max(age, minDuplicateWindow); age > 0 && sc.Duplicates > capped {
 		if have == nil || have.Duplicates != capped {
@@ -132,8 +133,8 @@ func applyLimits(c *Conn, sc *jetstream.StreamConfig, have *jetstream.StreamConf
 // LimitsOf reads the limits the sink applies from a stream's metadata
 // (zero: none).
 func LimitsOf(cfg jetstream.StreamConfig) (time.Duration, int64) {
-	age, _ := time.ParseDuration(cfg.Metadata[metaMaxAge])
-	size, _ := strconv.ParseInt(cfg.Metadata[metaMaxBytes], 10, 64)
+	age, _ := time.ParseDuration(cfg.Metadata[MetaMaxAge])
+	size, _ := strconv.ParseInt(cfg.Metadata[MetaMaxBytes], 10, 64)
 	return max(age, 0), max(size, 0)
 }
 

@@ -10,49 +10,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestStreamLimits: limits are kept in the streams' metadata (the
 // server's own limits stay off), applied to an existing stream at
-// Connect, kept by a Connect that does not set them, and removed by zero;
+// broker.Connect, kept by a broker.Connect that does not set them, and removed by zero;
 // the sink's trim removes only what the index holds. A stream with the
 // server's limits (an earlier version's) has them moved over.
 func TestStreamLimits(t *testing.T) {
 	dir := t.TempDir()
-	connect := func(lim StreamLimits, log *slog.Logger) *Conn {
+	connect := func(lim broker.StreamLimits, log *slog.Logger) *broker.Conn {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		c, err := Connect(ctx, Config{DataDir: dir, StreamLimits: lim, Logger: log})
+		c, err := broker.Connect(ctx, broker.Config{DataDir: dir, StreamLimits: lim, Logger: log})
 		if err != nil {
 			t.Fatalf("Connect: %v", err)
 		}
 		return c
 	}
-	config := func(c *Conn, stream string) jetstream.StreamConfig {
+	config := func(c *broker.Conn, stream string) jetstream.StreamConfig {
 		t.Helper()
-		s, err := c.js.Stream(t.Context(), stream)
+		s, err := c.JetStream().Stream(t.Context(), stream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s.CachedInfo().Config
 	}
-	serverLimitsOff := func(c *Conn, when string) {
+	serverLimitsOff := func(c *broker.Conn, when string) {
 		t.Helper()
-		for _, s := range []string{StreamResults, StreamDLQ} {
+		for _, s := range []string{broker.StreamResults, broker.StreamDLQ} {
 			if cfg := config(c, s); cfg.MaxAge != 0 || cfg.MaxBytes != -1 {
 				t.Errorf("%s: stream %s has the server's max age %v, max bytes %d: it would discard outcomes the index has not read", when, s, cfg.MaxAge, cfg.MaxBytes)
 			}
 		}
 	}
 
-	c := connect(StreamLimits{}, nil)
+	c := connect(broker.StreamLimits{}, nil)
 	serverLimitsOff(c, "new")
 	payload := strings.Repeat("x", 200)
 	for i := range 200 {
-		m := newMsg(SubjectResults+".invoice", fmt.Sprintf("r-%d", i), []byte(payload))
-		if _, err := c.js.PublishMsg(t.Context(), m); err != nil {
+		m := broker.NewMsg(broker.SubjectResults+".invoice", fmt.Sprintf("r-%d", i), []byte(payload))
+		if _, err := c.JetStream().PublishMsg(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -61,14 +63,14 @@ func TestStreamLimits(t *testing.T) {
 	}
 
 	maxBytes, maxAge := int64(8<<10), 30*24*time.Hour
-	c = connect(StreamLimits{MaxBytes: &maxBytes, MaxAge: &maxAge}, nil)
-	serverLimitsOff(c, "after Connect with limits")
-	for _, s := range []string{StreamResults, StreamDLQ} {
-		if age, size := limitsOf(config(c, s)); age != maxAge || size != maxBytes {
-			t.Errorf("%s after Connect with limits: max age %v, max bytes %d; want %v, %d", s, age, size, maxAge, maxBytes)
+	c = connect(broker.StreamLimits{MaxBytes: &maxBytes, MaxAge: &maxAge}, nil)
+	serverLimitsOff(c, "after broker.Connect with limits")
+	for _, s := range []string{broker.StreamResults, broker.StreamDLQ} {
+		if age, size := broker.LimitsOf(config(c, s)); age != maxAge || size != maxBytes {
+			t.Errorf("%s after broker.Connect with limits: max age %v, max bytes %d; want %v, %d", s, age, size, maxAge, maxBytes)
 		}
 	}
-	st, err := c.streamState(t.Context(), StreamResults)
+	st, err := c.StreamState(t.Context(), broker.StreamResults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,18 +78,18 @@ func TestStreamLimits(t *testing.T) {
 		t.Fatalf("RESULTS first seq %d, %d messages: limits discarded outcomes no index has read", st.FirstSeq, st.Msgs)
 	}
 	// The index holds the first 10: only those may go.
-	n, err := c.trimStream(t.Context(), StreamResults, 10)
+	n, err := trimStream(t.Context(), c, broker.StreamResults, 10)
 	if err != nil || n != 10 {
 		t.Fatalf("trim up to 10: removed %d, %v; want 10", n, err)
 	}
-	if st, _ = c.streamState(t.Context(), StreamResults); st.FirstSeq != 11 || st.LastSeq != 200 {
+	if st, _ = c.StreamState(t.Context(), broker.StreamResults); st.FirstSeq != 11 || st.LastSeq != 200 {
 		t.Fatalf("after trimming up to the cursor 10: first seq %d, last %d; want 11, 200", st.FirstSeq, st.LastSeq)
 	}
 	// The index holds everything: the oldest go until the stream fits.
-	if _, err := c.trimStream(t.Context(), StreamResults, 200); err != nil {
+	if _, err := trimStream(t.Context(), c, broker.StreamResults, 200); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ = c.streamState(t.Context(), StreamResults); int64(st.Bytes) > maxBytes || st.LastSeq != 200 || st.Msgs < 10 {
+	if st, _ = c.StreamState(t.Context(), broker.StreamResults); int64(st.Bytes) > maxBytes || st.LastSeq != 200 || st.Msgs < 10 {
 		t.Errorf("after trimming an indexed stream: %d bytes in %d messages (last %d); want at most %d, the newest kept", st.Bytes, st.Msgs, st.LastSeq, maxBytes)
 	}
 	if err := c.Close(); err != nil {
@@ -95,34 +97,34 @@ func TestStreamLimits(t *testing.T) {
 	}
 
 	// Not set: kept as they are. Zero: removed.
-	c = connect(StreamLimits{}, nil)
-	if age, size := limitsOf(config(c, StreamResults)); age != maxAge || size != maxBytes {
-		t.Errorf("a Connect without limits changed them: max age %v, max bytes %d", age, size)
+	c = connect(broker.StreamLimits{}, nil)
+	if age, size := broker.LimitsOf(config(c, broker.StreamResults)); age != maxAge || size != maxBytes {
+		t.Errorf("a broker.Connect without limits changed them: max age %v, max bytes %d", age, size)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
 	zeroAge, zeroBytes := time.Duration(0), int64(0)
-	c = connect(StreamLimits{MaxAge: &zeroAge, MaxBytes: &zeroBytes}, nil)
-	if age, size := limitsOf(config(c, StreamDLQ)); age != 0 || size != 0 {
+	c = connect(broker.StreamLimits{MaxAge: &zeroAge, MaxBytes: &zeroBytes}, nil)
+	if age, size := broker.LimitsOf(config(c, broker.StreamDLQ)); age != 0 || size != 0 {
 		t.Errorf("limits set to 0: max age %v, max bytes %d; want none", age, size)
 	}
 
 	// An earlier version's server limits move to the metadata.
-	legacy := config(c, StreamDLQ)
+	legacy := config(c, broker.StreamDLQ)
 	legacy.MaxAge, legacy.MaxBytes = 48*time.Hour, 1<<20
-	delete(legacy.Metadata, metaMaxAge)
-	delete(legacy.Metadata, metaMaxBytes)
-	if _, err := c.js.UpdateStream(t.Context(), legacy); err != nil {
+	delete(legacy.Metadata, broker.MetaMaxAge)
+	delete(legacy.Metadata, broker.MetaMaxBytes)
+	if _, err := c.JetStream().UpdateStream(t.Context(), legacy); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c = connect(StreamLimits{}, nil)
+	c = connect(broker.StreamLimits{}, nil)
 	defer c.Close()
 	serverLimitsOff(c, "upgraded")
-	if age, size := limitsOf(config(c, StreamDLQ)); age != 48*time.Hour || size != 1<<20 {
+	if age, size := broker.LimitsOf(config(c, broker.StreamDLQ)); age != 48*time.Hour || size != 1<<20 {
 		t.Errorf("upgraded DLQ: max age %v, max bytes %d; want the server's 48h, 1MiB moved over", age, size)
 	}
 }
@@ -134,19 +136,19 @@ func TestStreamMaxAgeBelowTheDuplicateWindow(t *testing.T) {
 	dir := t.TempDir()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	connect := func(cfg Config) (*Conn, error) {
+	connect := func(cfg broker.Config) (*broker.Conn, error) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		cfg.DataDir, cfg.Logger = dir, log
-		return Connect(ctx, cfg)
+		return broker.Connect(ctx, cfg)
 	}
 	age := time.Minute
-	c, err := connect(Config{DuplicateWindow: 2 * time.Minute, StreamLimits: StreamLimits{MaxAge: &age}})
+	c, err := connect(broker.Config{DuplicateWindow: 2 * time.Minute, StreamLimits: broker.StreamLimits{MaxAge: &age}})
 	if err != nil {
 		t.Fatalf("Connect with a max age of 1m and the default duplicate window: %v", err)
 	}
-	s, err := c.js.Stream(t.Context(), StreamResults)
+	s, err := c.JetStream().Stream(t.Context(), broker.StreamResults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestStreamMaxAgeBelowTheDuplicateWindow(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, cfg := range []Config{{}, {}, {DuplicateWindow: 2 * time.Minute}} {
+	for _, cfg := range []broker.Config{{}, {}, {DuplicateWindow: 2 * time.Minute}} {
 		c, err := connect(cfg)
 		if err != nil {
 			t.Fatalf("Connect (duplicate window %v) after the limit was stored: %v", cfg.DuplicateWindow, err)
@@ -176,16 +178,16 @@ func TestStreamMaxAgeBelowTheDuplicateWindow(t *testing.T) {
 // removes them and their objects.
 func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
 	age := 300 * time.Millisecond
-	c := newConn(t, func(cfg *Config) { cfg.StreamLimits.MaxAge = &age })
+	c := newConn(t, func(cfg *broker.Config) { cfg.StreamLimits.MaxAge = &age })
 	ids := publishOutcomes(t, c, 20, 5)
-	big := bytes.Repeat([]byte("y"), c.InlineLimit()+1)
+	big := bytes.Repeat([]byte("y"), c.Payloads().InlineLimit()+1)
 	for i := range 3 {
 		id := fmt.Sprintf("big-%d", i)
-		m := newMsg(SubjectDLQ+".invoice", id, big)
-		if _, err := c.offload(t.Context(), m, payloadDLQ); err != nil {
+		m := broker.NewMsg(broker.SubjectDLQ+".invoice", id, big)
+		if _, err := c.Payloads().Offload(t.Context(), m, payload.KindDLQ); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.js.PublishMsg(t.Context(), m); err != nil {
+		if _, err := c.JetStream().PublishMsg(t.Context(), m); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -197,17 +199,17 @@ func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
 	// The sink is stopped for well past the age (and the server's expiry
 	// pass, once a second): nothing may leave the streams meanwhile.
 	<-time.After(time.Until(published.Add(age + 2*time.Second)))
-	for stream, want := range map[string]uint64{StreamResults: 20, StreamDLQ: 8} {
-		if st, err := c.streamState(t.Context(), stream); err != nil || st.Msgs != want {
+	for stream, want := range map[string]uint64{broker.StreamResults: 20, broker.StreamDLQ: 8} {
+		if st, err := c.StreamState(t.Context(), stream); err != nil || st.Msgs != want {
 			t.Errorf("%s holds %d messages past the max age with no sink (%v), want %d: outcomes lost before they were indexed", stream, st.Msgs, err, want)
 		}
 	}
 
 	idx := newMemIndex(t)
-	runSink(t, c, idx, SinkConfig{})
+	runSink(t, c, idx, Config{})
 	idx.check(t, ids)
-	for _, stream := range []string{StreamResults, StreamDLQ} {
-		if st, err := c.streamState(t.Context(), stream); err != nil || st.Msgs != 0 {
+	for _, stream := range []string{broker.StreamResults, broker.StreamDLQ} {
+		if st, err := c.StreamState(t.Context(), stream); err != nil || st.Msgs != 0 {
 			t.Errorf("%s holds %d messages once indexed and past the max age (%v), want 0", stream, st.Msgs, err)
 		}
 	}
@@ -217,9 +219,13 @@ func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
 }
 
 // payloadObjects counts the objects in the payload bucket.
-func payloadObjects(t *testing.T, c *Conn) int {
+func payloadObjects(t *testing.T, c *broker.Conn) int {
 	t.Helper()
-	list, err := c.buckets.payloads.List(t.Context())
+	obs, err := c.JetStream().ObjectStore(t.Context(), payload.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := obs.List(t.Context())
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return 0
 	}

@@ -16,19 +16,21 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/payload"
 )
 
 // publishOutcomes stores n results and m dead letters directly.
-func publishOutcomes(t *testing.T, c *Conn, results, dead int) []string {
+func publishOutcomes(t *testing.T, c *broker.Conn, results, dead int) []string {
 	t.Helper()
 	var ids []string
 	for i := range results + dead {
 		id := fmt.Sprintf("out-%04d", i)
-		subj := SubjectResults + ".invoice"
+		subj := broker.SubjectResults + ".invoice"
 		if i >= results {
-			subj = SubjectDLQ + ".invoice"
+			subj = broker.SubjectDLQ + ".invoice"
 		}
-		if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(subj, id, []byte(`{"job_id":"`+id+`"}`))); err != nil {
+		if _, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(subj, id, []byte(`{"job_id":"`+id+`"}`))); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
@@ -36,7 +38,7 @@ func publishOutcomes(t *testing.T, c *Conn, results, dead int) []string {
 	return ids
 }
 
-// memIndex is a SinkIndex in memory that checks how the sink uses it.
+// memIndex is a Index in memory that checks how the sink uses it.
 type memIndex struct {
 	t         *testing.T
 	mu        sync.Mutex
@@ -59,7 +61,7 @@ func (x *memIndex) Cursors(context.Context) (map[string]uint64, error) {
 	return maps.Clone(x.cursors), nil
 }
 
-func (x *memIndex) Write(_ context.Context, batch []SinkMsg, cursors map[string]uint64) error {
+func (x *memIndex) Write(_ context.Context, batch []Msg, cursors map[string]uint64) error {
 	x.mu.Lock()
 	if x.inWrite {
 		x.t.Error("Write called concurrently")
@@ -118,9 +120,9 @@ func (x *memIndex) cursor(stream string) uint64 {
 	return x.cursors[stream]
 }
 
-func lastSeq(t *testing.T, c *Conn, stream string) uint64 {
+func lastSeq(t *testing.T, c *broker.Conn, stream string) uint64 {
 	t.Helper()
-	st, err := c.streamState(t.Context(), stream)
+	st, err := c.StreamState(t.Context(), stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func lastSeq(t *testing.T, c *Conn, stream string) uint64 {
 }
 
 // runSink runs a sink until idle.
-func runSink(t *testing.T, c *Conn, idx SinkIndex, cfg SinkConfig) *Sink {
+func runSink(t *testing.T, c *broker.Conn, idx Index, cfg Config) *Sink {
 	t.Helper()
 	cfg.UntilIdle = true
 	if cfg.MaxWait == 0 {
@@ -137,7 +139,7 @@ func runSink(t *testing.T, c *Conn, idx SinkIndex, cfg SinkConfig) *Sink {
 	if cfg.GapGrace == 0 {
 		cfg.GapGrace = 10 * time.Millisecond
 	}
-	s := c.NewSink(idx, cfg)
+	s := New(c, idx, cfg)
 	if err := s.Run(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestSinkReadsTheStreamsIntoTheIndex(t *testing.T) {
 			ids := publishOutcomes(t, c, tc.results, tc.dead)
 			idx := newMemIndex(t)
 			idx.failFirst = tc.failFirst
-			s := runSink(t, c, idx, SinkConfig{Batch: tc.batch})
+			s := runSink(t, c, idx, Config{Batch: tc.batch})
 			idx.check(t, ids)
 			if idx.maxBatch > tc.batch {
 				t.Errorf("batch of %d, above %d", idx.maxBatch, tc.batch)
@@ -172,7 +174,7 @@ func TestSinkReadsTheStreamsIntoTheIndex(t *testing.T) {
 			if idx.failed != tc.failFirst {
 				t.Errorf("%d failed writes, want %d", idx.failed, tc.failFirst)
 			}
-			for _, name := range []string{StreamResults, StreamDLQ} {
+			for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 				last := lastSeq(t, c, name)
 				if got := idx.cursor(name); got != last {
 					t.Errorf("%s: cursor %d in the index, stream's last sequence %d", name, got, last)
@@ -193,16 +195,16 @@ func TestSinkResumesFromTheIndexCursor(t *testing.T) {
 	c := newConn(t)
 	ids := publishOutcomes(t, c, 12, 4)
 	idx := newMemIndex(t)
-	idx.cursors[StreamResults] = 5 // results 1..5 indexed by an earlier run
-	runSink(t, c, idx, SinkConfig{})
+	idx.cursors[broker.StreamResults] = 5 // results 1..5 indexed by an earlier run
+	runSink(t, c, idx, Config{})
 	idx.check(t, slices.Concat(ids[5:12], ids[12:]))
-	if got := idx.cursor(StreamResults); got != 12 {
+	if got := idx.cursor(broker.StreamResults); got != 12 {
 		t.Errorf("results cursor %d, want 12", got)
 	}
 
 	// A second run with nothing new writes nothing.
 	before := maps.Clone(idx.stored)
-	runSink(t, c, idx, SinkConfig{})
+	runSink(t, c, idx, Config{})
 	if !maps.Equal(before, idx.stored) {
 		t.Errorf("a run with nothing new wrote: %v -> %v", before, idx.stored)
 	}
@@ -218,14 +220,14 @@ func TestSinkReadsDirectly(t *testing.T) {
 	c := newConn(t)
 	ids := publishOutcomes(t, c, 12, 0)
 	big := []byte(`{"job_id":"big","raw":"` + strings.Repeat("x", 2<<20) + `"}`) // 2 MiB, over the 1 MiB limit
-	bigMsg := newMsg(SubjectResults+".invoice", "big", big)
-	if _, err := c.offload(t.Context(), bigMsg, payloadResults); err != nil {
+	bigMsg := broker.NewMsg(broker.SubjectResults+".invoice", "big", big)
+	if _, err := c.Payloads().Offload(t.Context(), bigMsg, payload.KindResults); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.JetStream().PublishMsg(t.Context(), bigMsg); err != nil { // sequence 13
 		t.Fatal(err)
 	}
-	s, err := c.js.Stream(t.Context(), StreamResults)
+	s, err := c.JetStream().Stream(t.Context(), broker.StreamResults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,8 +236,8 @@ func TestSinkReadsDirectly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sink := c.NewSink(newMemIndex(t), SinkConfig{})
-	st := &sinkStream{name: StreamResults, held: map[uint64]bool{}, due: 10}
+	sink := New(c, newMemIndex(t), Config{})
+	st := &sinkStream{name: broker.StreamResults, held: map[uint64]bool{}, due: 10}
 	l := &sinkLoop{Sink: sink, streams: []*sinkStream{st}}
 	if err := l.readDirect(t.Context(), s, st, 1, 100); err != nil {
 		t.Fatal(err)
@@ -271,7 +273,7 @@ func TestSinkMovesPastMessagesTheStreamNoLongerHolds(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	ids := publishOutcomes(t, c, 10, 0)
-	s, err := c.js.Stream(t.Context(), StreamResults)
+	s, err := c.JetStream().Stream(t.Context(), broker.StreamResults)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +283,7 @@ func TestSinkMovesPastMessagesTheStreamNoLongerHolds(t *testing.T) {
 		}
 	}
 	idx := newMemIndex(t)
-	runSink(t, c, idx, SinkConfig{})
+	runSink(t, c, idx, Config{})
 	var want []string
 	for i, id := range ids {
 		if i+1 != 3 && i+1 != 7 && i+1 != 10 {
@@ -289,21 +291,21 @@ func TestSinkMovesPastMessagesTheStreamNoLongerHolds(t *testing.T) {
 		}
 	}
 	idx.check(t, want)
-	if got := idx.cursor(StreamResults); got != 10 {
+	if got := idx.cursor(broker.StreamResults); got != 10 {
 		t.Errorf("cursor %d, want 10 (past the deleted messages)", got)
 	}
 
 	// Purged: the cursor jumps to the stream's new start.
 	for i := range 3 {
-		if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(SubjectResults+".invoice", fmt.Sprintf("more-%d", i), []byte(`{}`))); err != nil {
+		if _, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(broker.SubjectResults+".invoice", fmt.Sprintf("more-%d", i), []byte(`{}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := s.Purge(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	runSink(t, c, idx, SinkConfig{})
-	if got := idx.cursor(StreamResults); got != 13 {
+	runSink(t, c, idx, Config{})
+	if got := idx.cursor(broker.StreamResults); got != 13 {
 		t.Errorf("after a purge: cursor %d, want 13", got)
 	}
 }
@@ -315,10 +317,10 @@ func TestSinkReadsAgainAStreamBehindItsCursor(t *testing.T) {
 	idx := newMemIndex(t)
 	// An index kept from a NATS store that was wiped: its cursors are
 	// beyond what the new streams hold.
-	idx.cursors[StreamResults], idx.cursors[StreamDLQ] = 1000, 1000
-	runSink(t, c, idx, SinkConfig{})
+	idx.cursors[broker.StreamResults], idx.cursors[broker.StreamDLQ] = 1000, 1000
+	runSink(t, c, idx, Config{})
 	idx.check(t, ids)
-	if got := idx.cursor(StreamResults); got != 4 {
+	if got := idx.cursor(broker.StreamResults); got != 4 {
 		t.Errorf("results cursor %d, want 4", got)
 	}
 }
@@ -329,11 +331,11 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 	ids := publishOutcomes(t, c, 10, 4)
 	// Hand over the even results and every dead letter, as the workers of
 	// the same process would; the odd results come from another process.
-	msgs := slices.Concat(readAll(t, c, StreamResults, ""), readAll(t, c, StreamDLQ, ""))
+	msgs := slices.Concat(readAll(t, c, broker.StreamResults, ""), readAll(t, c, broker.StreamDLQ, ""))
 	handed := map[string]bool{}
 	offer := func(s *Sink) {
 		for _, m := range msgs {
-			if m.Stream == StreamResults && m.Sequence%2 == 1 {
+			if m.Stream == broker.StreamResults && m.Sequence%2 == 1 {
 				continue
 			}
 			m.Record = "handed over"
@@ -342,19 +344,19 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 			}
 			handed[m.MsgID] = true
 		}
-		if s.Offer(SinkMsg{Stream: StreamResults, MsgID: "no-seq"}) {
+		if s.Offer(Msg{Stream: broker.StreamResults, MsgID: "no-seq"}) {
 			t.Error("an offer without a sequence (a duplicate publish) was taken")
 		}
 	}
 
 	t.Run("gaps wait for their grace", func(t *testing.T) {
 		idx := newMemIndex(t)
-		s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: time.Hour, UntilIdle: true})
+		s := New(c, idx, Config{MaxWait: 10 * time.Millisecond, GapGrace: time.Hour, UntilIdle: true})
 		offer(s)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, func() bool { return s.Progress()[StreamDLQ] == 4 })
+		waitFor(t, func() bool { return s.Progress()[broker.StreamDLQ] == 4 })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -364,7 +366,7 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 		if len(idx.stored) != len(handed) {
 			t.Errorf("%d written, want the %d handed over (the gaps are not due)", len(idx.stored), len(handed))
 		}
-		if got := idx.cursors[StreamResults]; got != 0 {
+		if got := idx.cursors[broker.StreamResults]; got != 0 {
 			t.Errorf("results cursor %d past the gap at 1", got)
 		}
 	})
@@ -374,7 +376,7 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 		// The offers are queued before Run, the grace is far longer than
 		// taking them: each message is written once, from the hand-over
 		// when there was one.
-		s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: 500 * time.Millisecond, UntilIdle: true})
+		s := New(c, idx, Config{MaxWait: 10 * time.Millisecond, GapGrace: 500 * time.Millisecond, UntilIdle: true})
 		offer(s)
 		if err := s.Run(t.Context()); err != nil {
 			t.Fatal(err)
@@ -385,7 +387,7 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 				t.Errorf("%s: written from an offer %v, handed over %v", id, idx.offered[id], handed[id])
 			}
 		}
-		if got := idx.cursor(StreamResults); got != 10 {
+		if got := idx.cursor(broker.StreamResults); got != 10 {
 			t.Errorf("results cursor %d, want 10", got)
 		}
 	})
@@ -404,66 +406,23 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-func TestSinkWithWorkersAndIdle(t *testing.T) {
-	t.Parallel()
-	c := newConn(t)
-	items := jobItems("e2e", "invoice", 50)
-	submit(t, c, items)
-	idx := newMemIndex(t)
-	s := c.NewSink(idx, SinkConfig{MaxWait: 10 * time.Millisecond, GapGrace: time.Minute})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	sinkDone := make(chan error, 1)
-	go func() { sinkDone <- s.Run(ctx) }()
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
-		if d.Job.ID < "e2e-0010" {
-			return Outcome{Action: ActionDeadLetter, Payload: resultFor(d), Record: d.Job.ID}
-		}
-		return Outcome{Action: ActionResult, Payload: resultFor(d), Record: d.Job.ID}
-	})
-	cfg := fastWorkers(WorkerConfig{UntilIdle: true, Concurrency: 8})
-	cfg.Stored = func(m SinkMsg) {
-		if !s.Offer(m) {
-			t.Errorf("offer of %s refused", m.MsgID)
-		}
-	}
-	if err := c.RunWorkers(t.Context(), cfg, h); err != nil {
-		t.Fatal(err)
-	}
-	// Every outcome was handed over: with a minute of grace, Idle returns
-	// only because none had to be read back.
-	if err := s.Idle(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	if err := <-sinkDone; err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	idx.check(t, msgIDs(toSink(items)))
-	for id := range idx.stored {
-		if !idx.offered[id] {
-			t.Errorf("%s read back from the stream, not handed over", id)
-		}
-	}
-}
-
 func TestReadStreamFilters(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
 	publishOutcomes(t, c, 5, 3)
-	if _, err := c.JetStream().PublishMsg(t.Context(), newMsg(SubjectResults+".person", "p-1", []byte("{}"))); err != nil {
+	if _, err := c.JetStream().PublishMsg(t.Context(), broker.NewMsg(broker.SubjectResults+".person", "p-1", []byte("{}"))); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		stream, filter string
 		want           int
 	}{
-		{StreamResults, "", 6},
-		{StreamResults, SubjectResults + ".invoice", 5},
-		{StreamResults, SubjectResults + ".person", 1},
-		{StreamResults, SubjectResults + ".nothing", 0},
-		{StreamDLQ, "", 3},
-		{StreamJobs, "", 0},
+		{broker.StreamResults, "", 6},
+		{broker.StreamResults, broker.SubjectResults + ".invoice", 5},
+		{broker.StreamResults, broker.SubjectResults + ".person", 1},
+		{broker.StreamResults, broker.SubjectResults + ".nothing", 0},
+		{broker.StreamDLQ, "", 3},
+		{broker.StreamJobs, "", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.stream+" "+tc.filter, func(t *testing.T) {
@@ -479,7 +438,7 @@ func TestReadStreamFilters(t *testing.T) {
 		})
 	}
 	stop := errors.New("enough")
-	err := c.ReadStream(t.Context(), StreamResults, "", func(SinkMsg) error { return stop })
+	err := ReadStream(t.Context(), c, broker.StreamResults, "", func(Msg) error { return stop })
 	if !errors.Is(err, stop) {
 		t.Errorf("ReadStream returned %v, want fn's error", err)
 	}
@@ -518,12 +477,12 @@ func BenchmarkSink(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			c := newConn(b)
 			for i := range b.N {
-				if _, err := c.publishAsync(b.Context(), newMsg(SubjectResults+".invoice", fmt.Sprintf("s-%08d", i), sinkOutcome(b, i))); err != nil {
+				if _, err := c.PublishAsync(b.Context(), broker.NewMsg(broker.SubjectResults+".invoice", fmt.Sprintf("s-%08d", i), sinkOutcome(b, i))); err != nil {
 					b.Fatal(err)
 				}
 			}
 			select {
-			case <-c.js.PublishAsyncComplete():
+			case <-c.JetStream().PublishAsyncComplete():
 			case <-b.Context().Done():
 				b.Fatal(b.Context().Err())
 			}
@@ -533,7 +492,7 @@ func BenchmarkSink(b *testing.B) {
 			}
 			defer st.Close()
 			n := 0
-			write := func(ctx context.Context, batch []SinkMsg) error {
+			write := func(ctx context.Context, batch []Msg) error {
 				n += len(batch)
 				if !bc.store {
 					return nil
@@ -551,7 +510,7 @@ func BenchmarkSink(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
-			sink := c.NewSink(writeOnly(write), SinkConfig{UntilIdle: true, MaxWait: 20 * time.Millisecond, GapGrace: time.Millisecond})
+			sink := New(c, writeOnly(write), Config{UntilIdle: true, MaxWait: 20 * time.Millisecond, GapGrace: time.Millisecond})
 			if err := sink.Run(b.Context()); err != nil {
 				b.Fatal(err)
 			}
@@ -565,12 +524,12 @@ func BenchmarkSink(b *testing.B) {
 	}
 }
 
-// writeOnly is a SinkIndex that starts from nothing and calls write.
-type writeOnly func(ctx context.Context, batch []SinkMsg) error
+// writeOnly is a Index that starts from nothing and calls write.
+type writeOnly func(ctx context.Context, batch []Msg) error
 
 func (w writeOnly) Cursors(context.Context) (map[string]uint64, error) { return nil, nil }
 
-func (w writeOnly) Write(ctx context.Context, batch []SinkMsg, _ map[string]uint64) error {
+func (w writeOnly) Write(ctx context.Context, batch []Msg, _ map[string]uint64) error {
 	return w(ctx, batch)
 }
 
@@ -589,8 +548,8 @@ func cpuTime(b *testing.B) time.Duration {
 func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
-	s := c.NewSink(newMemIndex(t), SinkConfig{Batch: 1})
-	m := SinkMsg{Stream: StreamResults, MsgID: "x"}
+	s := New(c, newMemIndex(t), Config{Batch: 1})
+	m := Msg{Stream: broker.StreamResults, MsgID: "x"}
 	for i := range s.offers.max {
 		m.Sequence = uint64(i + 1)
 		if !s.Offer(m) {
@@ -614,7 +573,7 @@ func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 	if got := s.dropped.Load(); got != 2 {
 		t.Errorf("%d offers counted as dropped, want 2", got)
 	}
-	if s.Offer(SinkMsg{Stream: StreamJobs, Sequence: 1}) {
+	if s.Offer(Msg{Stream: broker.StreamJobs, Sequence: 1}) {
 		t.Error("an offer from the JOBS stream was taken")
 	}
 }
@@ -624,9 +583,9 @@ func TestSinkOfferDropsWhenTheSinkIsStuck(t *testing.T) {
 func TestSinkOfferWakesEveryWaitingWorker(t *testing.T) {
 	t.Parallel()
 	c := newConn(t)
-	s := c.NewSink(newMemIndex(t), SinkConfig{Batch: 2}) // room for 8
+	s := New(c, newMemIndex(t), Config{Batch: 2}) // room for 8
 	for i := range s.offers.max {
-		if !s.Offer(SinkMsg{Stream: StreamResults, Sequence: uint64(i + 1)}) {
+		if !s.Offer(Msg{Stream: broker.StreamResults, Sequence: uint64(i + 1)}) {
 			t.Fatal("offer refused with room in the queue")
 		}
 	}
@@ -634,7 +593,7 @@ func TestSinkOfferWakesEveryWaitingWorker(t *testing.T) {
 	results := make(chan bool, waiters)
 	for i := range waiters {
 		go func() {
-			results <- s.Offer(SinkMsg{Stream: StreamResults, Sequence: uint64(100 + i)})
+			results <- s.Offer(Msg{Stream: broker.StreamResults, Sequence: uint64(100 + i)})
 		}()
 	}
 	// Wait until all of them are blocked on a full queue, then make room
