@@ -26,7 +26,7 @@
 // requests it names. Results are streamed, and a line that cannot be read
 // affects only its own request. An account-level failure (a refused key)
 // stops the runner (Stopped, Err): nothing is dead-lettered.
-// Outcomes are stored with broker.Conn.StoreOutcome: the same streams,
+// Outcomes are stored with queue.StoreOutcome: the same streams,
 // duplicate window and job ledger as the synchronous path.
 //
 // Runner.Census counts the bucket's batches by provider, state and the

@@ -44,7 +44,7 @@ type Config struct {
 	Model string
 	// KV is the PIPELINE_BATCHES bucket (broker.Conn.BatchBucket). Required.
 	KV jetstream.KeyValue
-	// Conn stores outcomes (broker.Conn.StoreOutcome). Required.
+	// Conn stores outcomes (queue.StoreOutcome). Required.
 	Conn *broker.Conn
 	// Inner is the synchronous handler (worker.Handler) whose loop's model
 	// is a *Replay: batch mode runs the jobs through it. Required.

@@ -41,7 +41,7 @@ type storedOutcome struct {
 	Job json.RawMessage `json:"job"`
 }
 
-// auditRuns reads RESULTS and DLQ through ingest (bodies in the object
+// auditRuns reads RESULTS and DLQ through package sink (bodies in the object
 // store resolved) and checks every submitted id ended exactly once per run
 // in runs, nothing is left on JOBS and no job body is left in the object
 // store. It returns the row and the outcomes by message id.

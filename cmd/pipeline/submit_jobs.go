@@ -23,7 +23,7 @@ import (
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
-// submitBatch and submitBatchBytes bound one Conn.Submit call of the
+// submitBatch and submitBatchBytes bound one queue.Submit call of the
 // publish pass, so the jobs in memory at a time: large enough for the
 // publishes to stay pipelined, small enough to stay flat (at 10,000, the
 // batch, its messages and its ledger look-ups held 21 MB of a 1M-line

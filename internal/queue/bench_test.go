@@ -3,17 +3,13 @@ package queue
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
-	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -139,48 +135,6 @@ func BenchmarkSubmit(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
-		})
-	}
-}
-
-// BenchmarkParseJob decodes a realistic invoice job (about 300 bytes,
-// escaped newlines in its input) by job.Parse (json v2, checks included)
-// and by encoding/json.
-func BenchmarkParseJob(b *testing.B) {
-	data := []byte(`{"id":"bench-0000001","schema":"invoice","input":"INVOICE 2111-0118\nFrom: Acme Tools GmbH, 189 Market Street\nDate: 2026-01-03\n  1 x USB-C cable 2m @ 9.99 EUR = 9.99\nSubtotal 9.99\nVAT 20% 2.00\nTotal due 11.99 EUR\nPayment within 30 days."}`)
-	b.Run("ParseJob", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			if _, err := job.Parse(data); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("json.Unmarshal", func(b *testing.B) {
-		b.ReportAllocs()
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			var j job.Job
-			if err := json.Unmarshal(data, &j); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-}
-
-// BenchmarkInputDigest is the ledger's digest of a job, per job in the
-// workers' settle and per line in submit: its B/op stays flat whatever
-// the input's size (the input is hashed through a pooled buffer).
-func BenchmarkInputDigest(b *testing.B) {
-	for _, size := range []int{300, 1 << 20} {
-		j := job.Job{ID: "bench-0000001", Schema: "invoice", Input: strings.Repeat("x", size)}
-		b.Run(strconv.Itoa(size), func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(size))
-			for b.Loop() {
-				_ = ledger.InputDigest(j)
-			}
 		})
 	}
 }

@@ -25,7 +25,8 @@ func microPackages(o options) []microPkg {
 		{"./heal", "."},
 		{"./worker", "."},
 		{"./dlq", "."},
-		{"./ingest", "Sink|ParseJob"},
+		{"./internal/sink", "Sink"},
+		{"./job", "ParseJob"},
 		{"./report", o.ReportBench},
 	}
 }

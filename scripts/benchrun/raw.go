@@ -219,7 +219,7 @@ func rawLedgerJob(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyV
 // publishAsync publishes msg asynchronously; when the publisher is stalled
 // by too many outstanding publishes ("stalled with too many outstanding
 // async published messages") it waits for them and tries again, as
-// ingest's own publisher does.
+// the broker's own publisher does (broker.Conn.PublishAsync).
 func publishAsync(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (jetstream.PubAckFuture, error) {
 	for {
 		fut, err := js.PublishMsgAsync(msg)
