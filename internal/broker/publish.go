@@ -62,6 +62,8 @@ func (c *Conn) AwaitPubAck(ctx context.Context, fut jetstream.PubAckFuture) (*je
 	return nil, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
 }
 
+// NewMsg is a message on subject with Nats-Msg-Id msgID (when not empty)
+// and body data.
 func NewMsg(subject, msgID string, data []byte) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Data = data

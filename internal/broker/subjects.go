@@ -8,7 +8,7 @@ package broker
 //
 //   - a schema id in a subject (pipeline.jobs.<schema>, pipeline.results.<schema>,
 //     pipeline.dlq.<schema>): SchemaToken, a percent escape;
-//   - a job id in the ledger's KV keys: LedgerKey, an =XX escape;
+//   - a job id in the ledger's KV keys: ledger.Key, an =XX escape;
 //   - a job id as Nats-Msg-Id, and in the names of payload objects (which the
 //     Object Store base64-encodes itself): as it is.
 
@@ -113,6 +113,7 @@ func SchemaOfSubject(subject string) string {
 	return SchemaOfToken(LastToken(subject))
 }
 
+// LastToken is the last token of subject (all of it when it has one).
 func LastToken(subject string) string {
 	if i := strings.LastIndexByte(subject, '.'); i >= 0 {
 		return subject[i+1:]

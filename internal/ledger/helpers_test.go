@@ -6,7 +6,6 @@ package ledger_test
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -73,38 +72,10 @@ func readAll(t testing.TB, c *broker.Conn, stream, filter string) []sink.Msg {
 	return out
 }
 
-func msgIDs(msgs []sink.Msg) []string {
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.MsgID
-	}
-	sort.Strings(ids)
-	return ids
-}
-
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	brokertest.Eventually(t, within, what, cond)
-}
-
-// runWorkers runs queue.RunWorkers in the background and returns a func that
-// waits for its error.
-func runWorkers(ctx context.Context, c *broker.Conn, cfg queue.WorkerConfig, h queue.Handler) func() error {
-	errc := make(chan error, 1)
-	go func() { errc <- queue.RunWorkers(ctx, c, cfg, h) }()
-	var once sync.Once
-	var err error
-	return func() error {
-		once.Do(func() {
-			select {
-			case err = <-errc:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("RunWorkers did not return within 30s")
-			}
-		})
-		return err
-	}
 }
 
 // counter counts handler calls per msg id.
@@ -127,12 +98,6 @@ func (c *counter) get(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[id]
-}
-
-func (c *counter) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.n)
 }
 
 func fastWorkers(cfg queue.WorkerConfig) queue.WorkerConfig {

@@ -52,7 +52,7 @@ type IndexedRun struct {
 // returns false or an error; nil when there is no index.
 type IndexRuns func(ctx context.Context, yield func(IndexedRun) bool) error
 
-// ReconcileStats is what ReconcileLedger did.
+// ReconcileStats is what Reconcile did.
 type ReconcileStats struct {
 	// Rebuild is true when the ledger had no marker: it was missing or
 	// emptied, or written by a release before reconciliation, and was

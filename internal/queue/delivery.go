@@ -20,7 +20,7 @@ const oversizeKept = 1 << 10
 // prepare reads a job message into d before the handler sees it: its size
 // (a job over MaxJobBytes is not read: JobErr names the size and the
 // limit), its body (from the object store when the message names an
-// object), ParseJob, and the message id. Then it asks the job ledger
+// object), job.Parse, and the message id. Then it asks the job ledger
 // whether the delivery's run already ended, taking the answer of early
 // (the read started when the job was fetched) when it asked about the
 // same run. When ok is false the handler

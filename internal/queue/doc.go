@@ -41,7 +41,7 @@
 // not held while a result is published. Jobs fetched and not yet settled
 // are bounded by min(MaxAckPending, 2*Concurrency + prefetch). Every one of
 // them, queued, running or settling, gets InProgress every Heartbeat. Each
-// job is parsed with ParseJob before Handle. Then, by Outcome:
+// job is parsed with job.Parse before Handle. Then, by Outcome:
 //
 //   - ActionResult: publish Payload on pipeline.results.<Schema> with
 //     Nats-Msg-Id = Delivery.MsgID, wait for the stream's ack, then Ack.

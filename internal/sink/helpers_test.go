@@ -26,12 +26,6 @@ func newConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 	return brokertest.NewConn(t, mods...)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	brokertest.Eventually(t, within, what, cond)
-}
-
 // readAll reads every message of a stream.
 func readAll(t testing.TB, c *broker.Conn, stream, filter string) []Msg {
 	t.Helper()
