@@ -3,7 +3,6 @@
 // (ReadStream), and applies the streams' retention to what the index holds.
 // It sits on the broker and the payload store.
 //
-//
 //	feed := sink.New(conn, index, sink.Config{Logger: log})
 //	go feed.Run(ctx)
 //	cfg.Stored = func(m sink.Msg) { feed.Offer(m) } // the workers' hand-over
