@@ -33,11 +33,12 @@ const (
 	MaxSchemaIDBytes = 255
 )
 
-// jobIDRule and SchemaIDRule say what an id may be, for error messages.
-const (
-	jobIDRule    = "use 1-512 bytes of printable UTF-8, not beginning or ending with a space"
-	SchemaIDRule = "use 1-255 bytes of printable UTF-8"
-)
+// jobIDRule says what a job id may be, for error messages.
+const jobIDRule = "use 1-512 bytes of printable UTF-8, not beginning or ending with a space"
+
+// SchemaIDRule says what a schema id may be (ValidSchemaID), for error
+// messages.
+const SchemaIDRule = "use 1-255 bytes of printable UTF-8"
 
 // printable reports whether s is valid UTF-8 whose every character is
 // printable in the sense of unicode.IsPrint (a letter, mark, number,
