@@ -1,5 +1,7 @@
 package broker
 
+// Stream and subject names, and the Config of a connection.
+
 import (
 	"log/slog"
 	"time"

@@ -1,8 +1,8 @@
 package queue
 
-// The types and configuration the rest of the module codes against: stream
-// and subject names, Config, the worker runtime's Delivery, Action,
-// Outcome, Handler and WorkerConfig, and the sink's sink.Msg and sink.Config.
+// The types and configuration the rest of the module codes against:
+// Submit's items and counts, and the worker runtime's Delivery, Action,
+// Outcome, Handler and WorkerConfig.
 
 import (
 	"context"

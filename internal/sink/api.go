@@ -1,5 +1,8 @@
 package sink
 
+// The types the rest of the module codes against: the message the sink
+// takes (Msg), its Config, and the Index it writes into.
+
 import (
 	"context"
 	"log/slog"
