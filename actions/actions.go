@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
@@ -20,14 +20,14 @@ var ErrNoFilter = errors.New("no filter: name job ids or a filter (schema, class
 
 // EmptyFilter reports whether f selects every dead letter (its Limit and
 // IncludeReplayed aside).
-func EmptyFilter(f dlq.Filter) bool {
+func EmptyFilter(f index.Filter) bool {
 	return f.Schema == "" && f.Version == "" && f.Class == "" && f.Path == "" && f.Cluster == "" && f.Model == "" &&
 		f.Since.IsZero() && f.Until.IsZero() && len(f.IDs) == 0
 }
 
 // Select returns the dead letters a replay with f would republish, newest
 // first: what a dry run shows. It refuses an empty filter.
-func Select(ctx context.Context, st *dlq.Store, f dlq.Filter) ([]dlq.Entry, error) {
+func Select(ctx context.Context, st *index.Store, f index.Filter) ([]index.Entry, error) {
 	if EmptyFilter(f) {
 		return nil, ErrNoFilter
 	}
@@ -54,7 +54,7 @@ type ReplayResult struct {
 
 // Replay republishes the jobs of entries and marks their dead letters
 // replayed. A job that fails is recorded in Failed and the others go on.
-func Replay(ctx context.Context, conn *broker.Conn, st *dlq.Store, entries []dlq.Entry) ReplayResult {
+func Replay(ctx context.Context, conn *broker.Conn, st *index.Store, entries []index.Entry) ReplayResult {
 	var res ReplayResult
 	for _, en := range entries {
 		if err := ReplayOne(ctx, conn, st, en); err != nil {
@@ -68,7 +68,7 @@ func Replay(ctx context.Context, conn *broker.Conn, st *dlq.Store, entries []dlq
 
 // ReplayOne republishes one dead letter's job, as it was submitted, as the
 // job's next run, then marks the dead letter replayed.
-func ReplayOne(ctx context.Context, conn *broker.Conn, st *dlq.Store, en dlq.Entry) error {
+func ReplayOne(ctx context.Context, conn *broker.Conn, st *index.Store, en index.Entry) error {
 	o, err := st.Get(ctx, en.JobID)
 	if err != nil {
 		return fmt.Errorf("reading the dead letter: %w", err)
@@ -90,7 +90,7 @@ func ReplayOne(ctx context.Context, conn *broker.Conn, st *dlq.Store, en dlq.Ent
 // Purge deletes the dead letters f selects from the index and returns
 // their job ids; with dryRun it deletes nothing and returns what would go.
 // An empty filter is refused unless all is set.
-func Purge(ctx context.Context, st *dlq.Store, f dlq.Filter, dryRun, all bool) ([]string, error) {
+func Purge(ctx context.Context, st *index.Store, f index.Filter, dryRun, all bool) ([]string, error) {
 	if EmptyFilter(f) && !all {
 		return nil, ErrNoFilter
 	}
@@ -106,7 +106,7 @@ func Purge(ctx context.Context, st *dlq.Store, f dlq.Filter, dryRun, all bool) (
 // store (a later dlq rebuild does not bring them back, and the bucket does
 // not keep them). A dry run touches neither. When the stream's delete
 // fails the index is purged already: the error says so.
-func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *dlq.Store, f dlq.Filter, dryRun, all bool) ([]string, error) {
+func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f index.Filter, dryRun, all bool) ([]string, error) {
 	if EmptyFilter(f) && !all {
 		return nil, ErrNoFilter
 	}

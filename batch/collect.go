@@ -317,7 +317,7 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 	case res == nil || res.Type == llm.ResultCanceled || res.Type == llm.ResultExpired:
 		it.Requeues++
 		if it.Requeues > r.cfg.Requeues {
-			return r.finish(ctx, it, rev, &heal.Error{Kind: heal.KindTransport, Provider: "batch",
+			return r.finish(ctx, it, rev, &model.Error{Kind: model.KindTransport, Provider: "batch",
 				Message: fmt.Sprintf("unanswered by %d batches (expired or cancelled)", it.Requeues)})
 		}
 		return r.requeue(ctx, it, rev, OutcomeRequeued)
@@ -328,9 +328,9 @@ func (r *Runner) answer(ctx context.Context, it Item, rev uint64, res *llm.Batch
 		it.Answers = append(it.Answers, res.Response)
 		return r.judge(ctx, it, rev)
 	}
-	var he *heal.Error
-	switch heal.KindOf(res.Err) {
-	case heal.KindRequest:
+	var he *model.Error
+	switch model.KindOf(res.Err) {
+	case model.KindRequest:
 		if !errors.As(res.Err, &he) || he.Param == "" {
 			return r.finish(ctx, it, rev, res.Err)
 		}

@@ -188,7 +188,7 @@ func (r *Runner) tokenLimited(ctx context.Context, rec Record, st llm.BatchStatu
 			}
 		}
 		n, err := r.each(ctx, rec, func(it Item, irev uint64, _ int) error {
-			return r.finish(ctx, it, irev, &heal.Error{Kind: heal.KindRequest, Provider: rec.Provider,
+			return r.finish(ctx, it, irev, &model.Error{Kind: model.KindRequest, Provider: rec.Provider,
 				Message: msg + " (the request alone, with no other batch in flight)"})
 		})
 		return fmt.Sprintf("%d request dead-lettered: over the enqueued-token limit by itself", n), err
@@ -272,7 +272,7 @@ func refusal(provider string, e llm.BatchError) error {
 	if e.Line > 0 {
 		msg += fmt.Sprintf(" (line %d of the batch)", e.Line)
 	}
-	return &heal.Error{Kind: heal.KindRequest, Provider: provider, StatusCode: 400, Message: msg}
+	return &model.Error{Kind: model.KindRequest, Provider: provider, StatusCode: 400, Message: msg}
 }
 
 // each calls fn with every request of rec still waiting on it (its item

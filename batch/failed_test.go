@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
@@ -111,7 +111,7 @@ func (r *rig) allSucceeded(ids ...string) {
 	r.t.Helper()
 	got := r.outcomes()
 	for _, id := range ids {
-		if o := got[id]; len(o) != 1 || o[0].Status != dlq.StatusSucceeded {
+		if o := got[id]; len(o) != 1 || o[0].Status != job.StatusSucceeded {
 			r.t.Errorf("%s: %+v, want one result", id, o)
 		}
 	}
@@ -216,7 +216,7 @@ func TestBatchTokenLimitResendsSmaller(t *testing.T) {
 		r.waitEnded("ok-1", "ok-2")
 		stop()
 		for id, o := range r.outcomes() {
-			if len(o) != 1 || o[0].Status != dlq.StatusDeadLettered || o[0].Class != "request_error" ||
+			if len(o) != 1 || o[0].Status != job.StatusDeadLettered || o[0].Class != "request_error" ||
 				!strings.Contains(o[0].Reason, "Enqueued token limit reached") {
 				t.Errorf("%s: %+v, want one request_error dead letter with the provider's message", id, o)
 			}
@@ -385,7 +385,7 @@ func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the runner did not stop on a refused key")
 	}
-	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+	if err := r.run.Err(); model.KindOf(err) != model.KindAuth {
 		t.Fatalf("Err() = %v, want an auth error", err)
 	}
 	r.waitEnded("ok-1")
@@ -432,7 +432,7 @@ func TestBatchHealSyncRefusedForTheKeyStops(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the runner did not stop on a heal turn refused for the key")
 	}
-	if err := r.run.Err(); heal.KindOf(err) != heal.KindAuth {
+	if err := r.run.Err(); model.KindOf(err) != model.KindAuth {
 		t.Fatalf("Err() = %v, want an auth error", err)
 	}
 	stop()

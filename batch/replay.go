@@ -16,13 +16,13 @@ import (
 // So the loop, its prompts, its judge and its verdicts are the very ones
 // the synchronous path runs: nothing of it is copied here.
 type Replay struct {
-	Sync heal.Model
+	Sync model.Model
 }
 
-var _ heal.Model = (*Replay)(nil)
+var _ model.Model = (*Replay)(nil)
 
-// Complete implements heal.Model.
-func (r *Replay) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+// Complete implements model.Model.
+func (r *Replay) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	s, _ := ctx.Value(scriptKey{}).(*script)
 	if s == nil {
 		return r.Sync.Complete(ctx, req)
@@ -31,28 +31,28 @@ func (r *Replay) Complete(ctx context.Context, req heal.Request) (heal.Response,
 		return a, nil
 	}
 	if err, ok := s.fail[req.Attempt]; ok {
-		return heal.Response{}, err
+		return model.Response{}, err
 	}
 	if s.capture {
 		c := req
 		s.captured = &c
-		return heal.Response{}, errQueued
+		return model.Response{}, errQueued
 	}
 	return r.Sync.Complete(ctx, req)
 }
 
 // errQueued ends a loop whose next attempt went into a batch.
-var errQueued = &heal.Error{Kind: heal.KindTransport, Provider: "batch", Message: "attempt queued for a provider batch"}
+var errQueued = &model.Error{Kind: model.KindTransport, Provider: "batch", Message: "attempt queued for a provider batch"}
 
 type scriptKey struct{}
 
 // script is one replay of a job's loop.
 type script struct {
-	answers map[int]heal.Response
+	answers map[int]model.Response
 	fail    map[int]error
 	// capture: an attempt without an answer is captured, not sent.
 	capture  bool
-	captured *heal.Request
+	captured *model.Request
 }
 
 // withScript puts the script in ctx for the Replay, and tells the

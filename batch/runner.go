@@ -79,7 +79,7 @@ type Config struct {
 	Stored func(sink.Msg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
 	// (budget and cost metric; the replays of the loop do not call it).
-	Paid func(heal.Usage)
+	Paid func(model.Usage)
 	// Observe, if set, is called with every batch state change and every
 	// request's outcome (metrics, progress).
 	Observe func(Event)
@@ -200,7 +200,7 @@ var _ queue.Handler = (*Runner)(nil)
 type entry struct {
 	item Item
 	rev  uint64 // the item's revision (0: a new item from a delivery)
-	req  heal.Request
+	req  model.Request
 	size int
 	done chan error // for a delivery waiting to be acked; nil otherwise
 }

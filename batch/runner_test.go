@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
@@ -40,7 +40,7 @@ func answer(calls *atomic.Int64) http.Handler {
 		calls.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		var req struct {
-			Messages []heal.Message `json:"messages"`
+			Messages []model.Message `json:"messages"`
 		}
 		_ = json.Unmarshal(body, &req)
 		all := ""
@@ -171,7 +171,7 @@ func (r *rig) start(heal string) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-func newLoop(m heal.Model) (*heal.Loop, error) {
+func newLoop(m model.Model) (*heal.Loop, error) {
 	return heal.New(m, heal.Config{MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1})
 }
 
@@ -205,9 +205,9 @@ func (r *rig) waitEnded(ids ...string) {
 }
 
 // outcomes reads every message of RESULTS and DLQ, by job id.
-func (r *rig) outcomes() map[string][]dlq.Outcome {
+func (r *rig) outcomes() map[string][]job.Outcome {
 	r.t.Helper()
-	out := map[string][]dlq.Outcome{}
+	out := map[string][]job.Outcome{}
 	js := r.conn.JetStream()
 	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		st, err := js.Stream(r.t.Context(), name)
@@ -223,7 +223,7 @@ func (r *rig) outcomes() map[string][]dlq.Outcome {
 			if err != nil {
 				continue
 			}
-			var o dlq.Outcome
+			var o job.Outcome
 			if err := json.Unmarshal(m.Data, &o); err != nil {
 				r.t.Fatalf("outcome %s/%d: %v", name, seq, err)
 			}
@@ -261,17 +261,17 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 		}
 	}
 	for _, id := range []string{"ok-1", "ok-2", "ok-3"} {
-		if o := got[id][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 1 || string(o.Data) != `{"n":7}` {
+		if o := got[id][0]; o.Status != job.StatusSucceeded || o.Attempts != 1 || string(o.Data) != `{"n":7}` {
 			t.Errorf("%s: %+v", id, o)
 		}
 	}
-	if o := got["heal-1"][0]; o.Status != dlq.StatusSucceeded || o.Attempts != 2 || o.Trace[0].Class != "schema" {
+	if o := got["heal-1"][0]; o.Status != job.StatusSucceeded || o.Attempts != 2 || o.Trace[0].Class != "schema" {
 		t.Errorf("heal-1: healed in a second batch, got %+v", o)
 	}
-	if o := got["trunc-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "truncated" {
+	if o := got["trunc-1"][0]; o.Status != job.StatusDeadLettered || o.Class != "truncated" {
 		t.Errorf("trunc-1: %+v", o)
 	}
-	if o := got["fail-1"][0]; o.Status != dlq.StatusDeadLettered || o.Class != "transport" || o.Attempts != 0 {
+	if o := got["fail-1"][0]; o.Status != job.StatusDeadLettered || o.Class != "transport" || o.Attempts != 0 {
 		t.Errorf("fail-1: a 500 inside the batch is transport, never a heal attempt: %+v", o)
 	}
 	// The heal turn and the retry of the 500 went into later batches.
@@ -311,7 +311,7 @@ func TestBatchHealSync(t *testing.T) {
 	r.waitEnded("heal-1", "ok-1")
 	stop()
 	got := r.outcomes()
-	if o := got["heal-1"]; len(o) != 1 || o[0].Status != dlq.StatusSucceeded || o[0].Attempts != 2 {
+	if o := got["heal-1"]; len(o) != 1 || o[0].Status != job.StatusSucceeded || o[0].Attempts != 2 {
 		t.Fatalf("heal-1: %+v", o)
 	}
 	if n := r.srv.Creates(); n != 1 {
@@ -337,7 +337,7 @@ func TestBatchExpiredRequeues(t *testing.T) {
 	stop()
 	got := r.outcomes()
 	for _, id := range ids {
-		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+		if len(got[id]) != 1 || got[id][0].Status != job.StatusSucceeded {
 			t.Errorf("%s: %+v", id, got[id])
 		}
 	}
@@ -374,7 +374,7 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	stop()
 	got := r.outcomes()
 	for _, id := range ids {
-		if len(got[id]) != 1 || got[id][0].Status != dlq.StatusSucceeded {
+		if len(got[id]) != 1 || got[id][0].Status != job.StatusSucceeded {
 			t.Errorf("%s: %+v", id, got[id])
 		}
 	}

@@ -14,8 +14,8 @@ import (
 // request stays where it is (queued, or in its batch at the provider)
 // for the next run: a refused key, or an account with no credit left.
 func stops(err error) bool {
-	switch heal.KindOf(err) {
-	case heal.KindAuth, heal.KindNoCredit:
+	switch model.KindOf(err) {
+	case model.KindAuth, model.KindNoCredit:
 		return true
 	}
 	return false

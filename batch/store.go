@@ -105,7 +105,7 @@ type Item struct {
 	// Attempt is the heal attempt of the current request; Answers the
 	// answers of the attempts before it.
 	Attempt int             `json:"attempt"`
-	Answers []heal.Response `json:"answers,omitempty"`
+	Answers []model.Response `json:"answers,omitempty"`
 	State   string          `json:"state"`
 	Batch   string          `json:"batch,omitempty"`
 	// CustomID is the current request's; CustomIDs every one submitted.

@@ -65,7 +65,7 @@ func (r *Runner) submit(ctx context.Context, group []*entry) {
 	}
 	r.changed(rec, recRev)
 	st, err := r.cfg.Batcher.Create(ctx, key, reqs)
-	if err != nil && heal.KindOf(err) == heal.KindTransport {
+	if err != nil && model.KindOf(err) == model.KindTransport {
 		// The create may have gone through with its answer lost.
 		if found, ok, ferr := r.cfg.Batcher.Find(ctx, key); ferr == nil && ok {
 			st, err = found, nil
@@ -179,21 +179,21 @@ func (r *Runner) enqueue(ctx context.Context, it Item, rev uint64) {
 
 // request is the request of an item's current attempt, as the loop builds
 // it after the recorded answers.
-func (r *Runner) request(ctx context.Context, it Item) (heal.Request, error) {
+func (r *Runner) request(ctx context.Context, it Item) (model.Request, error) {
 	s := &script{answers: answers(it), capture: true}
 	d, err := delivery(it)
 	if err != nil {
-		return heal.Request{}, err
+		return model.Request{}, err
 	}
 	r.cfg.Inner.Handle(withScript(ctx, s), d)
 	if s.captured == nil || s.captured.Attempt != it.Attempt {
-		return heal.Request{}, fmt.Errorf("the loop did not ask for attempt %d of %s", it.Attempt, it.MsgID)
+		return model.Request{}, fmt.Errorf("the loop did not ask for attempt %d of %s", it.Attempt, it.MsgID)
 	}
 	return *s.captured, nil
 }
 
-func answers(it Item) map[int]heal.Response {
-	m := make(map[int]heal.Response, len(it.Answers))
+func answers(it Item) map[int]model.Response {
+	m := make(map[int]model.Response, len(it.Answers))
 	for i, a := range it.Answers {
 		m[i+1] = a
 	}

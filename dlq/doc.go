@@ -23,7 +23,7 @@
 // encoding as the transcript; a member of no Outcome field never reaches
 // the file.
 //
-//	st, err := dlq.Open(filepath.Join(dataDir, "pipeline.db"))
+//	st, err := index.Open(filepath.Join(dataDir, "pipeline.db"))
 //	...
 //	defer st.Close()
 //	err = st.Write(ctx, outcomes)

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 func Example() {
@@ -18,7 +18,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,25 +30,25 @@ func Example() {
 		"class":"exhausted","attempts":2,"finished_at":"2025-03-01T12:00:00Z",
 		"trace":[{"n":1,"raw":"{\"total\":\"12\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12\""}]},
 		         {"n":2,"raw":"{\"total\":\"12.0\"}","diagnostics":[{"path":"/total","keyword":"type","received":"\"12.0\""}]}]}`)
-	o, err := dlq.DecodeOutcome(msg)
+	o, err := job.DecodeOutcome(msg)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil {
 		log.Fatal(err) // do not ack: the batch is redelivered
 	}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil { // a redelivery changes nothing
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil { // a redelivery changes nothing
 		log.Fatal(err)
 	}
 
-	list, err := st.List(ctx, dlq.Filter{Path: "/total"})
+	list, err := st.List(ctx, index.Filter{Path: "/total"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, e := range list {
 		fmt.Println(e.JobID, e.Class, e.Attempts, e.FirstPath, e.FailedAt.Format(time.RFC3339))
 	}
-	stats, err := st.Stats(ctx, dlq.Filter{})
+	stats, err := st.Stats(ctx, index.Filter{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -59,9 +59,9 @@ func Example() {
 }
 
 func ExamplePathPattern() {
-	fmt.Println(dlq.PathPattern("/items/2/price"))
-	fmt.Println(dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/2/price", Keyword: "type"}) ==
-		dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/*/price", Keyword: "type"}))
+	fmt.Println(cluster.PathPattern("/items/2/price"))
+	fmt.Println(cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/2/price", Keyword: "type"}) ==
+		cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "3f9a", Path: "/items/*/price", Keyword: "type"}))
 	// Output:
 	// /items/*/price
 	// true
@@ -70,14 +70,14 @@ func ExamplePathPattern() {
 func ExampleStore_Retain() {
 	dir, _ := os.MkdirTemp("", "dlq-example")
 	defer os.RemoveAll(dir)
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer st.Close()
 	ctx := context.Background()
 	old := time.Now().Add(-30 * 24 * time.Hour)
-	if err := st.Write(ctx, []dlq.Outcome{{JobID: "j1", Schema: "invoice", Status: dlq.StatusDeadLettered, Class: "schema", Attempts: 2, FinishedAt: old}}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{{JobID: "j1", Schema: "invoice", Status: job.StatusDeadLettered, Class: "schema", Attempts: 2, FinishedAt: old}}); err != nil {
 		log.Fatal(err)
 	}
 	plan, err := st.Retain(ctx, 7*24*time.Hour, 0)
@@ -105,7 +105,7 @@ func ExampleStore_ClusterCounts() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -113,17 +113,17 @@ func ExampleStore_ClusterCounts() {
 	ctx := context.Background()
 
 	// The heal turn fixes /carrier but not /code: the job dies of /code.
-	code := dlq.Diagnostic{Path: "/code", Keyword: "pattern", Received: `"x"`}
-	o := dlq.Outcome{JobID: "shp-1", Schema: "shipment", SchemaVersion: "9b1c", Status: dlq.StatusDeadLettered,
+	code := job.Diagnostic{Path: "/code", Keyword: "pattern", Received: `"x"`}
+	o := job.Outcome{JobID: "shp-1", Schema: "shipment", SchemaVersion: "9b1c", Status: job.StatusDeadLettered,
 		Class: "exhausted", Attempts: 2, FinishedAt: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC),
-		Trace: []dlq.Attempt{
-			{N: 1, Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/carrier", Keyword: "enum", Received: `"dhl"`}, code}},
-			{N: 2, Class: "schema", Diagnostics: []dlq.Diagnostic{code}},
+		Trace: []job.Attempt{
+			{N: 1, Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/carrier", Keyword: "enum", Received: `"dhl"`}, code}},
+			{N: 2, Class: "schema", Diagnostics: []job.Diagnostic{code}},
 		}}
-	if err := st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := st.Write(ctx, []job.Outcome{o}); err != nil {
 		log.Fatal(err)
 	}
-	counts, err := st.ClusterCounts(ctx, dlq.Filter{Schema: "shipment"})
+	counts, err := st.ClusterCounts(ctx, index.Filter{Schema: "shipment"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,8 +131,8 @@ func ExampleStore_ClusterCounts() {
 	for _, c := range counts {
 		fmt.Println(c.Path, c.Keyword, "jobs", c.Jobs, "dead", c.DeadLetters, "fixed", c.Fixed)
 	}
-	carrier := dlq.ClusterID(dlq.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
-	blockers, err := st.ClusterBlockers(ctx, carrier, dlq.Filter{}, 3)
+	carrier := cluster.ID(cluster.Fingerprint{Schema: "shipment", Version: "9b1c", Path: "/carrier", Keyword: "enum"})
+	blockers, err := st.ClusterBlockers(ctx, carrier, index.Filter{}, 3)
 	if err != nil {
 		log.Fatal(err)
 	}

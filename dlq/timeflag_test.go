@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 func TestParseTime(t *testing.T) {
@@ -26,7 +26,7 @@ func TestParseTime(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := dlq.ParseTime(tc.in, now)
+			got, err := index.ParseTime(tc.in, now)
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("ParseTime(%q) = %v, want an error", tc.in, got)

@@ -579,7 +579,7 @@ func scenarioPoisonPublished(t *testing.T) row {
 }
 
 // 7. the SQLite index locked by another process (BEGIN EXCLUSIVE) for hold
-// mid-run: the sink waits (5s, inside dlq.BusyTimeout) or fails its write,
+// mid-run: the sink waits (5s, inside index.BusyTimeout) or fails its write,
 // hands the batch back and retries (20s, beyond it); nothing is lost.
 func scenarioSQLiteLocked(t *testing.T, hold time.Duration) row {
 	dir := t.TempDir()

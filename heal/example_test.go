@@ -16,13 +16,13 @@ func ExampleLoop_Run() {
 		panic(err)
 	}
 	// A model that writes a decimal comma first, then fixes it when told.
-	model := heal.ModelFunc(func(_ context.Context, req heal.Request) (heal.Response, error) {
+	model := model.Func(func(_ context.Context, req model.Request) (model.Response, error) {
 		if req.Attempt == 1 {
-			return heal.Response{Content: "```json\n{\"total\": \"12,50\"}\n```", FinishReason: heal.FinishStop}, nil
+			return model.Response{Content: "```json\n{\"total\": \"12,50\"}\n```", FinishReason: model.FinishStop}, nil
 		}
 		feedback := req.Messages[len(req.Messages)-1].Content
 		fmt.Println("feedback ends:", feedback[strings.LastIndex(feedback, "\n")+1:])
-		return heal.Response{Content: `{"total": 12.5}`, FinishReason: heal.FinishStop}, nil
+		return model.Response{Content: `{"total": 12.5}`, FinishReason: model.FinishStop}, nil
 	})
 	loop, err := heal.New(model, heal.Config{MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // chatBody is the part of an OpenAI chat-completions request the test reads.
 type chatBody struct {
 	Model       string         `json:"model"`
-	Messages    []heal.Message `json:"messages"`
+	Messages    []model.Message `json:"messages"`
 	Temperature float64        `json:"temperature"`
 	MaxTokens   int            `json:"max_tokens"`
 }
@@ -108,23 +108,23 @@ func TestLoopThroughOpenAI(t *testing.T) {
 	tests := []struct {
 		name      string
 		script    []answer
-		class     heal.Class
+		class     job.Class
 		httpCalls int
 		attempts  int
 		retries   []int // transport retries per attempt
 	}{
 		{name: "healed at the second call", script: []answer{ok(bad), ok(good)},
-			class: heal.ClassNone, httpCalls: 2, attempts: 2, retries: []int{0, 0}},
+			class: job.ClassNone, httpCalls: 2, attempts: 2, retries: []int{0, 0}},
 		{name: "a 429 is a transport retry, not an attempt",
 			script: []answer{{status: 429, header: map[string]string{"Retry-After": "0"}}, ok(bad), ok(good)},
-			class:  heal.ClassNone, httpCalls: 3, attempts: 2, retries: []int{1, 0}},
+			class:  job.ClassNone, httpCalls: 3, attempts: 2, retries: []int{1, 0}},
 		{name: "finish_reason length is never retried",
 			script: []answer{{status: 200, content: `{"subject":"Login`, finish: "length"}, ok(good)},
-			class:  heal.ClassTruncated, httpCalls: 1, attempts: 1, retries: []int{0}},
+			class:  job.ClassTruncated, httpCalls: 1, attempts: 1, retries: []int{0}},
 		{name: "401 is auth", script: []answer{{status: 401}, ok(good)},
-			class: heal.ClassAuth, httpCalls: 1, attempts: 0},
+			class: job.ClassAuth, httpCalls: 1, attempts: 0},
 		{name: "400 is a request error", script: []answer{ok(bad), {status: 400}},
-			class: heal.ClassRequest, httpCalls: 2, attempts: 1, retries: []int{0}},
+			class: job.ClassRequest, httpCalls: 2, attempts: 1, retries: []int{0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,7 +172,7 @@ func TestLoopThroughOpenAI(t *testing.T) {
 			if first.Model != "gpt-test" || first.Temperature != 0.7 || first.MaxTokens != 800 || !slices.Equal(first.Messages, task0) {
 				t.Errorf("first request: model %q temperature %v max_tokens %d, %d messages", first.Model, first.Temperature, first.MaxTokens, len(first.Messages))
 			}
-			if tt.class == heal.ClassAuth {
+			if tt.class == job.ClassAuth {
 				if !strings.Contains(res.Hint, "OPENAI_API_KEY") || strings.Contains(res.Err.Error(), "sk-test-key") {
 					t.Errorf("auth: hint %q, err %v", res.Hint, res.Err)
 				}
@@ -205,7 +205,7 @@ func TestLoopThroughOpenAI(t *testing.T) {
 					t.Errorf("feedback turn lacks %q:\n%s", s, fix)
 				}
 			}
-			if tt.class == heal.ClassNone && string(res.Data) != good {
+			if tt.class == job.ClassNone && string(res.Data) != good {
 				t.Errorf("data = %s", res.Data)
 			}
 		})

@@ -24,7 +24,7 @@ type Anthropic struct {
 	warned sync.Map
 }
 
-var _ heal.Model = (*Anthropic)(nil)
+var _ model.Model = (*Anthropic)(nil)
 
 // NewAnthropic returns a Messages API client. The key is required (an
 // error naming Config.KeyEnv otherwise); other zero fields take defaults.
@@ -185,7 +185,7 @@ type anthropicStopDetails struct {
 // Usage: PromptTokens counts every input token (input_tokens plus cache
 // reads and writes, as OpenAI's prompt_tokens does), CachedTokens the cache
 // reads, CacheWriteTokens the cache writes.
-func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+func (a *Anthropic) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	body := anthropicRequest{
 		Model:       a.cfg.Model,
 		MaxTokens:   req.MaxTokens,
@@ -214,7 +214,7 @@ func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Respon
 	}
 	var system []string
 	for _, m := range req.Messages {
-		if m.Role == heal.RoleSystem {
+		if m.Role == model.RoleSystem {
 			system = append(system, m.Content)
 			continue
 		}
@@ -233,7 +233,7 @@ func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Respon
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: ProviderAnthropic, Message: "encoding the request: " + err.Error()}
+		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: ProviderAnthropic, Message: "encoding the request: " + err.Error()}
 	}
 	return a.c.post(ctx, a.url, data, body.MaxTokens, parseAnthropicResponse)
 }
@@ -244,15 +244,15 @@ func (a *Anthropic) Complete(ctx context.Context, req heal.Request) (heal.Respon
 // block of the tool named name, and the user turn answering it a
 // tool_result block (is_error: the content is the diagnostics); any other
 // turn is text.
-func appendAnthropicTurn(msgs []anthropicMessage, m heal.Message, tool bool, name string) []anthropicMessage {
+func appendAnthropicTurn(msgs []anthropicMessage, m model.Message, tool bool, name string) []anthropicMessage {
 	var block any = anthropicText{Type: "text", Text: m.Content}
 	if tool && m.ToolCallID != "" {
 		switch m.Role {
-		case heal.RoleAssistant:
+		case model.RoleAssistant:
 			if isJSONObject(m.Content) {
 				block = anthropicToolUse{Type: "tool_use", ID: m.ToolCallID, Name: name, Input: json.RawMessage(m.Content)}
 			}
-		case heal.RoleUser:
+		case model.RoleUser:
 			if n := len(msgs); n > 0 && hasToolUse(msgs[n-1], m.ToolCallID) {
 				block = anthropicToolResult{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content, IsError: true}
 			}
@@ -297,15 +297,15 @@ func isJSONObject(s string) bool {
 // joined; stop reason "refusal" as Response.Refusal; the stop reason
 // normalised; usage with cache reads and writes counted as input and
 // apart.
-func parseAnthropicResponse(b []byte) (heal.Response, *failure) {
+func parseAnthropicResponse(b []byte) (model.Response, *failure) {
 	var r anthropicResponse
 	if err := json.Unmarshal(b, &r); err != nil {
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
 	}
 	if r.Type == "error" {
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: anthropicErrorMessage(b)}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: anthropicErrorMessage(b)}
 	}
-	var out heal.Response
+	var out model.Response
 	var sb strings.Builder
 	toolUse := false
 	for _, c := range r.Content {
@@ -327,7 +327,7 @@ func parseAnthropicResponse(b []byte) (heal.Response, *failure) {
 		out.Refusal = anthropicRefusal(sb.String(), r.StopDetails)
 	}
 	out.FinishReason = finishOf(out.RawFinishReason)
-	out.Usage = heal.Usage{
+	out.Usage = model.Usage{
 		PromptTokens:     r.Usage.InputTokens + r.Usage.CacheReadInputTokens + r.Usage.CacheCreationInputTokens,
 		CompletionTokens: r.Usage.OutputTokens,
 		CachedTokens:     r.Usage.CacheReadInputTokens,

@@ -34,17 +34,17 @@ func TestAnthropicStatuses(t *testing.T) {
 		{name: "429 retry-after then 200", script: []reply{{status: 429, header: map[string]string{"retry-after": "0"}, body: `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`}, ok},
 			wantCalls: 2, wantRetries: 1},
 		{name: "500 exhausted", script: []reply{anthropicError(500, "api_error", "Internal server error")}, retries: 1, wantCalls: 2,
-			wantKind: heal.KindTransport, wantStatus: 500, wantRetries: 1, wantMessage: "api_error: Internal server error"},
+			wantKind: model.KindTransport, wantStatus: 500, wantRetries: 1, wantMessage: "api_error: Internal server error"},
 		{name: "401", script: []reply{anthropicError(401, "authentication_error", "invalid x-api-key")}, wantCalls: 1,
-			wantKind: heal.KindAuth, wantStatus: 401, wantMessage: "invalid x-api-key"},
+			wantKind: model.KindAuth, wantStatus: 401, wantMessage: "invalid x-api-key"},
 		{name: "403", script: []reply{anthropicError(403, "permission_error", "Your API key does not have permission to use the specified resource.")}, wantCalls: 1,
-			wantKind: heal.KindAuth, wantStatus: 403, wantMessage: "permission"},
+			wantKind: model.KindAuth, wantStatus: 403, wantMessage: "permission"},
 		{name: "402 billing_error is no credit", script: []reply{anthropicError(402, "billing_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), ok}, wantCalls: 1,
-			wantKind: heal.KindNoCredit, wantStatus: 402, wantMessage: "billing_error: Your credit balance is too low"},
+			wantKind: model.KindNoCredit, wantStatus: 402, wantMessage: "billing_error: Your credit balance is too low"},
 		{name: "400", script: []reply{anthropicError(400, "invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\"")}, wantCalls: 1,
-			wantKind: heal.KindRequest, wantStatus: 400, wantMessage: "roles must alternate"},
+			wantKind: model.KindRequest, wantStatus: 400, wantMessage: "roles must alternate"},
 		{name: "404 unknown model", script: []reply{anthropicError(404, "not_found_error", "model: claude-9")}, wantCalls: 1,
-			wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "not_found_error: model: claude-9 (POST http://"},
+			wantKind: model.KindNotFound, wantStatus: 404, wantMessage: "not_found_error: model: claude-9 (POST http://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,10 +53,10 @@ func TestAnthropicStatuses(t *testing.T) {
 			a := newTestAnthropic(t, p.URL, func(c *Config) { c.TransportRetries = tt.retries })
 			resp, err := a.Complete(t.Context(), testRequest())
 			checkStatusCase(t, tt, p, resp, err)
-			if tt.wantKind == "" && (resp.Content != `{"total": 12.5}` || resp.FinishReason != heal.FinishStop) {
+			if tt.wantKind == "" && (resp.Content != `{"total": 12.5}` || resp.FinishReason != model.FinishStop) {
 				t.Fatalf("response %+v", resp)
 			}
-			if tt.wantKind == heal.KindAuth && !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
+			if tt.wantKind == model.KindAuth && !strings.Contains(err.Error(), "ANTHROPIC_API_KEY") {
 				t.Fatalf("auth error %q does not name ANTHROPIC_API_KEY", err)
 			}
 		})
@@ -72,17 +72,17 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 		temp      float64
 		wantMax   float64
 		wantTemp  float64
-		messages  []heal.Message
+		messages  []model.Message
 		wantRoles []string
 		system    string
 	}{
 		{name: "heal turn", wantMax: 4096, temp: 0.5, wantTemp: 0.5, messages: testRequest().Messages,
 			wantRoles: []string{"user", "assistant", "user"}, system: "Return JSON matching the schema."},
 		{name: "config max tokens, temperature clamped", cfgMax: 1000, temp: 1.4, wantMax: 1000, wantTemp: 1,
-			messages:  []heal.Message{{Role: "system", Content: "a"}, {Role: "system", Content: "b"}, {Role: "user", Content: "x"}, {Role: "user", Content: "y"}},
+			messages:  []model.Message{{Role: "system", Content: "a"}, {Role: "system", Content: "b"}, {Role: "user", Content: "x"}, {Role: "user", Content: "y"}},
 			wantRoles: []string{"user"}, system: "a\n\nb"},
 		{name: "request max tokens win", cfgMax: 1000, reqMax: 64, wantMax: 64,
-			messages: []heal.Message{{Role: "user", Content: "x"}}, wantRoles: []string{"user"}},
+			messages: []model.Message{{Role: "user", Content: "x"}}, wantRoles: []string{"user"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +98,7 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 			if !slices.Equal(req.Messages, tt.messages) {
 				t.Error("the request's messages were modified")
 			}
-			want := heal.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 20}
+			want := model.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 20}
 			if resp.Usage != want || resp.RawFinishReason != "end_turn" {
 				t.Errorf("response %+v", resp)
 			}
@@ -130,7 +130,7 @@ func TestAnthropicMaxTokensIsTruncation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.FinishReason != heal.FinishLength || resp.RawFinishReason != "max_tokens" {
+	if resp.FinishReason != model.FinishLength || resp.RawFinishReason != "max_tokens" {
 		t.Fatalf("finish %q raw %q, want length", resp.FinishReason, resp.RawFinishReason)
 	}
 }
@@ -140,8 +140,8 @@ func TestAnthropicTimeoutIsTransport(t *testing.T) {
 	p := newProvider(t, reply{hang: true})
 	a := newTestAnthropic(t, p.URL, func(c *Config) { c.Timeout = 20 * time.Millisecond; c.TransportRetries = -1 })
 	_, err := a.Complete(t.Context(), testRequest())
-	var he *heal.Error
-	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Provider != "anthropic" {
+	var he *model.Error
+	if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Provider != "anthropic" {
 		t.Fatalf("err = %v, want an anthropic transport error", err)
 	}
 }

@@ -250,7 +250,7 @@ func (b *AnthropicBatch) result(ctx context.Context, line []byte) (BatchResult, 
 	case ResultCanceled, ResultExpired:
 	default:
 		res.Type = ResultErrored
-		res.Err = &heal.Error{Kind: heal.KindTransport, Provider: ProviderAnthropic, Message: "unknown result type " + truncate(o.Result.Type, 40)}
+		res.Err = &model.Error{Kind: model.KindTransport, Provider: ProviderAnthropic, Message: "unknown result type " + truncate(o.Result.Type, 40)}
 	}
 	return res, nil
 }
@@ -268,15 +268,15 @@ func (b *AnthropicBatch) errored(raw json.RawMessage) error {
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &e)
-	kind, status := heal.KindTransport, 0
+	kind, status := model.KindTransport, 0
 	switch e.Error.Type {
 	case "invalid_request_error", "not_found_error", "request_too_large":
-		kind, status = heal.KindRequest, http.StatusBadRequest
+		kind, status = model.KindRequest, http.StatusBadRequest
 	case "authentication_error", "permission_error":
-		kind, status = heal.KindAuth, http.StatusUnauthorized
+		kind, status = model.KindAuth, http.StatusUnauthorized
 	case "billing_error":
-		kind, status = heal.KindNoCredit, http.StatusPaymentRequired
+		kind, status = model.KindNoCredit, http.StatusPaymentRequired
 	}
 	msg := anthropicErrorMessage(raw)
-	return &heal.Error{Kind: kind, Provider: ProviderAnthropic, StatusCode: status, Message: b.http.c.redact(msg), KeyEnv: b.cfg.KeyEnv}
+	return &model.Error{Kind: kind, Provider: ProviderAnthropic, StatusCode: status, Message: b.http.c.redact(msg), KeyEnv: b.cfg.KeyEnv}
 }

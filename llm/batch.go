@@ -89,7 +89,7 @@ func EnqueuedTokenLimit(msg string) (int, bool) {
 // id its answer comes back under.
 type BatchRequest struct {
 	CustomID string
-	Request  heal.Request
+	Request  model.Request
 }
 
 // BatchCounts are a batch's request counts.
@@ -141,12 +141,12 @@ func (s BatchStatus) Done() bool {
 type BatchResult struct {
 	CustomID string
 	// Type is ResultSucceeded (Response holds the answer), ResultErrored
-	// (Err is a *heal.Error: KindTransport for a 5xx or an overloaded
+	// (Err is a *model.Error: KindTransport for a 5xx or an overloaded
 	// provider, KindRequest for a request the provider refused, KindAuth
 	// for a refused key), ResultCanceled or ResultExpired (no answer), or
 	// ResultUnreadable (Err says which line and why).
 	Type     string
-	Response heal.Response
+	Response model.Response
 	Err      error
 }
 
@@ -195,7 +195,7 @@ func NewBatcher(provider string, cfg Config) (Batcher, error) {
 // transport, to get the body it would POST, or to read a body as its
 // answer.
 type mirror struct {
-	complete func(ctx context.Context, req heal.Request) (heal.Response, error)
+	complete func(ctx context.Context, req model.Request) (model.Response, error)
 }
 
 type mirrorKey struct{}
@@ -251,7 +251,7 @@ func mirrorConfig(cfg Config) Config {
 }
 
 // body is the request body the synchronous client would POST for req.
-func (m mirror) body(ctx context.Context, req heal.Request) ([]byte, error) {
+func (m mirror) body(ctx context.Context, req model.Request) ([]byte, error) {
 	call := &mirrorCall{}
 	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), req)
 	if call.sent == nil {
@@ -265,19 +265,19 @@ func (m mirror) body(ctx context.Context, req heal.Request) ([]byte, error) {
 
 // answer reads body, a 2xx answer of the synchronous endpoint, as the
 // synchronous client would.
-func (m mirror) answer(ctx context.Context, body []byte) (heal.Response, error) {
+func (m mirror) answer(ctx context.Context, body []byte) (model.Response, error) {
 	call := &mirrorCall{status: http.StatusOK, answer: body}
-	return m.complete(context.WithValue(ctx, mirrorKey{}, call), heal.Request{})
+	return m.complete(context.WithValue(ctx, mirrorKey{}, call), model.Request{})
 }
 
 // failure reads a non-2xx answer (status, body) of the synchronous
-// endpoint as the synchronous client would: a *heal.Error of the kind the
+// endpoint as the synchronous client would: a *model.Error of the kind the
 // status says.
 func (m mirror) failure(ctx context.Context, status int, body []byte) error {
 	call := &mirrorCall{status: status, answer: body}
-	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), heal.Request{})
+	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), model.Request{})
 	if err == nil {
-		return &heal.Error{Kind: heal.KindTransport, StatusCode: status, Message: "unexpected answer"}
+		return &model.Error{Kind: model.KindTransport, StatusCode: status, Message: "unexpected answer"}
 	}
 	return err
 }
@@ -364,7 +364,7 @@ func customIDOf(line []byte) string {
 // unreadable is the result of a line that could not be read.
 func unreadable(provider string, n int, line []byte, err error) BatchResult {
 	return BatchResult{CustomID: customIDOf(line), Type: ResultUnreadable,
-		Err: &heal.Error{Kind: heal.KindTransport, Provider: provider,
+		Err: &model.Error{Kind: model.KindTransport, Provider: provider,
 			Message: fmt.Sprintf("unreadable result line %d (%s): %s", n, err, truncate(strconv.Quote(string(line)), 120))}}
 }
 
@@ -404,7 +404,7 @@ type batchHTTP struct {
 
 // do sends one request and returns its 2xx body (at most limit bytes),
 // retrying transport failures on the budget (honouring Retry-After).
-// Failures are *heal.Error.
+// Failures are *model.Error.
 func (b *batchHTTP) do(ctx context.Context, method, url, contentType string, body []byte, limit int64) ([]byte, error) {
 	budget := b.c.cfg.TransportRetries
 	for n := 0; ; n++ {
@@ -416,7 +416,7 @@ func (b *batchHTTP) do(ctx context.Context, method, url, contentType string, bod
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%s: calling the batch endpoint: %w", b.c.provider, err)
 		}
-		if f.kind != heal.KindTransport || n >= budget {
+		if f.kind != model.KindTransport || n >= budget {
 			return nil, b.c.fail(f, n)
 		}
 		delay := backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)
@@ -438,7 +438,7 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 	}
 	req, err := http.NewRequestWithContext(rctx, method, url, rd)
 	if err != nil {
-		return nil, &failure{kind: heal.KindRequest, message: "building the request: " + err.Error()}
+		return nil, &failure{kind: model.KindRequest, message: "building the request: " + err.Error()}
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -461,7 +461,7 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 	}
 	if ok {
 		if over {
-			return nil, &failure{kind: heal.KindTransport, status: resp.StatusCode, message: fmt.Sprintf("answer over %d bytes", limit)}
+			return nil, &failure{kind: model.KindTransport, status: resp.StatusCode, message: fmt.Sprintf("answer over %d bytes", limit)}
 		}
 		return data, nil
 	}
@@ -472,7 +472,7 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 	if f.message == "" {
 		f.message = http.StatusText(resp.StatusCode)
 	}
-	if f.kind == heal.KindTransport {
+	if f.kind == model.KindTransport {
 		f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
 	}
 	return nil, f
@@ -485,13 +485,13 @@ func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) e
 	for n := 0; ; n++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
-			return &heal.Error{Kind: heal.KindRequest, Provider: b.c.provider, Message: "building the request: " + err.Error()}
+			return &model.Error{Kind: model.KindRequest, Provider: b.c.provider, Message: "building the request: " + err.Error()}
 		}
 		b.c.setHeaders(req.Header)
 		resp, err := b.c.cfg.HTTPClient.Do(req)
 		var f *failure
 		if err != nil {
-			f = &failure{kind: heal.KindTransport, message: err.Error()}
+			f = &failure{kind: model.KindTransport, message: err.Error()}
 		} else if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			data, _, _ := readBounded(resp, maxErrorBody)
 			_ = resp.Body.Close()
@@ -504,7 +504,7 @@ func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) e
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: reading batch results: %w", b.c.provider, ctx.Err())
 		}
-		if f.kind != heal.KindTransport || n >= budget {
+		if f.kind != model.KindTransport || n >= budget {
 			return b.c.fail(f, n)
 		}
 		if err := sleep(ctx, backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)); err != nil {

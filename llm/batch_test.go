@@ -26,7 +26,7 @@ func chatAnswer() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		var req struct {
-			Messages []heal.Message `json:"messages"`
+			Messages []model.Message `json:"messages"`
 		}
 		_ = json.Unmarshal(body, &req)
 		last := req.Messages[len(req.Messages)-1].Content
@@ -71,8 +71,8 @@ func chatAnswer() http.Handler {
 }
 
 func batchReq(id, word string) llm.BatchRequest {
-	return llm.BatchRequest{CustomID: id, Request: heal.Request{
-		Messages:    []heal.Message{{Role: "system", Content: "Return JSON."}, {Role: "user", Content: "answer with " + word}},
+	return llm.BatchRequest{CustomID: id, Request: model.Request{
+		Messages:    []model.Message{{Role: "system", Content: "Return JSON."}, {Role: "user", Content: "answer with " + word}},
 		Temperature: 0.7, JobID: id, Attempt: 1,
 	}}
 }
@@ -148,16 +148,16 @@ func TestBatchCompletedWithErrors(t *testing.T) {
 			if len(got) != 5 {
 				t.Fatalf("%d results, want 5: %v", len(got), got)
 			}
-			if r := got["a-1"]; r.Type != llm.ResultSucceeded || r.Response.Content != `{"word":"ok"}` || r.Response.FinishReason != heal.FinishStop || r.Response.Usage.PromptTokens != 10 {
+			if r := got["a-1"]; r.Type != llm.ResultSucceeded || r.Response.Content != `{"word":"ok"}` || r.Response.FinishReason != model.FinishStop || r.Response.Usage.PromptTokens != 10 {
 				t.Errorf("a-1: %+v", r)
 			}
-			if r := got["c-1"]; r.Type != llm.ResultSucceeded || r.Response.FinishReason != heal.FinishLength {
+			if r := got["c-1"]; r.Type != llm.ResultSucceeded || r.Response.FinishReason != model.FinishLength {
 				t.Errorf("c-1 should read as truncated: %+v", r)
 			}
-			if r := got["b-1"]; r.Type != llm.ResultErrored || heal.KindOf(r.Err) != heal.KindTransport {
+			if r := got["b-1"]; r.Type != llm.ResultErrored || model.KindOf(r.Err) != model.KindTransport {
 				t.Errorf("b-1 (500 in the batch) should be a transport error: %+v", r)
 			}
-			if r := got["d-1"]; r.Type != llm.ResultErrored || heal.KindOf(r.Err) != heal.KindRequest {
+			if r := got["d-1"]; r.Type != llm.ResultErrored || model.KindOf(r.Err) != model.KindRequest {
 				t.Errorf("d-1 (400 in the batch) should be a request error: %+v", r)
 			}
 			for id, r := range got {
@@ -199,7 +199,7 @@ func TestBatchLineIsTheSyncBody(t *testing.T) {
 			}
 			waitDone(t, b, st.ID)
 			batchBody := syncBody
-			var m heal.Model
+			var m model.Model
 			cfg := llm.Config{BaseURL: base, APIKey: "k", Model: "m", HTTPClient: &http.Client{Transport: handlerTransport{rec}}}
 			if provider == llm.ProviderOpenAI {
 				m, err = llm.NewOpenAI(cfg)
@@ -298,7 +298,7 @@ func TestBatchCancelAndFind(t *testing.T) {
 	if err != nil || c.State != llm.BatchCanceled {
 		t.Fatalf("cancel: %+v %v", c, err)
 	}
-	if _, err := b.Get(t.Context(), "batch_nope"); err == nil || heal.KindOf(err) != heal.KindRequest {
+	if _, err := b.Get(t.Context(), "batch_nope"); err == nil || model.KindOf(err) != model.KindRequest {
 		t.Errorf("unknown batch: %v", err)
 	}
 }
@@ -317,8 +317,8 @@ func TestBatchWrongKeyIsAuth(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = b.Create(context.Background(), "k", []llm.BatchRequest{batchReq("a-1", "ok")})
-		var he *heal.Error
-		if !errors.As(err, &he) || he.Kind != heal.KindAuth || strings.Contains(err.Error(), "sk-wrong") {
+		var he *model.Error
+		if !errors.As(err, &he) || he.Kind != model.KindAuth || strings.Contains(err.Error(), "sk-wrong") {
 			t.Errorf("%s: %v, want an auth error without the key", provider, err)
 		}
 	}

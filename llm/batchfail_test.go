@@ -82,16 +82,16 @@ func TestBatchResultsOfBothProviders(t *testing.T) {
 			if r := by["ok-1"]; len(r) != 1 || r[0].Type != llm.ResultSucceeded {
 				t.Errorf("ok-1: %+v", r)
 			}
-			if r := by["cut-1"]; len(r) != 1 || r[0].Type != llm.ResultUnreadable || heal.KindOf(r[0].Err) != heal.KindTransport {
+			if r := by["cut-1"]; len(r) != 1 || r[0].Type != llm.ResultUnreadable || model.KindOf(r[0].Err) != model.KindTransport {
 				t.Errorf("cut-1: %+v, want one unreadable result", r)
 			}
 			if r := by["twice-1"]; len(r) != 2 || r[0].Type != llm.ResultSucceeded || r[1].Type != llm.ResultSucceeded {
 				t.Errorf("twice-1: %+v, want its two answers", r)
 			}
-			if r := by["denied-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || heal.KindOf(r[0].Err) != heal.KindAuth {
+			if r := by["denied-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || model.KindOf(r[0].Err) != model.KindAuth {
 				t.Errorf("denied-1: %+v, want an auth error", r)
 			}
-			if r := by["broke-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || heal.KindOf(r[0].Err) != heal.KindNoCredit {
+			if r := by["broke-1"]; len(r) != 1 || r[0].Type != llm.ResultErrored || model.KindOf(r[0].Err) != model.KindNoCredit {
 				t.Errorf("broke-1: %+v, want a no-credit error", r)
 			}
 			if r := by["ok-2"]; len(r) != 0 {

@@ -95,7 +95,7 @@ func TestReadResultsGoesOnPastBadLines(t *testing.T) {
 			t.Errorf("result %d: %q %s, want %q %s", i, got[i].CustomID, got[i].Type, w.id, w.typ)
 		}
 		if w.typ == ResultUnreadable {
-			if heal.KindOf(got[i].Err) != heal.KindTransport || !strings.Contains(got[i].Err.Error(), "unreadable result line") {
+			if model.KindOf(got[i].Err) != model.KindTransport || !strings.Contains(got[i].Err.Error(), "unreadable result line") {
 				t.Errorf("result %d: err %v, want a transport error naming the line", i, got[i].Err)
 			}
 			if len(got[i].Err.Error()) > 400 {

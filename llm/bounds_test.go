@@ -92,10 +92,10 @@ const (
 var testProviders = []struct {
 	name           string
 	prefix, suffix string
-	build          func(t testing.TB, url string, mod func(*Config)) heal.Model
+	build          func(t testing.TB, url string, mod func(*Config)) model.Model
 }{
-	{"openai", openAIPrefix, openAISuffix, func(t testing.TB, url string, mod func(*Config)) heal.Model { return newTestOpenAI(t, url, mod) }},
-	{"anthropic", anthropicPrefix, anthropicSuffix, func(t testing.TB, url string, mod func(*Config)) heal.Model {
+	{"openai", openAIPrefix, openAISuffix, func(t testing.TB, url string, mod func(*Config)) model.Model { return newTestOpenAI(t, url, mod) }},
+	{"anthropic", anthropicPrefix, anthropicSuffix, func(t testing.TB, url string, mod func(*Config)) model.Model {
 		return newTestAnthropic(t, url, mod)
 	}},
 }
@@ -120,7 +120,7 @@ func TestOversizedAnswerIsTruncated(t *testing.T) {
 					t.Fatalf("Complete: %v", err)
 				}
 				want := fmt.Sprintf("response body over %d bytes, the bound for max_tokens %d", limit, maxTokens)
-				if resp.FinishReason != heal.FinishLength || resp.RawFinishReason != want || resp.Content != "" {
+				if resp.FinishReason != model.FinishLength || resp.RawFinishReason != want || resp.Content != "" {
 					t.Fatalf("response = %+v, want finish length, %q", resp, want)
 				}
 				srv.wait(t, 1)
@@ -142,7 +142,7 @@ func TestOversizedAnswerIsTruncated(t *testing.T) {
 				}
 				res := loop.Run(t.Context(), heal.Task{JobID: "big-1", Schema: sc, Input: "x"})
 				srv.wait(t, 1)
-				if res.Class != heal.ClassTruncated || !strings.Contains(res.Reason, want) || len(res.Attempts) != 1 {
+				if res.Class != job.ClassTruncated || !strings.Contains(res.Reason, want) || len(res.Attempts) != 1 {
 					t.Fatalf("heal result class %q, reason %q, %d attempts; want truncated naming %q once", res.Class, res.Reason, len(res.Attempts), want)
 				}
 			})
@@ -161,7 +161,7 @@ func TestOversizedAnswerWithoutMaxTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("response body over %d bytes, the bound when no max_tokens is sent", bodyLimit(0))
-	if resp.FinishReason != heal.FinishLength || resp.RawFinishReason != want {
+	if resp.FinishReason != model.FinishLength || resp.RawFinishReason != want {
 		t.Fatalf("response = %+v, want %q", resp, want)
 	}
 	srv.wait(t, 1)
@@ -181,7 +181,7 @@ func TestAnswerUnderTheBoundIsRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := int64(len(resp.Content)); resp.FinishReason != heal.FinishStop || n != limit-int64(len(p.prefix)+len(p.suffix)) {
+			if n := int64(len(resp.Content)); resp.FinishReason != model.FinishStop || n != limit-int64(len(p.prefix)+len(p.suffix)) {
 				t.Fatalf("finish %q, %d bytes of content", resp.FinishReason, n)
 			}
 			srv.wait(t, 1)
@@ -199,7 +199,7 @@ func TestOversizedErrorBody(t *testing.T) {
 				srv := newHugeServer(t, status, `{"error":{"message":"`, `"}}`, hugeAnswer, false)
 				m := p.build(t, srv.URL, func(c *Config) { c.TransportRetries = -1 })
 				_, err := m.Complete(t.Context(), testRequest())
-				var he *heal.Error
+				var he *model.Error
 				if !errors.As(err, &he) || he.StatusCode != status || len(he.Message) > 1000 {
 					t.Fatalf("err = %.300v", err)
 				}
@@ -256,8 +256,8 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 				m := p.build(t, src.URL, nil)
 
 				_, err = m.Complete(t.Context(), testRequest())
-				var he *heal.Error
-				if !errors.As(err, &he) || he.Kind != heal.KindRequest || he.StatusCode != status {
+				var he *model.Error
+				if !errors.As(err, &he) || he.Kind != model.KindRequest || he.StatusCode != status {
 					t.Fatalf("err = %v, want a request_error with HTTP %d", err, status)
 				}
 				if want := "Location " + elsewhere.URL + "/v1/moved"; !strings.Contains(he.Message, want) {
@@ -310,7 +310,7 @@ func BenchmarkOversizedAnswers(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			resp, err := o.Complete(b.Context(), req)
-			if err != nil || resp.FinishReason != heal.FinishLength {
+			if err != nil || resp.FinishReason != model.FinishLength {
 				b.Errorf("Complete = %+v, %v", resp, err)
 				return
 			}

@@ -41,7 +41,7 @@ type BreakerConfig struct {
 // transport failure opens it again. Any answer or non-transport error
 // resets the count. Safe for concurrent use.
 type Breaker struct {
-	m        heal.Model
+	m        model.Model
 	provider string
 	cfg      BreakerConfig
 
@@ -62,11 +62,11 @@ const (
 
 var stateNames = [...]string{StateClosed, StateOpen, StateHalfOpen}
 
-var _ heal.Model = (*Breaker)(nil)
+var _ model.Model = (*Breaker)(nil)
 
 // NewBreaker wraps m. The provider named in its errors is m's Provider()
 // when m has that method.
-func NewBreaker(m heal.Model, cfg BreakerConfig) *Breaker {
+func NewBreaker(m model.Model, cfg BreakerConfig) *Breaker {
 	if cfg.Threshold <= 0 {
 		cfg.Threshold = 5
 	}
@@ -163,7 +163,7 @@ func (b *Breaker) Wait(ctx context.Context) error {
 }
 
 // Complete calls the wrapped model unless the breaker is open.
-func (b *Breaker) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+func (b *Breaker) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	probe := false
 	for {
 		b.mu.Lock()
@@ -171,7 +171,7 @@ func (b *Breaker) Complete(ctx context.Context, req heal.Request) (heal.Response
 		if s == stOpen {
 			if time.Now().Before(b.openUntil) {
 				b.mu.Unlock()
-				return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: b.provider,
+				return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: b.provider,
 					Message: "circuit breaker open after repeated transport failures"}
 			}
 			b.setState(stHalfOpen)
@@ -192,7 +192,7 @@ func (b *Breaker) Complete(ctx context.Context, req heal.Request) (heal.Response
 		b.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return heal.Response{}, ctx.Err()
+			return model.Response{}, ctx.Err()
 		case <-ch:
 		}
 	}
@@ -205,8 +205,8 @@ func (b *Breaker) Complete(ctx context.Context, req heal.Request) (heal.Response
 func (b *Breaker) record(err error, probe bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	transport := heal.KindOf(err) == heal.KindTransport
-	cancelled := err != nil && heal.KindOf(err) == "" && ctxError(err)
+	transport := model.KindOf(err) == model.KindTransport
+	cancelled := err != nil && model.KindOf(err) == "" && ctxError(err)
 	if probe {
 		b.probing = false
 	}

@@ -12,20 +12,20 @@ import (
 	"github.com/llmpipeline/pipeline/heal"
 )
 
-// funcModel is a heal.Model whose answers the test decides call by call.
+// funcModel is a model.Model whose answers the test decides call by call.
 type funcModel struct {
 	calls atomic.Int32
-	fn    func(ctx context.Context, n int) (heal.Response, error)
+	fn    func(ctx context.Context, n int) (model.Response, error)
 }
 
-func (m *funcModel) Complete(ctx context.Context, _ heal.Request) (heal.Response, error) {
+func (m *funcModel) Complete(ctx context.Context, _ model.Request) (model.Response, error) {
 	n := int(m.calls.Add(1))
 	return m.fn(ctx, n)
 }
 
 func (m *funcModel) Provider() string { return "fake" }
 
-var errTransport = &heal.Error{Kind: heal.KindTransport, Provider: "fake", StatusCode: 503, Message: "overloaded"}
+var errTransport = &model.Error{Kind: model.KindTransport, Provider: "fake", StatusCode: 503, Message: "overloaded"}
 
 // stateLog records OnState calls.
 type stateLog struct {
@@ -43,23 +43,23 @@ func (l *stateLog) get() []string {
 
 func TestBreakerOpensAfterConsecutiveTransportFailures(t *testing.T) {
 	t.Parallel()
-	m := &funcModel{fn: func(context.Context, int) (heal.Response, error) { return heal.Response{}, errTransport }}
+	m := &funcModel{fn: func(context.Context, int) (model.Response, error) { return model.Response{}, errTransport }}
 	var log stateLog
 	b := NewBreaker(m, BreakerConfig{Threshold: 3, Cooldown: time.Hour, OnState: log.add})
 	for i := range 3 {
 		if b.State() != StateClosed {
 			t.Fatalf("open after %d failures", i)
 		}
-		if _, err := b.Complete(t.Context(), heal.Request{}); heal.KindOf(err) != heal.KindTransport {
+		if _, err := b.Complete(t.Context(), model.Request{}); model.KindOf(err) != model.KindTransport {
 			t.Fatalf("err = %v", err)
 		}
 	}
 	if b.State() != StateOpen || !slices.Equal(log.get(), []string{StateOpen}) {
 		t.Fatalf("state %s, changes %v", b.State(), log.get())
 	}
-	_, err := b.Complete(t.Context(), heal.Request{})
-	var he *heal.Error
-	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Provider != "fake" {
+	_, err := b.Complete(t.Context(), model.Request{})
+	var he *model.Error
+	if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Provider != "fake" {
 		t.Fatalf("open breaker returned %v, want a transport error", err)
 	}
 	if n := m.calls.Load(); n != 3 {
@@ -74,12 +74,12 @@ func TestBreakerOpensAfterConsecutiveTransportFailures(t *testing.T) {
 
 func TestBreakerCountsOnlyConsecutiveTransportFailures(t *testing.T) {
 	t.Parallel()
-	script := []error{errTransport, errTransport, &heal.Error{Kind: heal.KindRequest, Provider: "fake"}, errTransport, errTransport,
+	script := []error{errTransport, errTransport, &model.Error{Kind: model.KindRequest, Provider: "fake"}, errTransport, errTransport,
 		nil, errTransport, errTransport, context.Canceled, errTransport}
-	m := &funcModel{fn: func(_ context.Context, n int) (heal.Response, error) { return heal.Response{}, script[n-1] }}
+	m := &funcModel{fn: func(_ context.Context, n int) (model.Response, error) { return model.Response{}, script[n-1] }}
 	b := NewBreaker(m, BreakerConfig{Threshold: 3, Cooldown: time.Hour})
 	for i := range script {
-		_, _ = b.Complete(t.Context(), heal.Request{})
+		_, _ = b.Complete(t.Context(), model.Request{})
 		if i < len(script)-1 && b.State() != StateClosed {
 			t.Fatalf("opened at call %d", i+1)
 		}
@@ -115,20 +115,20 @@ func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 			t.Parallel()
 			release := make(chan struct{})
 			entered := make(chan struct{}, 4)
-			m := &funcModel{fn: func(_ context.Context, n int) (heal.Response, error) {
+			m := &funcModel{fn: func(_ context.Context, n int) (model.Response, error) {
 				if n == 1 {
-					return heal.Response{}, errTransport
+					return model.Response{}, errTransport
 				}
 				entered <- struct{}{}
 				<-release
 				if n == 2 {
-					return heal.Response{Content: "{}"}, tt.probe
+					return model.Response{Content: "{}"}, tt.probe
 				}
-				return heal.Response{Content: "{}"}, nil
+				return model.Response{Content: "{}"}, nil
 			}}
 			var log stateLog
 			b := NewBreaker(m, BreakerConfig{Threshold: 1, Cooldown: 10 * time.Millisecond, OnState: log.add})
-			_, _ = b.Complete(t.Context(), heal.Request{})
+			_, _ = b.Complete(t.Context(), model.Request{})
 			if b.State() != StateOpen {
 				t.Fatalf("state %s after the threshold", b.State())
 			}
@@ -139,7 +139,7 @@ func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 				t.Fatalf("state %s after the cool-down", b.State())
 			}
 			probeDone := make(chan error, 1)
-			go func() { _, err := b.Complete(t.Context(), heal.Request{}); probeDone <- err }()
+			go func() { _, err := b.Complete(t.Context(), model.Request{}); probeDone <- err }()
 			<-entered // the probe is in flight
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 			defer cancel()
@@ -147,7 +147,7 @@ func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 				t.Fatalf("Wait during the probe = %v, want it to block", err)
 			}
 			otherDone := make(chan error, 1)
-			go func() { _, err := b.Complete(t.Context(), heal.Request{}); otherDone <- err }()
+			go func() { _, err := b.Complete(t.Context(), model.Request{}); otherDone <- err }()
 			close(release)
 			if err := <-probeDone; !errors.Is(err, tt.probe) {
 				t.Fatalf("probe err = %v", err)
@@ -162,7 +162,7 @@ func TestBreakerHalfOpenLetsOneCallThrough(t *testing.T) {
 					t.Fatalf("waiting call: err %v, model calls %d; want it through after the probe", other, m.calls.Load())
 				}
 			case StateOpen:
-				if heal.KindOf(other) != heal.KindTransport || m.calls.Load() != 2 {
+				if model.KindOf(other) != model.KindTransport || m.calls.Load() != 2 {
 					t.Fatalf("waiting call: err %v, model calls %d; want refused while open again", other, m.calls.Load())
 				}
 			}

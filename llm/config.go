@@ -80,11 +80,11 @@ type Config struct {
 	// Timeout bounds one HTTP request, body included (default 60s). A
 	// request that times out is a transport failure and is retried.
 	Timeout time.Duration
-	// MaxTokens is used when heal.Request.MaxTokens is 0. OpenAI: 0 sends
+	// MaxTokens is used when model.Request.MaxTokens is 0. OpenAI: 0 sends
 	// no limit. Anthropic: 0 sends 4096 (the API requires a value).
 	MaxTokens int
 	// ResponseFormat: OpenAI "json_object" (default), "json_schema" (sends
-	// the strict form of heal.Request.Schema with strict true; falls back
+	// the strict form of model.Request.Schema with strict true; falls back
 	// to json_object when the request has no schema), "tool" (FormatTool)
 	// or "none". Anthropic "tool", "json_schema" (structured outputs with
 	// the strict form of the schema), or plain text for "", "json_object"

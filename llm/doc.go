@@ -1,8 +1,8 @@
-// Package llm holds the model providers behind heal.Model: an
+// Package llm holds the model providers behind model.Model: an
 // OpenAI-compatible chat-completions client, an Anthropic Messages client,
 // and a circuit breaker that wraps any of them (the built-in simulated
 // model is package llm/sim). It decides nothing about whether output is valid; it gets an answer
-// or says, with a *heal.Error, why it could not.
+// or says, with a *model.Error, why it could not.
 //
 // # Choosing a provider
 //
@@ -32,7 +32,7 @@
 // call is held and spends no retry of the budget; a longer wait, or waits
 // together longer in one call, fail it at once (transport, naming the
 // wait). When the budget is spent the error is
-// *heal.Error{Kind: heal.KindTransport}. 401 and 403 are KindAuth (never
+// *model.Error{Kind: model.KindTransport}. 401 and 403 are KindAuth (never
 // retried; the error names Config.KeyEnv); an account without credit (any
 // 402, Anthropic's billing_error, OpenAI's 429 insufficient_quota) is
 // KindNoCredit (never retried; the error says to check the billing and
@@ -41,11 +41,11 @@
 // name; the message names the URL called); 400, 422 and other 4xx are
 // KindRequest with the provider's own message. A cancelled ctx returns at
 // once with ctx's error wrapped. Finish reasons are normalised: length,
-// max_tokens and MAX_TOKENS become heal.FinishLength (truncation).
+// max_tokens and MAX_TOKENS become model.FinishLength (truncation).
 //
 // A 400 that names a parameter the model does not take (OpenAI's
 // reasoning models: any temperature but the default, and max_tokens;
-// heal.Error.Param) is learned by the OpenAI client: the call is sent
+// model.Error.Param) is learned by the OpenAI client: the call is sent
 // again without it, and so is every later call; the answer's
 // Response.Temperature says it came at the default, 1. What OpenAI
 // documents is known before the first call (openaiparams.go: its own API
@@ -72,7 +72,7 @@
 // schema (OpenAI tools and tool_choice, the answer read from
 // tool_calls[0].function.arguments; Anthropic tools and tool_choice, the
 // answer the tool_use block's input); Response.ToolCallID carries the
-// call's id, and a heal turn marked with it (heal.Message.ToolCallID) is
+// call's id, and a heal turn marked with it (model.Message.ToolCallID) is
 // sent as the call and its result (OpenAI a "tool" message, Anthropic a
 // tool_result block with is_error). OpenAI also has json_object (the
 // default), json_schema (strict) and none; Anthropic sends plain text
@@ -92,7 +92,7 @@
 // 8 MiB; a request that sends no max_tokens (OpenAI with MaxTokens 0) is
 // bounded as for 16384. The rest of a longer body is not read (the
 // connection is dropped) and the call returns a truncated answer:
-// FinishReason heal.FinishLength, RawFinishReason "response body over N
+// FinishReason model.FinishLength, RawFinishReason "response body over N
 // bytes, the bound for max_tokens M", no content, so heal classes it
 // truncated and says why. Error bodies are read up to 64 KiB. At 4096 max
 // tokens a call holds at most 192 KiB of body, so 64 calls in flight stay

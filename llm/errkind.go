@@ -10,9 +10,9 @@ import (
 // kindOf classifies a non-2xx answer by its status and, where the status
 // alone does not say, its error body: a 429 is a rate limit (transport)
 // unless the body says the account has no credit.
-func kindOf(status int, body []byte) heal.ErrorKind {
+func kindOf(status int, body []byte) model.ErrorKind {
 	if noCredit(status, body) {
-		return heal.KindNoCredit
+		return model.KindNoCredit
 	}
 	return classify(status)
 }

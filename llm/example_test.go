@@ -41,8 +41,8 @@ func ExampleNewOpenAI() {
 		panic(err)
 	}
 	defer model.Close()
-	resp, err := model.Complete(context.Background(), heal.Request{
-		Messages:    []heal.Message{{Role: "user", Content: "Extract the total as JSON."}},
+	resp, err := model.Complete(context.Background(), model.Request{
+		Messages:    []model.Message{{Role: "user", Content: "Extract the total as JSON."}},
 		Temperature: 0.7,
 	})
 	if err != nil {
@@ -52,7 +52,7 @@ func ExampleNewOpenAI() {
 	// Output: {"total": 12.5} stop 38
 }
 
-// Failures the client could not get past are *heal.Error: the kind says
+// Failures the client could not get past are *model.Error: the kind says
 // what the caller does next.
 func ExampleNewAnthropic_errors() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,8 +63,8 @@ func ExampleNewAnthropic_errors() {
 
 	model, _ := llm.NewAnthropic(llm.Config{BaseURL: srv.URL, APIKey: "sk-ant-not-shown", Model: "claude-sonnet-4-5"})
 	defer model.Close()
-	_, err := model.Complete(context.Background(), heal.Request{Messages: []heal.Message{{Role: "user", Content: "hi"}}})
-	var he *heal.Error
+	_, err := model.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: "user", Content: "hi"}}})
+	var he *model.Error
 	if errors.As(err, &he) {
 		fmt.Println(he.Kind)
 		fmt.Println(err)
@@ -80,8 +80,8 @@ func ExampleNewBreaker() {
 	b := llm.NewBreaker(m, llm.BreakerConfig{Threshold: 2, Cooldown: time.Minute,
 		OnState: func(s string) { fmt.Println("breaker:", s) }})
 	for range 3 {
-		_, err := b.Complete(context.Background(), heal.Request{})
-		fmt.Println(heal.KindOf(err))
+		_, err := b.Complete(context.Background(), model.Request{})
+		fmt.Println(model.KindOf(err))
 	}
 	fmt.Println(b.State())
 	// Output:

@@ -64,10 +64,10 @@ type caller struct {
 
 // failure is one failed HTTP exchange, classified.
 type failure struct {
-	kind       heal.ErrorKind
+	kind       model.ErrorKind
 	status     int
 	message    string
-	param      string // a parameter the model does not take (heal.Error.Param)
+	param      string // a parameter the model does not take (model.Error.Param)
 	retryAfter time.Duration
 	hasAfter   bool
 }
@@ -76,12 +76,12 @@ type failure struct {
 // returns the answer parse read from the 2xx body, with its latency and the
 // transport retries spent. maxTokens is the completion limit the request
 // sent (0: none), which bounds the body read (bodyLimit). Failures it could
-// not get past are *heal.Error; a cancelled or expired ctx returns ctx's
+// not get past are *model.Error; a cancelled or expired ctx returns ctx's
 // error, wrapped.
 //
 // When parse reports a failure of kind transport (a garbled body from a
 // proxy, say) that is retried too.
-func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (heal.Response, *failure)) (heal.Response, error) {
+func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
 	budget := c.cfg.TransportRetries
 	// spent counts the retries on the budget; held is the time spent in
 	// waits the provider asked for, which spend none.
@@ -96,23 +96,23 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 		}
 		f.message = c.redact(f.message) // before it reaches a log line or an error
 		if err := ctx.Err(); err != nil {
-			return heal.Response{}, fmt.Errorf("%s: calling the model: %w", c.provider, err)
+			return model.Response{}, fmt.Errorf("%s: calling the model: %w", c.provider, err)
 		}
-		if f.kind != heal.KindTransport {
-			return heal.Response{}, c.fail(f, n)
+		if f.kind != model.KindTransport {
+			return model.Response{}, c.fail(f, n)
 		}
 		if f.hasAfter && f.retryAfter > 0 {
 			// The provider said when to come back: the call is held that
 			// long (its job with it), whatever the backoff cap.
 			if !c.waitKept(f, held) {
-				return heal.Response{}, c.fail(f, n)
+				return model.Response{}, c.fail(f, n)
 			}
 			held += f.retryAfter
 			c.cfg.Logger.Debug("provider asked to wait: holding the call",
 				slog.String("provider", c.provider), slog.Int("status", f.status),
 				slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
 			if err := sleep(ctx, f.retryAfter); err != nil {
-				return heal.Response{}, fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
+				return model.Response{}, fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
 			}
 			continue
 		}
@@ -120,7 +120,7 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 			c.cfg.Logger.Warn("llm transport retries exhausted",
 				slog.String("provider", c.provider), slog.Int("status", f.status),
 				slog.Int("retries", n), slog.String("error", f.message))
-			return heal.Response{}, c.fail(f, n)
+			return model.Response{}, c.fail(f, n)
 		}
 		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, spent)
 		spent++
@@ -131,7 +131,7 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 			slog.String("provider", c.provider), slog.Int("status", f.status),
 			slog.Int("retry", n+1), slog.Duration("delay", delay), slog.String("error", f.message))
 		if err := sleep(ctx, delay); err != nil {
-			return heal.Response{}, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
+			return model.Response{}, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
 		}
 	}
 }
@@ -163,8 +163,8 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	return retryAfter(h, now)
 }
 
-func (c *caller) fail(f *failure, retries int) *heal.Error {
-	e := &heal.Error{
+func (c *caller) fail(f *failure, retries int) *model.Error {
+	e := &model.Error{
 		Kind:       f.kind,
 		Provider:   c.provider,
 		StatusCode: f.status,
@@ -172,7 +172,7 @@ func (c *caller) fail(f *failure, retries int) *heal.Error {
 		Retries:    retries,
 		Param:      f.param,
 	}
-	if f.kind == heal.KindAuth || f.kind == heal.KindNoCredit {
+	if f.kind == model.KindAuth || f.kind == model.KindNoCredit {
 		e.KeyEnv = c.cfg.KeyEnv
 	}
 	return e
@@ -211,19 +211,19 @@ func (c *caller) redact(s string) string {
 }
 
 // once is one HTTP exchange under the per-request timeout.
-func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (heal.Response, *failure)) (heal.Response, *failure) {
+func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return heal.Response{}, &failure{kind: heal.KindRequest, message: "building the request: " + err.Error()}
+		return model.Response{}, &failure{kind: model.KindRequest, message: "building the request: " + err.Error()}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	c.setHeaders(req.Header)
 	resp, err := c.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return heal.Response{}, c.transportFailure(rctx, err)
+		return model.Response{}, c.transportFailure(rctx, err)
 	}
 	// Closing a body that was not read to the end drops the connection
 	// rather than draining it: the rest of an oversized answer is never
@@ -239,7 +239,7 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	}
 	data, over, err := readBounded(resp, limit)
 	if err != nil {
-		return heal.Response{}, c.transportFailure(rctx, fmt.Errorf("reading the response: %w", err))
+		return model.Response{}, c.transportFailure(rctx, fmt.Errorf("reading the response: %w", err))
 	}
 	if ok {
 		if over {
@@ -248,7 +248,7 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 		return parse(data)
 	}
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return heal.Response{}, redirectFailure(resp)
+		return model.Response{}, redirectFailure(resp)
 	}
 	f := &failure{kind: kindOf(resp.StatusCode, data), status: resp.StatusCode, message: c.errMessage(data)}
 	if f.message == "" {
@@ -258,17 +258,17 @@ func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens in
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
 		// No such route or model (a server that does not take POST there
 		// answers 405 or 501): every job would get the same answer.
-		f.kind = heal.KindNotFound
+		f.kind = model.KindNotFound
 		f.message += " (POST " + redactURL(url) + ")"
 	default:
-		if f.kind == heal.KindTransport {
+		if f.kind == model.KindTransport {
 			f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
 		}
-		if f.kind == heal.KindRequest && c.errParam != nil {
+		if f.kind == model.KindRequest && c.errParam != nil {
 			f.param = c.errParam(data)
 		}
 	}
-	return heal.Response{}, f
+	return model.Response{}, f
 }
 
 // readBounded reads resp's body up to limit bytes. over reports a body
@@ -294,14 +294,14 @@ func readBounded(resp *http.Response, limit int64) (data []byte, over bool, err 
 // cut is the answer to a 2xx body over its bound: truncated, like an
 // answer stopped at max tokens, with the bound in the finish reason so the
 // heal loop's "output truncated" says why.
-func (c *caller) cut(limit int64, maxTokens int) heal.Response {
+func (c *caller) cut(limit int64, maxTokens int) model.Response {
 	why := fmt.Sprintf("response body over %d bytes, the bound for max_tokens %d", limit, maxTokens)
 	if maxTokens <= 0 {
 		why = fmt.Sprintf("response body over %d bytes, the bound when no max_tokens is sent", limit)
 	}
 	c.cfg.Logger.Warn("llm answer over the body bound, not read further",
 		slog.String("provider", c.provider), slog.Int64("limit", limit), slog.Int("max_tokens", maxTokens))
-	return heal.Response{FinishReason: heal.FinishLength, RawFinishReason: why}
+	return model.Response{FinishReason: model.FinishLength, RawFinishReason: why}
 }
 
 // redirectFailure is a 3xx answer: model calls follow no redirect (the
@@ -319,7 +319,7 @@ func redirectFailure(resp *http.Response) *failure {
 			where = "Location " + u.String()
 		}
 	}
-	return &failure{kind: heal.KindRequest, status: resp.StatusCode,
+	return &failure{kind: model.KindRequest, status: resp.StatusCode,
 		message: fmt.Sprintf("the provider redirected the call (%s); model calls follow no redirect: point the base URL at the final address", where)}
 }
 
@@ -332,19 +332,19 @@ func (c *caller) transportFailure(rctx context.Context, err error) *failure {
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		msg = fmt.Sprintf("request timed out after %s", c.cfg.Timeout)
 	}
-	return &failure{kind: heal.KindTransport, message: msg}
+	return &failure{kind: model.KindTransport, message: msg}
 }
 
 // classify maps a non-2xx HTTP status to a failure kind.
-func classify(status int) heal.ErrorKind {
+func classify(status int) model.ErrorKind {
 	switch {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
-		return heal.KindAuth
+		return model.KindAuth
 	case status == http.StatusRequestTimeout, status == http.StatusConflict,
 		status == http.StatusTooManyRequests, status >= 500:
-		return heal.KindTransport
+		return model.KindTransport
 	default:
-		return heal.KindRequest
+		return model.KindRequest
 	}
 }
 
@@ -410,11 +410,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 func normaliseFinish(raw string) string {
 	switch strings.ToLower(raw) {
 	case "stop", "end_turn", "stop_sequence", "eos", "eos_token", "finish":
-		return heal.FinishStop
+		return model.FinishStop
 	case "length", "max_tokens", "max_output_tokens", "model_length", "model_context_window_exceeded":
-		return heal.FinishLength
+		return model.FinishLength
 	default:
-		return heal.FinishOther
+		return model.FinishOther
 	}
 }
 

@@ -50,7 +50,7 @@ type OpenAI struct {
 	warned sync.Map
 }
 
-var _ heal.Model = (*OpenAI)(nil)
+var _ model.Model = (*OpenAI)(nil)
 
 // NewOpenAI returns an OpenAI-compatible client. Config's zero fields take
 // their defaults; a broken Config is an error wrapping ErrConfig.
@@ -96,7 +96,7 @@ func (o *OpenAI) Close() error {
 
 type openAIRequest struct {
 	Model               string            `json:"model"`
-	Messages            []heal.Message    `json:"messages"`
+	Messages            []model.Message    `json:"messages"`
 	Temperature         *float64          `json:"temperature,omitempty"`
 	MaxTokens           int               `json:"max_tokens,omitempty"`
 	MaxCompletionTokens int               `json:"max_completion_tokens,omitempty"`
@@ -284,12 +284,12 @@ type openAIErrorBody struct {
 // descriptions; the answer's nulls for optional properties are dropped
 // before it is returned, so the heal loop judges it against the job's own
 // schema. A schema without a strict form is sent as it is, strict false.
-func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+func (o *OpenAI) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	o.recall(ctx, false)
 	for {
 		body, data, limit, back, err := o.request(req)
 		if err != nil {
-			return heal.Response{}, err
+			return model.Response{}, err
 		}
 		resp, err := o.c.post(ctx, o.url, data, limit, parseOpenAIResponse)
 		if err != nil && o.learn(ctx, err, body) {
@@ -310,13 +310,13 @@ func (o *OpenAI) Complete(ctx context.Context, req heal.Request) (heal.Response,
 }
 
 // learn reads err for a 400 refusing a parameter the client can do
-// without (heal.Error.Param): from now on no request holds it. It reports
+// without (model.Error.Param): from now on no request holds it. It reports
 // whether body held it, so that the call is worth sending again. (A batch
 // reads its answers through a client of its own: that client learns from
 // the refusal it reads, and the batch's later lines are written without
 // the parameter.)
 func (o *OpenAI) learn(ctx context.Context, err error, body *openAIRequest) bool {
-	var he *heal.Error
+	var he *model.Error
 	if !errors.As(err, &he) {
 		return false
 	}
@@ -343,7 +343,7 @@ func (o *OpenAI) learn(ctx context.Context, err error, body *openAIRequest) bool
 // and returns it encoded with its completion limit (0: none) and, in
 // json_schema mode, the way back from an answer to the strict schema sent
 // (nil: none needed).
-func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, *restore, error) {
+func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *restore, error) {
 	body := &openAIRequest{
 		Model:     o.cfg.Model,
 		Messages:  req.Messages,
@@ -398,7 +398,7 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, *restor
 		data, err = encodeOpenAIRequest(body)
 	}
 	if err != nil {
-		return nil, nil, 0, nil, &heal.Error{Kind: heal.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+		return nil, nil, 0, nil, &model.Error{Kind: model.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
 	}
 	return body, data, limit, back, nil
 }
@@ -408,8 +408,8 @@ func (o *OpenAI) request(req heal.Request) (*openAIRequest, []byte, int, *restor
 // or enum values, nesting too deep, a pattern it cannot compile): from now
 // on the client sends that schema as it is, strict false, and says so
 // once. It reports whether the call is worth sending again.
-func (o *OpenAI) strictRefused(err error, body *openAIRequest, req heal.Request) bool {
-	var he *heal.Error
+func (o *OpenAI) strictRefused(err error, body *openAIRequest, req model.Request) bool {
+	var he *model.Error
 	if !errors.As(err, &he) || he.StatusCode != http.StatusBadRequest || !strings.Contains(he.Message, "Invalid schema for response_format") {
 		return false
 	}
@@ -427,16 +427,16 @@ func (o *OpenAI) strictRefused(err error, body *openAIRequest, req heal.Request)
 // assistant turn with a ToolCallID becomes a call of the tool named name
 // with its content as the arguments, the user turn answering it a "tool"
 // message for that call; other turns stay as they are.
-func openAIToolMessages(msgs []heal.Message, name string) []openAIMessage {
+func openAIToolMessages(msgs []model.Message, name string) []openAIMessage {
 	out := make([]openAIMessage, len(msgs))
 	for i := range msgs {
 		m := &msgs[i]
 		switch {
-		case m.ToolCallID != "" && m.Role == heal.RoleAssistant:
+		case m.ToolCallID != "" && m.Role == model.RoleAssistant:
 			call := openAIToolCall{ID: m.ToolCallID, Type: "function"}
 			call.Function.Name, call.Function.Arguments = name, m.Content
 			out[i] = openAIMessage{Role: m.Role, ToolCalls: []openAIToolCall{call}}
-		case m.ToolCallID != "" && m.Role == heal.RoleUser:
+		case m.ToolCallID != "" && m.Role == model.RoleUser:
 			out[i] = openAIMessage{Role: "tool", Content: &m.Content, ToolCallID: m.ToolCallID}
 		default:
 			out[i] = openAIMessage{Role: m.Role, Content: &m.Content}
@@ -455,20 +455,20 @@ func encodeOpenAIRequest(body *openAIRequest) ([]byte, error) {
 // mode), else its content; a non-empty refusal (structured outputs) is
 // reported in Response.Refusal. Members it does not know (logprobs,
 // system_fingerprint, ...) are skipped.
-func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
+func parseOpenAIResponse(b []byte) (model.Response, *failure) {
 	var r openAIResponse
 	if err := jsonv2.Unmarshal(b, &r, jsonv1.DefaultOptionsV1()); err != nil {
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
 	}
 	if len(r.Choices) == 0 {
 		msg := "response has no choices"
 		if r.Error != nil && r.Error.Message != "" {
 			msg = r.Error.Message
 		}
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: msg}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: msg}
 	}
 	ch := r.Choices[0]
-	var out heal.Response
+	var out model.Response
 	out.Content = string(ch.Message.Content)
 	if calls := ch.Message.ToolCalls; len(calls) > 0 {
 		out.Content = calls[0].Function.Arguments
@@ -481,7 +481,7 @@ func parseOpenAIResponse(b []byte) (heal.Response, *failure) {
 		out.RawFinishReason = *ch.FinishReason
 	}
 	out.FinishReason = finishOf(out.RawFinishReason)
-	out.Usage = heal.Usage{
+	out.Usage = model.Usage{
 		PromptTokens:     r.Usage.PromptTokens,
 		CompletionTokens: r.Usage.CompletionTokens,
 		CachedTokens:     r.Usage.PromptTokensDetails.CachedTokens,

@@ -22,9 +22,9 @@ import (
 
 const testKey = "sk-test-SECRET-0123456789abcdef"
 
-func testRequest() heal.Request {
-	return heal.Request{
-		Messages: []heal.Message{
+func testRequest() model.Request {
+	return model.Request{
+		Messages: []model.Message{
 			{Role: "system", Content: "Return JSON matching the schema."},
 			{Role: "user", Content: "Extract the invoice from: ..."},
 			{Role: "assistant", Content: `{"total": "12,50"}`},
@@ -58,7 +58,7 @@ type statusCase struct {
 	script      []reply
 	retries     int // TransportRetries config
 	wantCalls   int
-	wantKind    heal.ErrorKind // "" for success
+	wantKind    model.ErrorKind // "" for success
 	wantStatus  int
 	wantRetries int    // Response.TransportRetries or Error.Retries
 	wantMessage string // substring of the error
@@ -79,27 +79,27 @@ func TestOpenAIStatuses(t *testing.T) {
 		{name: "408 409 502 then 200", script: []reply{{status: 408, body: "timeout"}, {status: 409, body: "{}"}, {status: 502, body: "<html>bad gateway</html>"}, ok}, wantCalls: 4, wantRetries: 3},
 		{name: "garbled 200 then 200", script: []reply{{status: 200, body: "<html>oops"}, ok}, wantCalls: 2, wantRetries: 1},
 		{name: "retries exhausted", script: []reply{openAIError(503, "server_error", "", "The engine is currently overloaded")}, retries: 2, wantCalls: 3,
-			wantKind: heal.KindTransport, wantStatus: 503, wantRetries: 2, wantMessage: "overloaded"},
-		{name: "no retries", script: []reply{rate}, retries: -1, wantCalls: 1, wantKind: heal.KindTransport, wantStatus: 429},
+			wantKind: model.KindTransport, wantStatus: 503, wantRetries: 2, wantMessage: "overloaded"},
+		{name: "no retries", script: []reply{rate}, retries: -1, wantCalls: 1, wantKind: model.KindTransport, wantStatus: 429},
 		{name: "Retry-After beyond max retry after gives up", script: []reply{with(rate, map[string]string{"Retry-After": "3600"}), ok}, wantCalls: 1,
-			wantKind: heal.KindTransport, wantStatus: 429, wantMessage: "retry after 1h0m0s"},
+			wantKind: model.KindTransport, wantStatus: 429, wantMessage: "retry after 1h0m0s"},
 		{name: "401", script: []reply{openAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: "+testKey+". You can find your API key at https://platform.openai.com/account/api-keys.")},
-			wantCalls: 1, wantKind: heal.KindAuth, wantStatus: 401, wantMessage: "Incorrect API key provided: [REDACTED]"},
+			wantCalls: 1, wantKind: model.KindAuth, wantStatus: 401, wantMessage: "Incorrect API key provided: [REDACTED]"},
 		{name: "429 insufficient_quota is no credit, not retried", script: []reply{openAIError(429, "insufficient_quota", "insufficient_quota", "You exceeded your current quota, please check your plan and billing details. For more information on this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."), ok},
-			wantCalls: 1, wantKind: heal.KindNoCredit, wantStatus: 429, wantMessage: "You exceeded your current quota"},
+			wantCalls: 1, wantKind: model.KindNoCredit, wantStatus: 429, wantMessage: "You exceeded your current quota"},
 		{name: "402 is no credit", script: []reply{{status: 402, body: `{"error":{"message":"Insufficient credits","code":402}}`}, ok},
-			wantCalls: 1, wantKind: heal.KindNoCredit, wantStatus: 402, wantMessage: "Insufficient credits"},
+			wantCalls: 1, wantKind: model.KindNoCredit, wantStatus: 402, wantMessage: "Insufficient credits"},
 		{name: "403", script: []reply{openAIError(403, "invalid_request_error", "unsupported_country_region_territory", "Country, region, or territory not supported")},
-			wantCalls: 1, wantKind: heal.KindAuth, wantStatus: 403, wantMessage: "not supported"},
+			wantCalls: 1, wantKind: model.KindAuth, wantStatus: 403, wantMessage: "not supported"},
 		{name: "400", script: []reply{openAIError(400, "invalid_request_error", "", "'messages' must contain the word 'json' in some form, to use 'response_format' of type 'json_object'.")},
-			wantCalls: 1, wantKind: heal.KindRequest, wantStatus: 400, wantMessage: "must contain the word 'json'"},
+			wantCalls: 1, wantKind: model.KindRequest, wantStatus: 400, wantMessage: "must contain the word 'json'"},
 		{name: "404 unknown model", script: []reply{openAIError(404, "invalid_request_error", "model_not_found", "The model `gpt-9` does not exist or you do not have access to it.")},
-			wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "The model `gpt-9` does not exist or you do not have access to it. (POST http://"},
+			wantCalls: 1, wantKind: model.KindNotFound, wantStatus: 404, wantMessage: "The model `gpt-9` does not exist or you do not have access to it. (POST http://"},
 		{name: "404 no such route", script: []reply{{status: 404, body: "404 page not found"}},
-			wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 404, wantMessage: "/chat/completions)"},
-		{name: "405", script: []reply{{status: 405, body: ""}}, wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 405, wantMessage: "Method Not Allowed (POST http://"},
-		{name: "501 not retried", script: []reply{{status: 501, body: "<p>Unsupported method ('POST')</p>"}, ok}, wantCalls: 1, wantKind: heal.KindNotFound, wantStatus: 501, wantMessage: "Unsupported method"},
-		{name: "422", script: []reply{{status: 422, body: `{"error": "unknown field max_tokens"}`}}, wantCalls: 1, wantKind: heal.KindRequest, wantStatus: 422, wantMessage: "unknown field max_tokens"},
+			wantCalls: 1, wantKind: model.KindNotFound, wantStatus: 404, wantMessage: "/chat/completions)"},
+		{name: "405", script: []reply{{status: 405, body: ""}}, wantCalls: 1, wantKind: model.KindNotFound, wantStatus: 405, wantMessage: "Method Not Allowed (POST http://"},
+		{name: "501 not retried", script: []reply{{status: 501, body: "<p>Unsupported method ('POST')</p>"}, ok}, wantCalls: 1, wantKind: model.KindNotFound, wantStatus: 501, wantMessage: "Unsupported method"},
+		{name: "422", script: []reply{{status: 422, body: `{"error": "unknown field max_tokens"}`}}, wantCalls: 1, wantKind: model.KindRequest, wantStatus: 422, wantMessage: "unknown field max_tokens"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,14 +108,14 @@ func TestOpenAIStatuses(t *testing.T) {
 			o := newTestOpenAI(t, p.URL, func(c *Config) { c.TransportRetries = tt.retries })
 			resp, err := o.Complete(t.Context(), testRequest())
 			checkStatusCase(t, tt, p, resp, err)
-			if tt.wantKind == "" && (resp.Content != `{"total": 12.5}` || resp.FinishReason != heal.FinishStop) {
+			if tt.wantKind == "" && (resp.Content != `{"total": 12.5}` || resp.FinishReason != model.FinishStop) {
 				t.Fatalf("response %+v", resp)
 			}
 		})
 	}
 }
 
-func checkStatusCase(t *testing.T, tt statusCase, p *provider, resp heal.Response, err error) {
+func checkStatusCase(t *testing.T, tt statusCase, p *provider, resp model.Response, err error) {
 	t.Helper()
 	if got := len(p.requests()); got != tt.wantCalls {
 		t.Errorf("provider saw %d requests, want %d", got, tt.wantCalls)
@@ -129,9 +129,9 @@ func checkStatusCase(t *testing.T, tt statusCase, p *provider, resp heal.Respons
 		}
 		return
 	}
-	var he *heal.Error
+	var he *model.Error
 	if !errors.As(err, &he) {
-		t.Fatalf("err = %v (%T), want *heal.Error", err, err)
+		t.Fatalf("err = %v (%T), want *model.Error", err, err)
 	}
 	if he.Kind != tt.wantKind || he.StatusCode != tt.wantStatus || he.Retries != tt.wantRetries {
 		t.Errorf("error kind %s status %d retries %d, want %s %d %d", he.Kind, he.StatusCode, he.Retries, tt.wantKind, tt.wantStatus, tt.wantRetries)
@@ -142,10 +142,10 @@ func checkStatusCase(t *testing.T, tt statusCase, p *provider, resp heal.Respons
 	if strings.Contains(err.Error(), testKey) || strings.Contains(he.Message, testKey) {
 		t.Errorf("the API key leaked into the error: %v", err)
 	}
-	if he.Kind == heal.KindAuth && !strings.Contains(err.Error(), he.KeyEnv) || he.Kind == heal.KindAuth && he.KeyEnv == "" {
+	if he.Kind == model.KindAuth && !strings.Contains(err.Error(), he.KeyEnv) || he.Kind == model.KindAuth && he.KeyEnv == "" {
 		t.Errorf("auth error %q does not name the key's env var %q", err, he.KeyEnv)
 	}
-	if he.Kind == heal.KindNoCredit && (!strings.Contains(err.Error(), "billing and credit") || he.KeyEnv == "" || !strings.Contains(err.Error(), he.KeyEnv)) {
+	if he.Kind == model.KindNoCredit && (!strings.Contains(err.Error(), "billing and credit") || he.KeyEnv == "" || !strings.Contains(err.Error(), he.KeyEnv)) {
 		t.Errorf("no-credit error %q does not say to check the account's billing and credit of the key in %q", err, he.KeyEnv)
 	}
 }
@@ -180,7 +180,7 @@ func TestOpenAIRequestAndResponse(t *testing.T) {
 			if !slices.Equal(before, req.Messages) {
 				t.Error("the request's messages were modified")
 			}
-			want := heal.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}
+			want := model.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}
 			if resp.Usage != want || resp.RawFinishReason != "stop" || resp.Latency <= 0 {
 				t.Errorf("response %+v", resp)
 			}
@@ -219,10 +219,10 @@ func TestOpenAIRequestAndResponse(t *testing.T) {
 func TestOpenAIFinishReasons(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ raw, want string }{
-		{"stop", heal.FinishStop},
-		{"length", heal.FinishLength},
-		{"content_filter", heal.FinishOther},
-		{"MAX_TOKENS", heal.FinishLength},
+		{"stop", model.FinishStop},
+		{"length", model.FinishLength},
+		{"content_filter", model.FinishOther},
+		{"MAX_TOKENS", model.FinishLength},
 	}
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
@@ -245,8 +245,8 @@ func TestOpenAITimeoutIsTransport(t *testing.T) {
 	// Long enough that the retry reaches the server on a loaded machine.
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.Timeout = 200 * time.Millisecond; c.TransportRetries = 1 })
 	_, err := o.Complete(t.Context(), testRequest())
-	var he *heal.Error
-	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Retries != 1 || !strings.Contains(he.Message, "timed out") {
+	var he *model.Error
+	if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Retries != 1 || !strings.Contains(he.Message, "timed out") {
 		t.Fatalf("err = %v, want a transport timeout after 1 retry", err)
 	}
 	if n := len(p.requests()); n != 2 {
@@ -261,8 +261,8 @@ func TestOpenAIConnectionRefusedIsTransport(t *testing.T) {
 	srv.Close()
 	o := newTestOpenAI(t, url, func(c *Config) { c.TransportRetries = 2 })
 	_, err := o.Complete(t.Context(), testRequest())
-	var he *heal.Error
-	if !errors.As(err, &he) || he.Kind != heal.KindTransport || he.Retries != 2 || he.StatusCode != 0 {
+	var he *model.Error
+	if !errors.As(err, &he) || he.Kind != model.KindTransport || he.Retries != 2 || he.StatusCode != 0 {
 		t.Fatalf("err = %#v, want transport after 2 retries", err)
 	}
 }
@@ -302,7 +302,7 @@ func TestOpenAIKeyNeverLogged(t *testing.T) {
 		openAIError(401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided: "+testKey))
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.Logger = logger })
 	_, err := o.Complete(t.Context(), testRequest())
-	if heal.KindOf(err) != heal.KindAuth {
+	if model.KindOf(err) != model.KindAuth {
 		t.Fatalf("err = %v, want auth", err)
 	}
 	if logs.Len() == 0 {
@@ -483,9 +483,9 @@ func TestErrorPageIsOneLine(t *testing.T) {
 	p := newProvider(t, reply{status: 502, body: page})
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.TransportRetries = -1 })
 	_, err := o.Complete(t.Context(), testRequest())
-	var he *heal.Error
+	var he *model.Error
 	if !errors.As(err, &he) {
-		t.Fatalf("error %v, want a *heal.Error", err)
+		t.Fatalf("error %v, want a *model.Error", err)
 	}
 	if want := "<html> <head><title>502 Bad Gateway</title></head> <body> <center><h1>502 Bad Gateway</h1></center> <hr><center>nginx</center> </body> </html>"; he.Message != want {
 		t.Errorf("message %q, want %q", he.Message, want)
@@ -590,7 +590,7 @@ func TestOpenAIReasoningModelParameters(t *testing.T) {
 	p := newProvider(t, openAIError(400, "invalid_request_error", "decimal_above_max_value", "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 3 instead."))
 	o := newTestOpenAI(t, p.URL, nil)
 	_, err := o.Complete(t.Context(), testRequest())
-	if heal.KindOf(err) != heal.KindRequest || len(p.requests()) != 1 {
+	if model.KindOf(err) != model.KindRequest || len(p.requests()) != 1 {
 		t.Errorf("a temperature out of range: %v after %d calls, want one request_error", err, len(p.requests()))
 	}
 	if body := p.requests()[0].body; body["temperature"] != 0.5 {
@@ -628,7 +628,7 @@ func TestOpenAIHeadersAndQuery(t *testing.T) {
 	if got := r.header.Values("Authorization"); len(got) != 1 || got[0] != "Bearer from-the-header" {
 		t.Errorf("Authorization %q, want the header's only", got)
 	}
-	var he *heal.Error
+	var he *model.Error
 	if !errors.As(err, &he) || strings.Contains(he.Message, gatewayKey) || !strings.Contains(he.Message, "[REDACTED]") || !strings.Contains(he.Message, "route v2") {
 		t.Errorf("error %v: want the gateway key redacted, the short value kept", err)
 	}

@@ -366,7 +366,7 @@ func (b *OpenAIBatch) result(ctx context.Context, line []byte) (BatchResult, err
 	case o.Error != nil:
 		// A line the batch could not run at all (expired requests are
 		// written so by some servers): not the answer's fault.
-		kind := heal.KindTransport
+		kind := model.KindTransport
 		if o.Error.Code == "batch_expired" || o.Error.Code == "batch_cancelled" {
 			res.Type = ResultExpired
 			if o.Error.Code == "batch_cancelled" {
@@ -374,9 +374,9 @@ func (b *OpenAIBatch) result(ctx context.Context, line []byte) (BatchResult, err
 			}
 			return res, nil
 		}
-		res.Err = &heal.Error{Kind: kind, Provider: ProviderOpenAI, Message: b.http.c.redact(truncate(o.Error.Code+": "+o.Error.Message, 500))}
+		res.Err = &model.Error{Kind: kind, Provider: ProviderOpenAI, Message: b.http.c.redact(truncate(o.Error.Code+": "+o.Error.Message, 500))}
 	default:
-		res.Err = &heal.Error{Kind: heal.KindTransport, Provider: ProviderOpenAI, Message: "result line with neither response nor error"}
+		res.Err = &model.Error{Kind: model.KindTransport, Provider: ProviderOpenAI, Message: "result line with neither response nor error"}
 	}
 	return res, nil
 }

@@ -16,7 +16,7 @@ import (
 // oldParseOpenAI is the response parsing with encoding/json, into the
 // response type as declared for it. parseOpenAIResponse must behave
 // exactly as it does.
-func oldParseOpenAI(b []byte) (heal.Response, *failure) {
+func oldParseOpenAI(b []byte) (model.Response, *failure) {
 	var r struct {
 		Choices []struct {
 			Message struct {
@@ -46,17 +46,17 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: "unreadable response body: " + truncate(string(b), 200)}
 	}
 	if len(r.Choices) == 0 {
 		msg := "response has no choices"
 		if r.Error != nil && r.Error.Message != "" {
 			msg = r.Error.Message
 		}
-		return heal.Response{}, &failure{kind: heal.KindTransport, status: http.StatusOK, message: msg}
+		return model.Response{}, &failure{kind: model.KindTransport, status: http.StatusOK, message: msg}
 	}
 	ch := r.Choices[0]
-	var out heal.Response
+	var out model.Response
 	out.Content = string(ch.Message.Content)
 	if len(ch.Message.ToolCalls) > 0 {
 		out.Content, out.ToolCallID = ch.Message.ToolCalls[0].Function.Arguments, ch.Message.ToolCalls[0].ID
@@ -68,7 +68,7 @@ func oldParseOpenAI(b []byte) (heal.Response, *failure) {
 		out.RawFinishReason = *ch.FinishReason
 	}
 	out.FinishReason = finishOf(out.RawFinishReason)
-	out.Usage = heal.Usage{
+	out.Usage = model.Usage{
 		PromptTokens:     r.Usage.PromptTokens,
 		CompletionTokens: r.Usage.CompletionTokens,
 		CachedTokens:     r.Usage.PromptTokensDetails.CachedTokens,
@@ -148,21 +148,21 @@ func TestParseOpenAIResponse(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name, body string
-		want       heal.Response
+		want       model.Response
 	}{
 		{"pretty", "{\n  \"choices\": [\n    {\n      \"message\": {\"role\": \"assistant\", \"content\": \"{}\"},\n      \"finish_reason\": \"stop\"\n    }\n  ]\n}\n",
-			heal.Response{Content: "{}", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+			model.Response{Content: "{}", FinishReason: model.FinishStop, RawFinishReason: "stop"}},
 		{"refusal", `{"choices":[{"message":{"content":null,"refusal":"I can't help with that."},"finish_reason":"stop"}]}`,
-			heal.Response{Refusal: "I can't help with that.", FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+			model.Response{Refusal: "I can't help with that.", FinishReason: model.FinishStop, RawFinishReason: "stop"}},
 		{"tool calls", `{"choices":[{"message":{"content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
-			heal.Response{Content: "{}", ToolCallID: "call_1", FinishReason: heal.FinishStop, RawFinishReason: "tool_calls"}},
+			model.Response{Content: "{}", ToolCallID: "call_1", FinishReason: model.FinishStop, RawFinishReason: "tool_calls"}},
 		{"content as parts (Mistral reasoning models)", `{"choices":[{"message":{"role":"assistant","content":[{"type":"thinking","thinking":[{"type":"text","text":"The total is {12}."}]},{"type":"text","text":"{\"total\":"},{"type":"text","text":"12}"}]},"finish_reason":"stop"}]}`,
-			heal.Response{Content: `{"total":12}`, FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+			model.Response{Content: `{"total":12}`, FinishReason: model.FinishStop, RawFinishReason: "stop"}},
 		{"empty parts", `{"choices":[{"message":{"content":[]},"finish_reason":"stop"}]}`,
-			heal.Response{FinishReason: heal.FinishStop, RawFinishReason: "stop"}},
+			model.Response{FinishReason: model.FinishStop, RawFinishReason: "stop"}},
 		{"usage", openAIOK("x", "length").body,
-			heal.Response{Content: "x", FinishReason: heal.FinishLength, RawFinishReason: "length",
-				Usage: heal.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}}},
+			model.Response{Content: "x", FinishReason: model.FinishLength, RawFinishReason: "length",
+				Usage: model.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}}},
 	} {
 		got, f := parseOpenAIResponse([]byte(tt.body))
 		if f != nil || !reflect.DeepEqual(got, tt.want) {
@@ -193,8 +193,8 @@ func TestEncodeOpenAIRequest(t *testing.T) {
 		{Model: "gpt-4o-mini", Messages: req.Messages, Temperature: new(0.7), MaxTokens: 2048, Format: &openAIFormat{Type: "json_object"}},
 		{Model: "m", Messages: req.Messages, Temperature: new(1e-7), MaxTokens: -1, Format: &openAIFormat{Type: "json_schema", JSONSchema: schema}},
 		{Model: "m", Temperature: new(math.Copysign(0, -1)), Format: &openAIFormat{Type: "json_schema", JSONSchema: &openAIJSONSchema{Name: "x", Schema: json.RawMessage(" {\"a\" : [ 1 , \"<b>&\u2028\" ] }\n")}}},
-		{Model: "m", Messages: []heal.Message{}, Temperature: new(1e21), Format: &openAIFormat{JSONSchema: &openAIJSONSchema{}}},
-		{Model: "<\xff>", Messages: []heal.Message{{Role: "\u2029", Content: "\x00\x1f\"\\"}}, Temperature: new(123456789.125)},
+		{Model: "m", Messages: []model.Message{}, Temperature: new(1e21), Format: &openAIFormat{JSONSchema: &openAIJSONSchema{}}},
+		{Model: "<\xff>", Messages: []model.Message{{Role: "\u2029", Content: "\x00\x1f\"\\"}}, Temperature: new(123456789.125)},
 	}
 	for _, body := range bodies {
 		want, err := json.Marshal(body)
@@ -233,8 +233,8 @@ func TestOpenAICompleteOddValues(t *testing.T) {
 	req := testRequest()
 	req.Temperature = math.NaN()
 	_, err := o.Complete(t.Context(), req)
-	var he *heal.Error
-	if !errors.As(err, &he) || he.Kind != heal.KindRequest || he.Message != "encoding the request: json: unsupported value: NaN" {
+	var he *model.Error
+	if !errors.As(err, &he) || he.Kind != model.KindRequest || he.Message != "encoding the request: json: unsupported value: NaN" {
 		t.Fatalf("NaN temperature: %v", err)
 	}
 	if n := len(p.requests()); n != 0 {
@@ -243,7 +243,7 @@ func TestOpenAICompleteOddValues(t *testing.T) {
 	req = testRequest()
 	req.Schema = json.RawMessage("{\n  \"type\": \"object\",\n  \"description\": \"<b>&</b>\"\n}\n")
 	resp, err := o.Complete(t.Context(), req)
-	if err != nil || resp.Content != "{}" || resp.FinishReason != heal.FinishStop {
+	if err != nil || resp.Content != "{}" || resp.FinishReason != model.FinishStop {
 		t.Fatalf("Complete = %+v, %v", resp, err)
 	}
 	if raw, want := p.requests()[0].raw, `"schema":{"type":"object","description":"\u003cb\u003e\u0026\u003c/b\u003e","properties":{},"required":[],"additionalProperties":false}`; !bytes.Contains(raw, []byte(want)) {

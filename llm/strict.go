@@ -587,7 +587,7 @@ func (r *restore) apply(doc any, depth int) bool {
 // answers, replayed. The providers' Complete maps its own answers already;
 // mapping one twice changes nothing. For a provider whose strict form
 // keeps optional properties optional (Anthropic), m itself.
-func StrictAnswers(m heal.Model, provider string) heal.Model {
+func StrictAnswers(m model.Model, provider string) model.Model {
 	if provider != ProviderOpenAI {
 		return m
 	}
@@ -595,12 +595,12 @@ func StrictAnswers(m heal.Model, provider string) heal.Model {
 }
 
 type strictAnswers struct {
-	m heal.Model
+	m model.Model
 	c *strictCache
 }
 
-// Complete implements heal.Model.
-func (s *strictAnswers) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+// Complete implements model.Model.
+func (s *strictAnswers) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	resp, err := s.m.Complete(ctx, req)
 	if err == nil && len(req.Schema) > 0 && resp.ToolCallID == "" {
 		if ss := s.c.of(req.Schema); ss.back != nil {

@@ -80,7 +80,7 @@ func TestOpenAIJSONSchemaStrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := o.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
+	resp, err := o.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
 	if err != nil {
 		t.Fatalf("complete: %v", err)
 	}
@@ -158,11 +158,11 @@ func TestStrictTransform(t *testing.T) {
 // Complete with its request) is mapped back by StrictAnswers; one mapped
 // already is left as it is.
 func TestStrictAnswersWrapper(t *testing.T) {
-	inner := modelFunc(func(req heal.Request) heal.Response {
-		return heal.Response{Content: `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`}
+	inner := modelFunc(func(req model.Request) model.Response {
+		return model.Response{Content: `{"subject":"abc","customer":{"name":"A","plan":null},"tags":null}`}
 	})
 	m := StrictAnswers(inner, ProviderOpenAI)
-	req := heal.Request{Schema: json.RawMessage(ticketSchema)}
+	req := model.Request{Schema: json.RawMessage(ticketSchema)}
 	for range 2 {
 		resp, err := m.Complete(t.Context(), req)
 		if err != nil {
@@ -171,7 +171,7 @@ func TestStrictAnswersWrapper(t *testing.T) {
 		if want := `{"subject":"abc","customer":{"name":"A"}}`; resp.Content != want {
 			t.Errorf("got %s, want %s", resp.Content, want)
 		}
-		inner = modelFunc(func(heal.Request) heal.Response { return resp })
+		inner = modelFunc(func(model.Request) model.Response { return resp })
 		m = StrictAnswers(inner, ProviderOpenAI)
 	}
 	if _, wrapped := StrictAnswers(inner, ProviderAnthropic).(*strictAnswers); wrapped {
@@ -179,9 +179,9 @@ func TestStrictAnswersWrapper(t *testing.T) {
 	}
 }
 
-type modelFunc func(heal.Request) heal.Response
+type modelFunc func(model.Request) model.Response
 
-func (f modelFunc) Complete(_ context.Context, req heal.Request) (heal.Response, error) {
+func (f modelFunc) Complete(_ context.Context, req model.Request) (model.Response, error) {
 	return f(req), nil
 }
 
@@ -194,7 +194,7 @@ func TestAnthropicJSONSchemaStructuredOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := a.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
+	resp, err := a.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: json.RawMessage(ticketSchema), SchemaID: "ticket"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestOpenAIStrictRefusedFallsBack(t *testing.T) {
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = FormatJSONSchema })
 	schema := json.RawMessage(`{"type":"object","properties":{"code":{"type":"string","enum":["a","b"]}}}`)
 	for call := 1; call <= 2; call++ {
-		resp, err := o.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: heal.RoleUser, Content: "x"}}, Schema: schema, SchemaID: "ticket"})
+		resp, err := o.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Content: "x"}}, Schema: schema, SchemaID: "ticket"})
 		if err != nil || resp.Content != `{"code":"a"}` {
 			t.Fatalf("call %d: %+v, %v", call, resp, err)
 		}

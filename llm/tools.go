@@ -35,7 +35,7 @@ func toolName(schemaID string) string {
 
 // hasToolTurns reports whether a conversation carries a tool call (a heal
 // turn after an answer that came as one).
-func hasToolTurns(msgs []heal.Message) bool {
+func hasToolTurns(msgs []model.Message) bool {
 	for _, m := range msgs {
 		if m.ToolCallID != "" {
 			return true
@@ -49,7 +49,7 @@ func hasToolTurns(msgs []heal.Message) bool {
 func finishOf(raw string) string {
 	switch raw {
 	case "tool_calls", "tool_use":
-		return heal.FinishStop
+		return model.FinishStop
 	}
 	return normaliseFinish(raw)
 }

@@ -16,7 +16,7 @@ import (
 
 const toolSchema = `{"type":"object","properties":{"total":{"type":"number"},"currency":{"type":"string"}},"required":["total","currency"],"additionalProperties":false}`
 
-func toolLoop(t *testing.T, m heal.Model) (*heal.Loop, heal.Task) {
+func toolLoop(t *testing.T, m model.Model) (*heal.Loop, heal.Task) {
 	t.Helper()
 	s, err := schemas.Compile("invoice", []byte(toolSchema))
 	if err != nil {
@@ -104,7 +104,7 @@ func TestOpenAIToolModeHealTurn(t *testing.T) {
 	o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = FormatTool })
 	loop, task := toolLoop(t, o)
 	res := loop.Run(t.Context(), task)
-	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != heal.ClassSchema {
+	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != job.ClassSchema {
 		t.Fatalf("result %+v, want a schema failure healed at attempt 2", res)
 	}
 	reqs := p.requests()
@@ -167,14 +167,14 @@ func TestOpenAIRefusal(t *testing.T) {
 			o := newTestOpenAI(t, p.URL, func(c *Config) { c.ResponseFormat = format })
 			loop, task := toolLoop(t, o)
 			res := loop.Run(t.Context(), task)
-			if res.Class != heal.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
+			if res.Class != job.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
 				t.Fatalf("class %q after %d attempts, %d calls; want refused after one call", res.Class, len(res.Attempts), len(p.requests()))
 			}
 			if !strings.Contains(res.Reason, "I cannot assist with that request") || res.Hint == "" {
 				t.Errorf("reason %q hint %q", res.Reason, res.Hint)
 			}
 			a := res.Attempts[0]
-			if a.Class != heal.ClassRefused || a.Raw != "I'm sorry, I cannot assist with that request." || a.Usage.PromptTokens != 90 {
+			if a.Class != job.ClassRefused || a.Raw != "I'm sorry, I cannot assist with that request." || a.Usage.PromptTokens != 90 {
 				t.Errorf("attempt %+v", a)
 			}
 		})
@@ -224,7 +224,7 @@ func TestAnthropicToolMode(t *testing.T) {
 	if !res.OK() || string(res.Data) != `{"total":12.5,"currency":"EUR"}` || len(res.Attempts) != 1 {
 		t.Fatalf("result %+v, want the tool_use input validated at attempt 1", res)
 	}
-	if u := res.Attempts[0].Usage; u != (heal.Usage{PromptTokens: 1540, CompletionTokens: 25, CacheWriteTokens: 1500}) {
+	if u := res.Attempts[0].Usage; u != (model.Usage{PromptTokens: 1540, CompletionTokens: 25, CacheWriteTokens: 1500}) {
 		t.Errorf("usage %+v", u)
 	}
 	r := p.requests()[0]
@@ -249,10 +249,10 @@ func TestAnthropicToolModeHealTurn(t *testing.T) {
 	a := newTestAnthropic(t, p.URL, func(c *Config) { c.ResponseFormat = FormatTool })
 	loop, task := toolLoop(t, a)
 	res := loop.Run(t.Context(), task)
-	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != heal.ClassSchema {
+	if !res.OK() || len(res.Attempts) != 2 || res.Attempts[0].Class != job.ClassSchema {
 		t.Fatalf("result %+v, want a schema failure healed at attempt 2", res)
 	}
-	if u := res.Usage(); u != (heal.Usage{PromptTokens: 3200, CompletionTokens: 47, CachedTokens: 1500, CacheWriteTokens: 1500}) {
+	if u := res.Usage(); u != (model.Usage{PromptTokens: 3200, CompletionTokens: 47, CachedTokens: 1500, CacheWriteTokens: 1500}) {
 		t.Errorf("job usage %+v: want one cache write and one cache read", u)
 	}
 	reqs := p.requests()
@@ -288,7 +288,7 @@ func TestAnthropicRefusal(t *testing.T) {
 			a := newTestAnthropic(t, p.URL, func(c *Config) { c.ResponseFormat = format })
 			loop, task := toolLoop(t, a)
 			res := loop.Run(t.Context(), task)
-			if res.Class != heal.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
+			if res.Class != job.ClassRefused || len(res.Attempts) != 1 || len(p.requests()) != 1 {
 				t.Fatalf("class %q after %d attempts, %d calls; want refused after one call", res.Class, len(res.Attempts), len(p.requests()))
 			}
 			for _, want := range []string{"refusal (cyber)", "could enable cyber harm", "I can't"} {
@@ -296,7 +296,7 @@ func TestAnthropicRefusal(t *testing.T) {
 					t.Errorf("reason %q lacks %q", res.Reason, want)
 				}
 			}
-			if a := res.Attempts[0]; a.Class != heal.ClassRefused || a.FinishReason != "refusal" || a.Usage.PromptTokens != 80 {
+			if a := res.Attempts[0]; a.Class != job.ClassRefused || a.FinishReason != "refusal" || a.Usage.PromptTokens != 80 {
 				t.Errorf("attempt %+v", a)
 			}
 		})
@@ -311,7 +311,7 @@ func TestAnthropicCacheTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (heal.Usage{PromptTokens: 2360, CompletionTokens: 9, CachedTokens: 2048, CacheWriteTokens: 300}); resp.Usage != want {
+	if want := (model.Usage{PromptTokens: 2360, CompletionTokens: 9, CachedTokens: 2048, CacheWriteTokens: 300}); resp.Usage != want {
 		t.Errorf("usage %+v, want %+v", resp.Usage, want)
 	}
 	// Not in tool mode: no tools sent, the system block still marked.

@@ -32,9 +32,9 @@ func TestProviderWaitIsKept(t *testing.T) {
 		{name: "503 Retry-After seconds", script: []reply{wait(503, map[string]string{"Retry-After": "1"}), ok}, maxAfter: 5 * time.Second,
 			statusCase: statusCase{wantCalls: 2, wantRetries: 1}},
 		{name: "a wait over max retry after", script: []reply{ms300, ok}, maxAfter: 200 * time.Millisecond,
-			statusCase: statusCase{wantCalls: 1, wantKind: heal.KindTransport, wantStatus: 429, wantMessage: "retry after 300ms, longer than the 200ms a wait is kept"}},
+			statusCase: statusCase{wantCalls: 1, wantKind: model.KindTransport, wantStatus: 429, wantMessage: "retry after 300ms, longer than the 200ms a wait is kept"}},
 		{name: "waits together over max retry after", script: []reply{ms300, ms300, ms300, ms300, ok}, maxAfter: time.Second,
-			statusCase: statusCase{wantCalls: 4, wantKind: heal.KindTransport, wantStatus: 429, wantRetries: 3, wantMessage: "after 900ms of waits it asked for in this call"}},
+			statusCase: statusCase{wantCalls: 4, wantKind: model.KindTransport, wantStatus: 429, wantRetries: 3, wantMessage: "after 900ms of waits it asked for in this call"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

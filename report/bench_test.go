@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // synthetic fills a store with n dead letters (plus one success per four)
 // over 3 schemas and 60 fingerprints, written in large batches.
-func synthetic(b *testing.B, n int) *dlq.Store {
+func synthetic(b *testing.B, n int) *index.Store {
 	b.Helper()
-	st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -21,20 +21,20 @@ func synthetic(b *testing.B, n int) *dlq.Store {
 	schemas := []string{"invoice", "receipt", "contract"}
 	keywords := []string{"type", "enum", "required", "minimum"}
 	const batch = 5000
-	outs := make([]dlq.Outcome, 0, batch)
+	outs := make([]job.Outcome, 0, batch)
 	start := time.Now()
 	for i := 0; i < n+n/4; i++ {
 		dead := i%5 != 4
 		schema := schemas[i%3]
 		p1 := fmt.Sprintf("/items/%d/f%d", i%7, (i/3)%5)
 		p2 := fmt.Sprintf("/field%d", (i/7)%5)
-		o := dlq.Outcome{JobID: fmt.Sprintf("job-%08d", i), Schema: schema, SchemaVersion: "v-" + schema, Status: dlq.StatusSucceeded,
+		o := job.Outcome{JobID: fmt.Sprintf("job-%08d", i), Schema: schema, SchemaVersion: "v-" + schema, Status: job.StatusSucceeded,
 			Attempts: 2, Model: "sim", FinishedAt: time.Unix(1_700_000_000+int64(i), 0)}
 		if dead {
-			o.Status, o.Class = dlq.StatusDeadLettered, "exhausted"
+			o.Status, o.Class = job.StatusDeadLettered, "exhausted"
 		}
-		o.Trace = []dlq.Attempt{
-			{N: 1, PromptTokens: 300, CompletionTokens: 80, Diagnostics: []dlq.Diagnostic{
+		o.Trace = []job.Attempt{
+			{N: 1, PromptTokens: 300, CompletionTokens: 80, Diagnostics: []job.Diagnostic{
 				{Path: p1, Keyword: keywords[i%4], Received: fmt.Sprintf(`"v%d"`, i%11)},
 				{Path: p2, Keyword: keywords[(i/4)%4], Received: fmt.Sprintf("%d", i%13)}}},
 			{N: 2, PromptTokens: 500, CompletionTokens: 80},

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // ModelShare is the jobs of one funnel whose final answer came from one
@@ -35,7 +35,7 @@ type ModelShare struct {
 //     model than their first attempt's, which a schema author reads as
 //     "only the fallback could satisfy this schema";
 //   - Models: the jobs per model of their final answer.
-func costs(out map[string]*Funnel, rows []dlq.FunnelRow, key func(dlq.FunnelRow) string) {
+func costs(out map[string]*Funnel, rows []index.FunnelRow, key func(index.FunnelRow) string) {
 	type acc struct {
 		cost, heal float64
 		priced     int

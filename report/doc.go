@@ -34,7 +34,7 @@
 //
 // A cluster is every failure with one fingerprint: schema id + schema
 // version + path pattern (array indices as "*") + keyword, versioned by
-// dlq.FingerprintVersion. Counts are per job run (a replay is a new run):
+// cluster.FingerprintVersion. Counts are per job run (a replay is a new run):
 // jobs is the runs where the fingerprint failed at some attempt, dead_letters
 // those of them that were dead-lettered, replayed_healed those dead letters
 // whose replay succeeded. The rates are over the counted runs, jobs -
@@ -53,7 +53,7 @@
 // Streak runs were dead letters) but the model fixed it, it is masked
 // instead: its reason says "masked: fixed in N% of its jobs, which were
 // dead-lettered for other fields" and names the fingerprint most often still
-// failing in those jobs (dlq.ClusterBlockers), and its suggestion says to
+// failing in those jobs (index.ClusterBlockers), and its suggestion says to
 // fix that one first. Every impossible flag carries a reason with its
 // counts, example job ids, the received values and a one-line suggestion
 // chosen by keyword. Clusters are sorted by the dead letters where the
@@ -92,7 +92,7 @@
 //	  "thresholds": {"min_jobs", "max_heal_rate", "streak"},
 //	  "clusters_total",                        // clusters in the selection; "clusters" holds the top ones
 //	  "clusters": [{
-//	    "id",            // dlq.ClusterID: 12 hex digits, stable
+//	    "id",            // cluster.ID: 12 hex digits, stable
 //	    "schema", "version", "path", "keyword",
 //	    "dead_letters", "jobs", "replayed_healed",
 //	    "heal_rate",                           // in 0..1, over jobs - replayed_healed

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/report"
 )
 
@@ -18,7 +18,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,15 +28,15 @@ func Example() {
 	// Four jobs fail on /total and /currency. The heal turn fixes /currency
 	// but never /total, so every job is dead-lettered: /total is impossible,
 	// /currency only masked by it.
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i := 1; i <= 4; i++ {
-		total := dlq.Diagnostic{Path: "/total", Keyword: "type", Received: `"12,50"`}
-		outs = append(outs, dlq.Outcome{
-			JobID: fmt.Sprintf("inv-%d", i), Schema: "invoice", SchemaVersion: "3f9a", Status: dlq.StatusDeadLettered,
+		total := job.Diagnostic{Path: "/total", Keyword: "type", Received: `"12,50"`}
+		outs = append(outs, job.Outcome{
+			JobID: fmt.Sprintf("inv-%d", i), Schema: "invoice", SchemaVersion: "3f9a", Status: job.StatusDeadLettered,
 			Class: "exhausted", Attempts: 2, FinishedAt: time.Date(2025, 3, 1, 12, i, 0, 0, time.UTC),
-			Trace: []dlq.Attempt{
-				{N: 1, Class: "schema", Diagnostics: []dlq.Diagnostic{total, {Path: "/currency", Keyword: "enum", Received: `"eur"`}}},
-				{N: 2, Class: "schema", Diagnostics: []dlq.Diagnostic{total}},
+			Trace: []job.Attempt{
+				{N: 1, Class: "schema", Diagnostics: []job.Diagnostic{total, {Path: "/currency", Keyword: "enum", Received: `"eur"`}}},
+				{N: 2, Class: "schema", Diagnostics: []job.Diagnostic{total}},
 			},
 		})
 	}

@@ -3,16 +3,16 @@ package report
 import (
 	"sort"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // The heal funnel: what became of each schema version's jobs, built from
-// the index's funnel rows (see dlq.Store.Funnel).
+// the index's funnel rows (see index.Store.Funnel).
 
 // funnel keys each schema version's funnel by the schema id, or by
 // "schema@version" (the version's first 8 characters) for a schema with
 // several versions in the selection: versions are never mixed.
-func funnel(rows []dlq.FunnelRow, healed []dlq.VersionCount) map[string]*Funnel {
+func funnel(rows []index.FunnelRow, healed []index.VersionCount) map[string]*Funnel {
 	versions := map[string]map[string]bool{}
 	for _, r := range rows {
 		if versions[r.Schema] == nil {
@@ -20,7 +20,7 @@ func funnel(rows []dlq.FunnelRow, healed []dlq.VersionCount) map[string]*Funnel 
 		}
 		versions[r.Schema][r.Version] = true
 	}
-	key := func(r dlq.FunnelRow) string {
+	key := func(r index.FunnelRow) string {
 		if len(versions[r.Schema]) == 1 {
 			return r.Schema
 		}
@@ -73,7 +73,7 @@ func funnel(rows []dlq.FunnelRow, healed []dlq.VersionCount) map[string]*Funnel 
 		fu.HealTokenShare = ratio(heal[k], fu.Tokens)
 	}
 	for _, h := range healed {
-		if fu := out[key(dlq.FunnelRow{Schema: h.Schema, Version: h.Version})]; fu != nil && fu.Version == h.Version {
+		if fu := out[key(index.FunnelRow{Schema: h.Schema, Version: h.Version})]; fu != nil && fu.Version == h.Version {
 			fu.ReplayedHealed += h.N
 		}
 	}

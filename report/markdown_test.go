@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // TestMarkdownEscapesModelText: what the model wrote (a value received, a
@@ -17,22 +17,22 @@ import (
 // never as markup: no <script> outside a code span, and a backtick in a
 // key cannot close its code span.
 func TestMarkdownEscapesModelText(t *testing.T) {
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	const value = `"<script>alert(1)</script> **bold** [x](http://evil.example)"`
 	path := "/`</code><script>alert(2)</script>"
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i := range 4 {
-		d := []dlq.Diagnostic{
+		d := []job.Diagnostic{
 			{Path: "/note", Keyword: "maxLength", Message: "too long", Received: value},
 			{Path: path, Keyword: "additionalProperties", Message: "additional property <script>", Received: `1`},
 		}
-		outs = append(outs, dlq.Outcome{JobID: fmt.Sprintf("j-%d", i), Schema: "note", SchemaVersion: "v1", Status: dlq.StatusDeadLettered,
+		outs = append(outs, job.Outcome{JobID: fmt.Sprintf("j-%d", i), Schema: "note", SchemaVersion: "v1", Status: job.StatusDeadLettered,
 			Class: "exhausted", Reason: "heal attempts used up", Model: "sim", Attempts: 2,
-			Trace:      []dlq.Attempt{{N: 1, Diagnostics: d}, {N: 2, Diagnostics: d}},
+			Trace:      []job.Attempt{{N: 1, Diagnostics: d}, {N: 2, Diagnostics: d}},
 			FinishedAt: time.Unix(1_700_000_000+int64(i), 0)})
 	}
 	if err := st.Write(t.Context(), outs); err != nil {

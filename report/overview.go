@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // Funnels is the report without its clusters: the heal funnel of every
@@ -12,12 +12,12 @@ import (
 // included: what was tried and paid for), and their totals. It reads the
 // funnel rows and the replayed, healed counts only, so it costs a fraction
 // of Build; the console's overview shows it.
-func Funnels(ctx context.Context, s *dlq.Store) (map[string]*Funnel, Totals, error) {
-	rows, err := s.Funnel(ctx, dlq.Filter{})
+func Funnels(ctx context.Context, s *index.Store) (map[string]*Funnel, Totals, error) {
+	rows, err := s.Funnel(ctx, index.Filter{})
 	if err != nil {
 		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
 	}
-	healed, err := s.ReplayHealed(ctx, dlq.Filter{})
+	healed, err := s.ReplayHealed(ctx, index.Filter{})
 	if err != nil {
 		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
 	}

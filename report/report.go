@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // Defaults of the empirical impossible-field rule.
@@ -183,7 +183,7 @@ type Cluster struct {
 	// that still succeeded.
 	HealRate float64 `json:"heal_rate"`
 	// Fixed counts the Jobs in which a later attempt no longer failed on
-	// the fingerprint (dlq.ClusterCount.Fixed): every healed job, and dead
+	// the fingerprint (index.ClusterCount.Fixed): every healed job, and dead
 	// letters that died of other fields.
 	Fixed int `json:"fixed"`
 	// FixRate is the share of the counted runs in which the fingerprint
@@ -196,7 +196,7 @@ type Cluster struct {
 	Reason     string           `json:"reason"`
 	Suggestion string           `json:"suggestion"`
 	Examples   []string         `json:"examples"`
-	Received   []dlq.ValueCount `json:"received"`
+	Received   []index.ValueCount `json:"received"`
 	FirstSeen  time.Time        `json:"first_seen"`
 	LastSeen   time.Time        `json:"last_seen"`
 }
@@ -253,17 +253,17 @@ type ClassShare struct {
 }
 
 // Build computes the report from the store's aggregates; it only reads.
-func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
+func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 	o = o.withDefaults()
 	// The versions are chosen from the funnel rows below; the reads by
 	// cluster are by id, which holds the version.
-	f := dlq.Filter{Schema: o.Schema, Since: o.Since, Model: o.Model}
+	f := index.Filter{Schema: o.Schema, Since: o.Since, Model: o.Model}
 	r := &Report{
 		GeneratedAt:        o.Now().UTC(),
 		Source:             o.Source,
 		Filter:             Filter{Schema: o.Schema, Version: o.Version, Model: o.Model},
 		Versions:           map[string][]string{},
-		FingerprintVersion: dlq.FingerprintVersion,
+		FingerprintVersion: cluster.FingerprintVersion,
 		Thresholds:         Thresholds{MinJobs: o.MinJobs, MaxHealRate: o.MaxHealRate, Streak: Streak},
 		Clusters:           []Cluster{},
 		Funnel:             map[string]*Funnel{},
@@ -288,8 +288,8 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 	// store's read connections.
 	var (
 		wg                sync.WaitGroup
-		rows              []dlq.FunnelRow
-		all               []dlq.ClusterCount
+		rows              []index.FunnelRow
+		all               []index.ClusterCount
 		funnelErr, cntErr error
 	)
 	wg.Go(func() { all, cntErr = s.ClusterCounts(ctx, f) })
@@ -370,7 +370,7 @@ func Build(ctx context.Context, s *dlq.Store, o Options) (*Report, error) {
 // latestOnly keeps the funnel rows of each schema's latest version: the
 // version of its most recent outcome (ties to the greater version, so the
 // choice is stable).
-func latestOnly(rows []dlq.FunnelRow) []dlq.FunnelRow {
+func latestOnly(rows []index.FunnelRow) []index.FunnelRow {
 	type when struct {
 		version string
 		last    time.Time
@@ -393,7 +393,7 @@ func latestOnly(rows []dlq.FunnelRow) []dlq.FunnelRow {
 
 // cover fills the header: the versions covered, the time range and the
 // totals of the funnel rows.
-func (r *Report) cover(rows []dlq.FunnelRow) {
+func (r *Report) cover(rows []index.FunnelRow) {
 	seen := map[[2]string]bool{}
 	for _, row := range rows {
 		if k := [2]string{row.Schema, row.Version}; !seen[k] {
@@ -433,7 +433,7 @@ func (r *Report) cover(rows []dlq.FunnelRow) {
 
 // counted is a cluster's counts without its replayed, healed dead letters:
 // the runs that count toward its flag and rates.
-func counted(c dlq.ClusterCount) dlq.ClusterCount {
+func counted(c index.ClusterCount) index.ClusterCount {
 	c.Jobs -= c.Replayed
 	c.DeadLetters -= c.Replayed
 	c.Fixed -= c.ReplayedFixed
@@ -442,7 +442,7 @@ func counted(c dlq.ClusterCount) dlq.ClusterCount {
 	return c
 }
 
-func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.ClusterCount) (Cluster, error) {
+func cluster(ctx context.Context, s *index.Store, f index.Filter, o Options, c index.ClusterCount) (Cluster, error) {
 	cl := Cluster{
 		ID: c.ID, Schema: c.Schema, Version: c.Version, Path: c.Path, Keyword: c.Keyword,
 		DeadLetters: c.DeadLetters, Jobs: c.Jobs, ReplayedHealed: c.Replayed, Fixed: c.Fixed,
@@ -463,21 +463,21 @@ func cluster(ctx context.Context, s *dlq.Store, f dlq.Filter, o Options, c dlq.C
 		cl.Examples = []string{}
 	}
 	if cl.Received == nil {
-		cl.Received = []dlq.ValueCount{}
+		cl.Received = []index.ValueCount{}
 	}
 
 	// The heal rate alone blames a field for jobs that died of another
 	// one; the fix rate says whether the model satisfied the field itself.
 	healed := c.Jobs - c.DeadLetters
 	lowHeal := c.Jobs >= o.MinJobs && cl.HealRate <= o.MaxHealRate
-	var ends []dlq.RunEnd
+	var ends []index.RunEnd
 	if c.DeadLetters >= Streak {
 		if ends, err = s.ClusterRecentEnds(ctx, c.ID, f, Streak); err != nil {
 			return Cluster{}, err
 		}
 	}
-	deadStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead })
-	stuckStreak := len(ends) == Streak && all(ends, func(e dlq.RunEnd) bool { return e.Dead && !e.Fixed })
+	deadStreak := len(ends) == Streak && all(ends, func(e index.RunEnd) bool { return e.Dead })
+	stuckStreak := len(ends) == Streak && all(ends, func(e index.RunEnd) bool { return e.Dead && !e.Fixed })
 	switch {
 	case lowHeal && cl.FixRate <= o.MaxHealRate:
 		cl.Impossible = true

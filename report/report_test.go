@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -28,11 +28,11 @@ type spec struct {
 	schema   string
 	dead     bool
 	class    string
-	attempts [][]dlq.Diagnostic
+	attempts [][]job.Diagnostic
 }
 
-func d(path, keyword, received string) dlq.Diagnostic {
-	return dlq.Diagnostic{Path: path, Keyword: keyword, Message: keyword, Received: received}
+func d(path, keyword, received string) job.Diagnostic {
+	return job.Diagnostic{Path: path, Keyword: keyword, Message: keyword, Received: received}
 }
 
 // dataset: each cluster is built to exercise one rule; the expected numbers
@@ -45,14 +45,14 @@ func dataset() []spec {
 	// /total type: always fails, never healed -> impossible by heal rate.
 	for i := 0; i < 5; i++ {
 		add(spec{id: id("tot"), schema: "invoice", dead: true, class: "exhausted",
-			attempts: [][]dlq.Diagnostic{{d("/total", "type", `"120.50"`)}, {d("/total", "type", `"120.5"`)}}})
+			attempts: [][]job.Diagnostic{{d("/total", "type", `"120.50"`)}, {d("/total", "type", `"120.5"`)}}})
 	}
 	// /items/*/price minimum: 10 jobs, 8 healed at attempt 2.
 	for i := 0; i < 10; i++ {
-		s := spec{id: id("price"), schema: "invoice", attempts: [][]dlq.Diagnostic{{d(fmt.Sprintf("/items/%d/price", i%3), "minimum", "-1")}}}
+		s := spec{id: id("price"), schema: "invoice", attempts: [][]job.Diagnostic{{d(fmt.Sprintf("/items/%d/price", i%3), "minimum", "-1")}}}
 		if i < 2 {
 			s.dead, s.class = true, "no_progress"
-			s.attempts = append(s.attempts, []dlq.Diagnostic{d("/items/0/price", "minimum", "-1")})
+			s.attempts = append(s.attempts, []job.Diagnostic{d("/items/0/price", "minimum", "-1")})
 		} else {
 			s.attempts = append(s.attempts, nil)
 		}
@@ -60,10 +60,10 @@ func dataset() []spec {
 	}
 	// /currency enum: 2 healed first, then 3 dead in a row -> impossible by streak.
 	for i := 0; i < 5; i++ {
-		s := spec{id: id("cur"), schema: "invoice", attempts: [][]dlq.Diagnostic{{d("/currency", "enum", `"eur"`)}}}
+		s := spec{id: id("cur"), schema: "invoice", attempts: [][]job.Diagnostic{{d("/currency", "enum", `"eur"`)}}}
 		if i >= 2 {
 			s.dead, s.class = true, "exhausted"
-			s.attempts = append(s.attempts, []dlq.Diagnostic{d("/currency", "enum", `"Eur"`)})
+			s.attempts = append(s.attempts, []job.Diagnostic{d("/currency", "enum", `"Eur"`)})
 		} else {
 			s.attempts = append(s.attempts, nil)
 		}
@@ -71,11 +71,11 @@ func dataset() []spec {
 	}
 	// /vendor required: 2 dead only -> too few to flag.
 	for i := 0; i < 2; i++ {
-		add(spec{id: id("ven"), schema: "receipt", dead: true, class: "truncated", attempts: [][]dlq.Diagnostic{{d("/vendor", "required", "")}}})
+		add(spec{id: id("ven"), schema: "receipt", dead: true, class: "truncated", attempts: [][]job.Diagnostic{{d("/vendor", "required", "")}}})
 	}
 	// /date format: 3 dead then a success -> the streak is broken, 25% healed.
 	for i := 0; i < 4; i++ {
-		s := spec{id: id("date"), schema: "receipt", attempts: [][]dlq.Diagnostic{{d("/date", "format", `"1/3/25"`)}}}
+		s := spec{id: id("date"), schema: "receipt", attempts: [][]job.Diagnostic{{d("/date", "format", `"1/3/25"`)}}}
 		if i < 3 {
 			s.dead, s.class = true, "exhausted"
 		} else {
@@ -88,7 +88,7 @@ func dataset() []spec {
 	// /carrier masked, not impossible. Two of the /code failures are the
 	// last attempt's only diagnostic.
 	for i := 0; i < 4; i++ {
-		add(spec{id: id("shp"), schema: "shipment", dead: true, class: "exhausted", attempts: [][]dlq.Diagnostic{
+		add(spec{id: id("shp"), schema: "shipment", dead: true, class: "exhausted", attempts: [][]job.Diagnostic{
 			{d("/carrier", "enum", `"dhl"`), d("/code", "pattern", `"x1"`)},
 			{d("/code", "pattern", `"x2"`)}}})
 	}
@@ -98,34 +98,34 @@ func dataset() []spec {
 		if i%2 == 1 {
 			schema = "receipt"
 		}
-		add(spec{id: id("ok"), schema: schema, attempts: [][]dlq.Diagnostic{nil}})
+		add(spec{id: id("ok"), schema: schema, attempts: [][]job.Diagnostic{nil}})
 	}
 	return out
 }
 
-func (s spec) outcome(i int) dlq.Outcome {
-	o := dlq.Outcome{JobID: s.id, Schema: s.schema, SchemaVersion: "ver-" + s.schema, Status: dlq.StatusSucceeded, Model: "sim",
+func (s spec) outcome(i int) job.Outcome {
+	o := job.Outcome{JobID: s.id, Schema: s.schema, SchemaVersion: "ver-" + s.schema, Status: job.StatusSucceeded, Model: "sim",
 		Attempts: len(s.attempts), StartedAt: at(i).Add(-time.Second), FinishedAt: at(i)}
 	if s.dead {
-		o.Status, o.Class = dlq.StatusDeadLettered, s.class
+		o.Status, o.Class = job.StatusDeadLettered, s.class
 	}
 	for k, ds := range s.attempts {
-		o.Trace = append(o.Trace, dlq.Attempt{N: k + 1, Raw: "{}", Diagnostics: ds, PromptTokens: 100 * (k + 1), CompletionTokens: 10})
+		o.Trace = append(o.Trace, job.Attempt{N: k + 1, Raw: "{}", Diagnostics: ds, PromptTokens: 100 * (k + 1), CompletionTokens: 10})
 	}
 	return o
 }
 
 func at(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
 
-func load(t testing.TB) (*dlq.Store, []spec) {
+func load(t testing.TB) (*index.Store, []spec) {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	specs := dataset()
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i, s := range specs {
 		outs = append(outs, s.outcome(i))
 	}
@@ -148,8 +148,8 @@ type end struct{ dead, fixed bool }
 func expect(specs []spec, o Options) map[string]*want {
 	o = o.withDefaults()
 	m := map[string]*want{}
-	id := func(s spec, dg dlq.Diagnostic) string {
-		return dlq.ClusterID(dlq.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
+	id := func(s spec, dg job.Diagnostic) string {
+		return cluster.ID(cluster.Fingerprint{Schema: s.schema, Version: "ver-" + s.schema, Path: dg.Path, Keyword: dg.Keyword})
 	}
 	for _, s := range specs {
 		atEnd := map[string]bool{}
@@ -407,26 +407,26 @@ func clock() time.Time { return generated }
 // dies on /name. One /total dead letter of invoice is replayed under the
 // same version and succeeds. Then ten more /code dead letters make the
 // cluster count of the default view exceed --top.
-func goldenStore(t *testing.T) *dlq.Store {
+func goldenStore(t *testing.T) *index.Store {
 	t.Helper()
 	st, specs := load(t)
 	i := len(specs)
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	next := func(s spec, version string, run int) {
 		o := s.outcome(i)
 		o.SchemaVersion, o.Run = version, run
 		outs = append(outs, o)
 		i++
 	}
-	code := [][]dlq.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
+	code := [][]job.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
 	for k := 0; k < 3; k++ {
 		next(spec{id: fmt.Sprintf("part-%d", k), schema: "part", dead: true, class: "exhausted", attempts: code}, "part-v1", 0)
 	}
 	for k := 0; k < 2; k++ {
-		next(spec{id: fmt.Sprintf("part-%d", k), schema: "part", attempts: [][]dlq.Diagnostic{nil}}, "part-v2", 1)
+		next(spec{id: fmt.Sprintf("part-%d", k), schema: "part", attempts: [][]job.Diagnostic{nil}}, "part-v2", 1)
 	}
-	next(spec{id: "part-3", schema: "part", dead: true, class: "exhausted", attempts: [][]dlq.Diagnostic{{d("/name", "required", "")}, {d("/name", "required", "")}}}, "part-v2", 0)
-	next(spec{id: specs[0].id, schema: "invoice", attempts: [][]dlq.Diagnostic{nil}}, "ver-invoice", 1)
+	next(spec{id: "part-3", schema: "part", dead: true, class: "exhausted", attempts: [][]job.Diagnostic{{d("/name", "required", "")}, {d("/name", "required", "")}}}, "part-v2", 0)
+	next(spec{id: specs[0].id, schema: "invoice", attempts: [][]job.Diagnostic{nil}}, "ver-invoice", 1)
 	if err := st.Write(t.Context(), outs); err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +551,7 @@ func TestHTMLIsSelfContained(t *testing.T) {
 
 func TestEmptyStore(t *testing.T) {
 	t.Parallel()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,22 +576,22 @@ func TestEmptyStore(t *testing.T) {
 // funnel and the clusters keep them apart, and --version selects one.
 func TestVersionsNeverMix(t *testing.T) {
 	t.Parallel()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	const v1, v2 = "aaaaaaaa1111", "bbbbbbbb2222"
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i := 0; i < 6; i++ {
-		s := spec{id: fmt.Sprintf("v-%d", i), schema: "invoice", attempts: [][]dlq.Diagnostic{nil}}
+		s := spec{id: fmt.Sprintf("v-%d", i), schema: "invoice", attempts: [][]job.Diagnostic{nil}}
 		version := v1
 		if i%3 == 0 { // v2: dead on /total
 			version = v2
 			s.dead, s.class = true, "exhausted"
-			s.attempts = [][]dlq.Diagnostic{{d("/total", "type", `"1"`)}}
+			s.attempts = [][]job.Diagnostic{{d("/total", "type", `"1"`)}}
 		} else if i%3 == 1 { // v1: healed on /total
-			s.attempts = [][]dlq.Diagnostic{{d("/total", "type", `"1"`)}, nil}
+			s.attempts = [][]job.Diagnostic{{d("/total", "type", `"1"`)}, nil}
 		}
 		o := s.outcome(i)
 		o.SchemaVersion = version
@@ -626,7 +626,7 @@ func TestVersionsNeverMix(t *testing.T) {
 				for _, o := range outs {
 					if o.SchemaVersion == f.Version {
 						jobs++
-						if o.Status == dlq.StatusDeadLettered {
+						if o.Status == job.StatusDeadLettered {
 							dead++
 						}
 					}

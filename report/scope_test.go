@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
-func openStore(t *testing.T) *dlq.Store {
+func openStore(t *testing.T) *index.Store {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,11 +25,11 @@ func openStore(t *testing.T) *dlq.Store {
 
 // partRun is one run of a job of schema "part" at a version: dead on
 // /code (pattern, twice) or valid at the first call.
-func partRun(id, version string, run int, dead bool, i int) dlq.Outcome {
-	s := spec{id: id, schema: "part", attempts: [][]dlq.Diagnostic{nil}}
+func partRun(id, version string, run int, dead bool, i int) job.Outcome {
+	s := spec{id: id, schema: "part", attempts: [][]job.Diagnostic{nil}}
 	if dead {
 		s.dead, s.class = true, "exhausted"
-		s.attempts = [][]dlq.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
+		s.attempts = [][]job.Diagnostic{{d("/code", "pattern", `"x1"`)}, {d("/code", "pattern", `"x2"`)}}
 	}
 	o := s.outcome(i)
 	o.SchemaVersion, o.Run = version, run
@@ -39,9 +39,9 @@ func partRun(id, version string, run int, dead bool, i int) dlq.Outcome {
 // replayLoop writes four dead letters of part on /code at version v1, then
 // (replays true) the replay of each, run 1 at version v2, all succeeded,
 // marked as `dlq replay` marks them.
-func replayLoop(t *testing.T, st *dlq.Store, v1, v2 string, replays int) {
+func replayLoop(t *testing.T, st *index.Store, v1, v2 string, replays int) {
 	t.Helper()
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for k := 0; k < 4; k++ {
 		outs = append(outs, partRun(fmt.Sprintf("p-%d", k), v1, 0, true, k))
 	}
@@ -68,7 +68,7 @@ func TestReplayedHealedNoLongerFlags(t *testing.T) {
 	t.Parallel()
 	const v1, v2 = "1111aaaa", "2222bbbb"
 	code := func(version string) string {
-		return dlq.ClusterID(dlq.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
+		return cluster.ID(cluster.Fingerprint{Schema: "part", Version: version, Path: "/code", Keyword: "pattern"})
 	}
 	find := func(r *Report, id string) *Cluster {
 		for i := range r.Clusters {

@@ -1,7 +1,7 @@
 package report
 
 import (
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/escape"
 )
 
@@ -26,9 +26,9 @@ func (r *Report) escaped() *Report {
 		c.ID, c.Schema, c.Version, c.Path, c.Keyword = l(c.ID), l(c.Schema), l(c.Version), l(c.Path), l(c.Keyword)
 		c.Reason, c.Suggestion, c.Examples = l(c.Reason), l(c.Suggestion), lines(c.Examples)
 		rs := c.Received
-		c.Received = make([]dlq.ValueCount, len(rs))
+		c.Received = make([]index.ValueCount, len(rs))
 		for j, v := range rs {
-			c.Received[j] = dlq.ValueCount{Value: l(v.Value), Count: v.Count}
+			c.Received[j] = index.ValueCount{Value: l(v.Value), Count: v.Count}
 		}
 		out.Clusters[i] = c
 	}

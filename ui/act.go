@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/llmpipeline/pipeline/actions"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // actionView is the confirmation page of an action (the dry run) and its
@@ -32,27 +32,27 @@ type actionView struct {
 
 // selection reads an action's form: the CSRF token, then a filter and/or
 // ids (a confirmation carries the ids of its dry run).
-func (s *Server) selection(w http.ResponseWriter, r *http.Request) (dlq.Filter, url.Values, bool) {
+func (s *Server) selection(w http.ResponseWriter, r *http.Request) (index.Filter, url.Values, bool) {
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, http.StatusBadRequest, fmt.Errorf("reading the form: %w", err))
-		return dlq.Filter{}, nil, false
+		return index.Filter{}, nil, false
 	}
 	if s.cfg.ReadOnly {
 		s.fail(w, r, http.StatusForbidden, errors.New("the console is read-only (--ui-read-only)"))
-		return dlq.Filter{}, nil, false
+		return index.Filter{}, nil, false
 	}
 	if !s.checkCSRF(w, r) {
-		return dlq.Filter{}, nil, false
+		return index.Filter{}, nil, false
 	}
 	f, err := readFilter(r.PostForm, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err)
-		return dlq.Filter{}, nil, false
+		return index.Filter{}, nil, false
 	}
 	f.IncludeReplayed = false // only dead letters not yet replayed are acted on, as by the CLI
 	if actions.EmptyFilter(f) {
 		s.fail(w, r, http.StatusBadRequest, errors.New("select dead letters first: pick some, or filter by cluster, schema, class, path, model or time"))
-		return dlq.Filter{}, nil, false
+		return index.Filter{}, nil, false
 	}
 	return f, filterValues(r.PostForm), true
 }
@@ -70,7 +70,7 @@ func back(form url.Values, filter url.Values) string {
 	return "/dead-letters?" + filter.Encode()
 }
 
-func ids(es []dlq.Entry) []string {
+func ids(es []index.Entry) []string {
 	out := make([]string, len(es))
 	for i, e := range es {
 		out[i] = e.JobID

@@ -9,33 +9,33 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
 // bigStore is an index of n dead letters (and one success per four) over
 // three schemas, written in large batches as the sink does.
-func bigStore(b *testing.B, n int) *dlq.Store {
+func bigStore(b *testing.B, n int) *index.Store {
 	b.Helper()
-	st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
 	schemas := []string{"invoice", "receipt", "contract"}
 	const batch = 5000
-	outs := make([]dlq.Outcome, 0, batch)
+	outs := make([]job.Outcome, 0, batch)
 	start := time.Now()
 	for i := 0; i < n+n/4; i++ {
 		schema := schemas[i%3]
-		o := dlq.Outcome{JobID: fmt.Sprintf("job-%08d", i), Schema: schema, SchemaVersion: "v-" + schema, Status: dlq.StatusDeadLettered,
+		o := job.Outcome{JobID: fmt.Sprintf("job-%08d", i), Schema: schema, SchemaVersion: "v-" + schema, Status: job.StatusDeadLettered,
 			Class: "exhausted", Reason: "heal attempts used up", Attempts: 2, Model: "sim", FinishedAt: time.Unix(1_700_000_000+int64(i), 0),
-			Trace: []dlq.Attempt{
-				{N: 1, PromptTokens: 300, CompletionTokens: 80, Diagnostics: []dlq.Diagnostic{{Path: fmt.Sprintf("/f%d", i%7), Keyword: "type", Received: `"x"`}}},
-				{N: 2, PromptTokens: 500, CompletionTokens: 80, Diagnostics: []dlq.Diagnostic{{Path: fmt.Sprintf("/f%d", i%7), Keyword: "type", Received: `"x"`}}},
+			Trace: []job.Attempt{
+				{N: 1, PromptTokens: 300, CompletionTokens: 80, Diagnostics: []job.Diagnostic{{Path: fmt.Sprintf("/f%d", i%7), Keyword: "type", Received: `"x"`}}},
+				{N: 2, PromptTokens: 500, CompletionTokens: 80, Diagnostics: []job.Diagnostic{{Path: fmt.Sprintf("/f%d", i%7), Keyword: "type", Received: `"x"`}}},
 			}}
 		if i%5 == 4 {
-			o.Status, o.Class, o.Reason = dlq.StatusSucceeded, "", ""
+			o.Status, o.Class, o.Reason = job.StatusSucceeded, "", ""
 			o.Trace[1].Diagnostics = nil
 		}
 		outs = append(outs, o)

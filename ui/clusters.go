@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/report"
 )
 
@@ -125,7 +125,7 @@ func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery
 			continue
 		}
 		if q.Class != "" || q.Model != "" {
-			one, err := s.cfg.Store.List(ctx, dlq.Filter{Cluster: c.ID, Class: q.Class, Model: q.Model, Limit: 1, IncludeReplayed: true})
+			one, err := s.cfg.Store.List(ctx, index.Filter{Cluster: c.ID, Class: q.Class, Model: q.Model, Limit: 1, IncludeReplayed: true})
 			if err != nil {
 				return nil, err
 			}
@@ -141,7 +141,7 @@ func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery
 // clusterView is one cluster's page.
 type clusterView struct {
 	C        report.Cluster
-	Dead     []dlq.Entry
+	Dead     []index.Entry
 	More     bool
 	Filter   string
 	Versions []string
@@ -166,7 +166,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, errors.New("no cluster "+id+" in the index"))
 		return
 	}
-	v.Dead, err = s.cfg.Store.List(r.Context(), dlq.Filter{Cluster: id, Limit: s.cfg.PageSize + 1})
+	v.Dead, err = s.cfg.Store.List(r.Context(), index.Filter{Cluster: id, Limit: s.cfg.PageSize + 1})
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

@@ -10,23 +10,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // filterKeys are the dead-letter filters a URL (and an action's form) may hold.
 var filterKeys = []string{"cluster", "schema", "version", "class", "path", "model", "since", "until"}
 
 // readFilter reads a dead-letter filter from a URL query or a form.
-func readFilter(q url.Values, now time.Time) (dlq.Filter, error) {
-	since, err := dlq.ParseTime(q.Get("since"), now)
+func readFilter(q url.Values, now time.Time) (index.Filter, error) {
+	since, err := index.ParseTime(q.Get("since"), now)
 	if err != nil {
-		return dlq.Filter{}, fmt.Errorf("since: %w", err)
+		return index.Filter{}, fmt.Errorf("since: %w", err)
 	}
-	until, err := dlq.ParseTime(q.Get("until"), now)
+	until, err := index.ParseTime(q.Get("until"), now)
 	if err != nil {
-		return dlq.Filter{}, fmt.Errorf("until: %w", err)
+		return index.Filter{}, fmt.Errorf("until: %w", err)
 	}
-	f := dlq.Filter{
+	f := index.Filter{
 		Cluster: q.Get("cluster"), Schema: q.Get("schema"), Version: q.Get("version"), Class: q.Get("class"),
 		Path: q.Get("path"), Model: q.Get("model"), Since: since, Until: until,
 		IncludeReplayed: q.Get("replayed") == "1",
@@ -58,7 +58,7 @@ const maxPage = 10_000_000
 // listView is the dead letters page.
 type listView struct {
 	Q       url.Values
-	Entries []dlq.Entry
+	Entries []index.Entry
 	Page    int
 	From    int
 	Prev    string
@@ -119,7 +119,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 
 // transcriptView is one job's page.
 type transcriptView struct {
-	O        dlq.Outcome
+	O        job.Outcome
 	Job      string
 	Took     time.Duration
 	Tokens   int
@@ -128,7 +128,7 @@ type transcriptView struct {
 }
 
 type attemptView struct {
-	dlq.Attempt
+	job.Attempt
 	Verdict string
 }
 
@@ -141,7 +141,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o, err := s.cfg.Store.Get(r.Context(), id)
-	if errors.Is(err, dlq.ErrNotFound) {
+	if errors.Is(err, index.ErrNotFound) {
 		s.fail(w, r, http.StatusNotFound, fmt.Errorf("job %q is not in the index", id))
 		return
 	}
@@ -154,7 +154,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return
 	}
-	v := transcriptView{O: o, Dead: o.Status == dlq.StatusDeadLettered, Job: dlq.JobText(o.Job, "")}
+	v := transcriptView{O: o, Dead: o.Status == job.StatusDeadLettered, Job: index.JobText(o.Job, "")}
 	if !o.StartedAt.IsZero() && !o.FinishedAt.IsZero() {
 		v.Took = o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond)
 	}
@@ -171,7 +171,7 @@ func (s *Server) deadLetter(w http.ResponseWriter, r *http.Request) {
 
 // redact runs the whole outcome (job, raw outputs, reasons, diagnostics)
 // through the redactor, by its JSON form, so no field is forgotten.
-func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
+func (s *Server) redact(o job.Outcome) (job.Outcome, error) {
 	if s.cfg.Secrets.Empty() {
 		return o, nil
 	}
@@ -179,7 +179,7 @@ func (s *Server) redact(o dlq.Outcome) (dlq.Outcome, error) {
 	if err != nil {
 		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
 	}
-	var out dlq.Outcome
+	var out job.Outcome
 	if err := json.Unmarshal(s.cfg.Secrets.Bytes(b), &out); err != nil {
 		return o, fmt.Errorf("redacting job %s: %w", o.JobID, err)
 	}

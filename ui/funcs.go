@@ -2,7 +2,7 @@ package ui
 
 import (
 	"fmt"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"html/template"
 	"net/url"
 	"strings"
@@ -109,14 +109,14 @@ type segment struct {
 // entriesView is what the shared "entries" template (a table of dead
 // letters with their selection boxes) gets.
 type entriesView struct {
-	Entries  []dlq.Entry
+	Entries  []index.Entry
 	CSRF     string
 	ReadOnly bool
 	// Back is the page the table is on, where the action's Cancel leads.
 	Back string
 }
 
-func entries(es []dlq.Entry, csrf string, readOnly bool, back string) entriesView {
+func entries(es []index.Entry, csrf string, readOnly bool, back string) entriesView {
 	return entriesView{Entries: es, CSRF: csrf, ReadOnly: readOnly, Back: back}
 }
 

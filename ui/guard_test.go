@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
@@ -68,7 +68,7 @@ func TestHostCheck(t *testing.T) {
 			t.Errorf("POST %s as evil.example: %d %q, want 421", action, code, text(body))
 		}
 	}
-	if es, _ := f.st.List(t.Context(), dlq.Filter{}); len(es) != 4 {
+	if es, _ := f.st.List(t.Context(), index.Filter{}); len(es) != 4 {
 		t.Errorf("%d dead letters after the rebound purge, want 4", len(es))
 	}
 	if got := jobsOnStream(t, t.Context(), f.conn); len(got) != 0 {
@@ -266,7 +266,7 @@ func TestDotJobIDs(t *testing.T) {
 		o := base
 		o.JobID, o.Job = id, job(id, "invoice")
 		o.FinishedAt = t0.Add(20*time.Minute + time.Duration(i)*time.Second)
-		if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+		if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 			t.Fatal(err)
 		}
 	}

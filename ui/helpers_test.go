@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/ui"
@@ -35,40 +35,40 @@ func job(id, schema string) json.RawMessage {
 // letters (exhausted, failing /code [pattern] at both attempts, received
 // "X-1", "X-2", "X-1"); ticket has one dead letter (no_progress, model
 // openai:gpt-test) whose raw output holds secretKey.
-func dataset() []dlq.Outcome {
-	ok := func(a dlq.Attempt) dlq.Attempt { a.Raw = `{"code":"P-1"}`; return a }
-	pattern := func(recv string) dlq.Diagnostic {
-		return dlq.Diagnostic{Path: "/code", Keyword: "pattern", Message: "does not match pattern", Expected: "^P-[0-9]+$", Received: `"` + recv + `"`}
+func dataset() []job.Outcome {
+	ok := func(a job.Attempt) job.Attempt { a.Raw = `{"code":"P-1"}`; return a }
+	pattern := func(recv string) job.Diagnostic {
+		return job.Diagnostic{Path: "/code", Keyword: "pattern", Message: "does not match pattern", Expected: "^P-[0-9]+$", Received: `"` + recv + `"`}
 	}
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	outs = append(outs,
-		dlq.Outcome{JobID: "inv-1", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: dlq.StatusSucceeded, Model: "sim", Attempts: 1,
+		job.Outcome{JobID: "inv-1", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: job.StatusSucceeded, Model: "sim", Attempts: 1,
 			Data: json.RawMessage(`{"code":"P-1"}`), Job: job("inv-1", "invoice"),
-			Trace:     []dlq.Attempt{ok(dlq.Attempt{N: 1, Temperature: 0.7, PromptTokens: 100, CompletionTokens: 50, LatencyMS: 20})},
+			Trace:     []job.Attempt{ok(job.Attempt{N: 1, Temperature: 0.7, PromptTokens: 100, CompletionTokens: 50, LatencyMS: 20})},
 			StartedAt: t0, FinishedAt: t0.Add(time.Second)},
-		dlq.Outcome{JobID: "inv-2", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: dlq.StatusSucceeded, Model: "sim", Attempts: 2,
+		job.Outcome{JobID: "inv-2", Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: job.StatusSucceeded, Model: "sim", Attempts: 2,
 			Data: json.RawMessage(`{"code":"P-1"}`), Job: job("inv-2", "invoice"),
-			Trace: []dlq.Attempt{
-				{N: 1, Temperature: 0.7, Raw: `{"total":"12"}`, Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/total", Keyword: "type", Message: "want number", Received: `"12"`}}, PromptTokens: 100, CompletionTokens: 50},
-				ok(dlq.Attempt{N: 2, Temperature: 0.5, PromptTokens: 200, CompletionTokens: 50}),
+			Trace: []job.Attempt{
+				{N: 1, Temperature: 0.7, Raw: `{"total":"12"}`, Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/total", Keyword: "type", Message: "want number", Received: `"12"`}}, PromptTokens: 100, CompletionTokens: 50},
+				ok(job.Attempt{N: 2, Temperature: 0.5, PromptTokens: 200, CompletionTokens: 50}),
 			},
 			StartedAt: t0.Add(time.Minute), FinishedAt: t0.Add(time.Minute + time.Second)},
 	)
 	for i, recv := range []string{"X-1", "X-2", "X-1"} {
 		id := "inv-" + string(rune('3'+i))
-		outs = append(outs, dlq.Outcome{JobID: id, Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: dlq.StatusDeadLettered,
+		outs = append(outs, job.Outcome{JobID: id, Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: job.StatusDeadLettered,
 			Class: "exhausted", Reason: "heal attempts used up: /code still fails", Model: "sim", Attempts: 2, Job: job(id, "invoice"),
-			Trace: []dlq.Attempt{
-				{N: 1, Temperature: 0.7, Raw: "```json\n{\"code\":\"" + recv + "\"}\n```", Repairs: []string{"code_fence"}, Class: "schema", Diagnostics: []dlq.Diagnostic{pattern(recv)}, PromptTokens: 100, CompletionTokens: 40, LatencyMS: 31},
-				{N: 2, Temperature: 0.5, Raw: `{"code":"` + recv + `"}`, Class: "schema", Diagnostics: []dlq.Diagnostic{pattern(recv)}, PromptTokens: 180, CompletionTokens: 40, LatencyMS: 29},
+			Trace: []job.Attempt{
+				{N: 1, Temperature: 0.7, Raw: "```json\n{\"code\":\"" + recv + "\"}\n```", Repairs: []string{"code_fence"}, Class: "schema", Diagnostics: []job.Diagnostic{pattern(recv)}, PromptTokens: 100, CompletionTokens: 40, LatencyMS: 31},
+				{N: 2, Temperature: 0.5, Raw: `{"code":"` + recv + `"}`, Class: "schema", Diagnostics: []job.Diagnostic{pattern(recv)}, PromptTokens: 180, CompletionTokens: 40, LatencyMS: 29},
 			},
 			Deliveries: 1, StartedAt: t0.Add(time.Duration(2+i) * time.Minute), FinishedAt: t0.Add(time.Duration(2+i)*time.Minute + 2*time.Second)})
 	}
-	outs = append(outs, dlq.Outcome{JobID: "tk-1", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered,
+	outs = append(outs, job.Outcome{JobID: "tk-1", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: job.StatusDeadLettered,
 		Class: "no_progress", Reason: "the same diagnostics twice", Model: "openai:gpt-test", Attempts: 2, Job: job("tk-1", "ticket"),
-		Trace: []dlq.Attempt{
-			{N: 1, Temperature: 0.7, Raw: `{"subject":null,"note":"key ` + secretKey + `"}`, Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/subject", Keyword: "type", Message: "want string", Received: "null"}}, PromptTokens: 90, CompletionTokens: 30},
-			{N: 2, Temperature: 0.5, Raw: `{"subject":null}`, Class: "no_progress", Diagnostics: []dlq.Diagnostic{{Path: "/subject", Keyword: "type", Message: "want string", Received: "null"}}, PromptTokens: 120, CompletionTokens: 20},
+		Trace: []job.Attempt{
+			{N: 1, Temperature: 0.7, Raw: `{"subject":null,"note":"key ` + secretKey + `"}`, Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/subject", Keyword: "type", Message: "want string", Received: "null"}}, PromptTokens: 90, CompletionTokens: 30},
+			{N: 2, Temperature: 0.5, Raw: `{"subject":null}`, Class: "no_progress", Diagnostics: []job.Diagnostic{{Path: "/subject", Keyword: "type", Message: "want string", Received: "null"}}, PromptTokens: 120, CompletionTokens: 20},
 		},
 		StartedAt: t0.Add(10 * time.Minute), FinishedAt: t0.Add(10*time.Minute + time.Second)})
 	return outs
@@ -76,7 +76,7 @@ func dataset() []dlq.Outcome {
 
 // fixture is a console over a real index and a real embedded server.
 type fixture struct {
-	st   *dlq.Store
+	st   *index.Store
 	conn *broker.Conn
 	srv  *httptest.Server
 	c    *http.Client
@@ -86,7 +86,7 @@ func newFixture(t *testing.T, mod func(*ui.Config)) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

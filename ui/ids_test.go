@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // TestIDsAsGivenInTheConsole: a dead letter whose job id holds spaces, '/',
@@ -21,7 +21,7 @@ func TestIDsAsGivenInTheConsole(t *testing.T) {
 	o := dataset()[2]
 	o.JobID, o.Schema, o.Job = id, schema, job(id, schema)
 	o.FinishedAt = t0.Add(10*time.Minute + 30*time.Second)
-	if err := f.st.Write(ctx, []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(ctx, []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, "the list filtered by schema", text(f.get(t, "/dead-letters?schema="+url.QueryEscape(schema), http.StatusOK)), id, schema)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/report"
 )
@@ -193,7 +193,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		o.DeadLettered += n
 	}
 	o.Succeeded = o.Jobs - o.DeadLettered - o.AwaitingReplay
-	recent, err := s.cfg.Store.Funnel(ctx, dlq.Filter{Since: now.Add(-time.Minute)})
+	recent, err := s.cfg.Store.Funnel(ctx, index.Filter{Since: now.Add(-time.Minute)})
 	if err != nil {
 		return Overview{}, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
@@ -86,11 +86,11 @@ func TestOverviewAfterReplay(t *testing.T) {
 	mustContain(t, "the overview after the replay", text(f.get(t, "/", http.StatusOK)), "jobs 6", "replayed, awaiting a run 3", "runs 6")
 
 	// the workers run the replays: each job's run 1 succeeds
-	var runs []dlq.Outcome
+	var runs []job.Outcome
 	for _, id := range []string{"inv-3", "inv-4", "inv-5"} {
-		runs = append(runs, dlq.Outcome{JobID: id, Run: 1, Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: dlq.StatusSucceeded, Model: "sim", Attempts: 1,
+		runs = append(runs, job.Outcome{JobID: id, Run: 1, Schema: "invoice", SchemaVersion: "v1aaaaaaaaaa", Status: job.StatusSucceeded, Model: "sim", Attempts: 1,
 			Data: json.RawMessage(`{"code":"P-1"}`), Job: job(id, "invoice"),
-			Trace:     []dlq.Attempt{{N: 1, Raw: `{"code":"P-1"}`, PromptTokens: 100, CompletionTokens: 10}},
+			Trace:     []job.Attempt{{N: 1, Raw: `{"code":"P-1"}`, PromptTokens: 100, CompletionTokens: 10}},
 			StartedAt: t0.Add(10 * time.Minute), FinishedAt: t0.Add(10*time.Minute + time.Second)})
 	}
 	if err := f.st.Write(t.Context(), runs); err != nil {
@@ -121,11 +121,11 @@ func TestOverviewLive(t *testing.T) {
 		mustContain(t, "/overview/live", frag, id)
 	}
 	c := 0.5
-	o := dlq.Outcome{JobID: "tk-9", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered, Class: "truncated",
+	o := job.Outcome{JobID: "tk-9", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: job.StatusDeadLettered, Class: "truncated",
 		Reason: "finish reason length", Model: "openai:gpt-4o-mini", Attempts: 1, Job: job("tk-9", "ticket"), CostUSD: &c,
-		Trace:     []dlq.Attempt{{N: 1, Raw: `{"subject":`, Class: "truncated", Model: "openai:gpt-4o-mini", CostUSD: &c, PromptTokens: 50, CompletionTokens: 50}},
+		Trace:     []job.Attempt{{N: 1, Raw: `{"subject":`, Class: "truncated", Model: "openai:gpt-4o-mini", CostUSD: &c, PromptTokens: 50, CompletionTokens: 50}},
 		StartedAt: t0.Add(10 * time.Minute), FinishedAt: t0.Add(10*time.Minute + time.Second)}
-	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -29,7 +29,7 @@ var assets embed.FS
 // rest have defaults.
 type Config struct {
 	// Store is the SQLite index the pages read.
-	Store *dlq.Store
+	Store *index.Store
 	// Conn is the NATS connection: the overview's pending and in-flight
 	// counts, and replays. Nil: those figures say "unknown" and replay is
 	// refused.

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/ui"
 )
 
 // codeCluster is the id of the dataset's invoice /code [pattern] cluster.
 func codeCluster() string {
-	return dlq.ClusterID(dlq.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
+	return cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1aaaaaaaaaa", Path: "/code", Keyword: "pattern"})
 }
 
 func TestOverview(t *testing.T) {
@@ -160,7 +160,7 @@ func TestActionsNeedCSRF(t *testing.T) {
 	if got := jobsOnStream(t, t.Context(), f.conn); len(got) != 0 {
 		t.Errorf("refused actions published %v", got)
 	}
-	if es, _ := f.st.List(t.Context(), dlq.Filter{}); len(es) != 4 {
+	if es, _ := f.st.List(t.Context(), index.Filter{}); len(es) != 4 {
 		t.Errorf("%d dead letters after refused actions, want 4", len(es))
 	}
 	code, body := f.post(t, "/actions/replay", url.Values{"id": {"inv-3"}, "csrf": {token}})
@@ -204,7 +204,7 @@ func TestReplayCluster(t *testing.T) {
 			t.Errorf("JOBS message %s = %q, want %q", k, got[k], v)
 		}
 	}
-	left, err := f.st.List(ctx, dlq.Filter{Cluster: codeCluster()})
+	left, err := f.st.List(ctx, index.Filter{Cluster: codeCluster()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestPurge(t *testing.T) {
 	}
 	_, body = f.post(t, "/actions/purge", url.Values{"id": {"tk-1"}, "confirm": {"yes"}, "csrf": {token}})
 	mustContain(t, "the purge's result", text(body), "purged 1 dead letters")
-	if es, _ := f.st.List(ctx, dlq.Filter{}); len(es) != 3 {
+	if es, _ := f.st.List(ctx, index.Filter{}); len(es) != 3 {
 		t.Errorf("%d dead letters after purging one of 4", len(es))
 	}
 	// no filter at all is refused, as by the CLI without --all
@@ -322,16 +322,16 @@ func TestCheckAddr(t *testing.T) {
 func TestCostShown(t *testing.T) {
 	f := newFixture(t, nil)
 	c1, c2 := 0.0021, 0.0009
-	priced := dlq.Outcome{JobID: "tk-2", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered,
+	priced := job.Outcome{JobID: "tk-2", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: job.StatusDeadLettered,
 		Class: "exhausted", Reason: "heal attempts used up", Model: "openai:gpt-4o-mini", Attempts: 2, Job: json.RawMessage(`{"id":"tk-2","schema":"ticket","input":"x"}`),
-		Trace: []dlq.Attempt{
+		Trace: []job.Attempt{
 			{N: 1, Temperature: 0.7, Raw: `{}`, Class: "schema", Model: "openai:gpt-4o-mini", CostUSD: &c1, PromptTokens: 90, CompletionTokens: 30},
 			{N: 2, Temperature: 0.5, Raw: `{}`, Class: "schema", Model: "openai:gpt-4o-mini", CostUSD: &c2, PromptTokens: 120, CompletionTokens: 20},
 		},
 		StartedAt: time.Now().Add(-time.Minute), FinishedAt: time.Now()}
 	total := c1 + c2
 	priced.CostUSD = &total
-	if err := f.st.Write(t.Context(), []dlq.Outcome{priced}); err != nil {
+	if err := f.st.Write(t.Context(), []job.Outcome{priced}); err != nil {
 		t.Fatal(err)
 	}
 	mustContain(t, "the overview", text(f.get(t, "/", http.StatusOK)), "cost $0.003000")
@@ -348,7 +348,7 @@ func TestPathLikeJobID(t *testing.T) {
 	o := dataset()[2]
 	o.JobID, o.Job = id, job(id, "invoice")
 	o.FinishedAt = t0.Add(10*time.Minute + 30*time.Second) // the newest, first in the list
-	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	page := f.get(t, "/dead-letters", http.StatusOK)
@@ -416,12 +416,12 @@ func TestActionWayBack(t *testing.T) {
 // escaped one-line JSON.
 func TestTranscriptShowsTheInputAsText(t *testing.T) {
 	f := newFixture(t, nil)
-	o := dlq.Outcome{JobID: "mail-1", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: dlq.StatusDeadLettered,
+	o := job.Outcome{JobID: "mail-1", Schema: "ticket", SchemaVersion: "t1bbbbbbbbbb", Status: job.StatusDeadLettered,
 		Class: "exhausted", Reason: "heal attempts used up", Attempts: 1,
 		Job:   json.RawMessage(`{"id":"mail-1","schema":"ticket","input":"From: <ana@example.com>\nSubj: refund","metadata":{"src":"imap"}}`),
-		Trace: []dlq.Attempt{{N: 1, Temperature: 0.7, Raw: `{}`, Class: "schema"}},
+		Trace: []job.Attempt{{N: 1, Temperature: 0.7, Raw: `{}`, Class: "schema"}},
 	}
-	if err := f.st.Write(t.Context(), []dlq.Outcome{o}); err != nil {
+	if err := f.st.Write(t.Context(), []job.Outcome{o}); err != nil {
 		t.Fatal(err)
 	}
 	page := f.get(t, "/dead-letters/mail-1", http.StatusOK)

@@ -24,13 +24,13 @@ import (
 // invoices, as scripts/benchrun's canned model does: the handler's own
 // per-job cost, without model work.
 type cannedModel struct {
-	answers []heal.Response
+	answers []model.Response
 	n       atomic.Uint64
 }
 
-func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Response, error) {
+func (m *cannedModel) Complete(ctx context.Context, _ model.Request) (model.Response, error) {
 	if err := ctx.Err(); err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "canned", Message: err.Error()}
+		return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: "canned", Message: err.Error()}
 	}
 	r := m.answers[m.n.Add(1)%uint64(len(m.answers))]
 	r.Usage.PromptTokens = 700
@@ -39,7 +39,7 @@ func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Respon
 
 // validInvoices are n valid invoices written by the simulator with every
 // fault rate at 0.
-func validInvoices(tb testing.TB, sc *schemas.Schema, n int) []heal.Response {
+func validInvoices(tb testing.TB, sc *schemas.Schema, n int) []model.Response {
 	tb.Helper()
 	cfg := sim.DefaultConfig()
 	cfg.Latency = 0
@@ -49,10 +49,10 @@ func validInvoices(tb testing.TB, sc *schemas.Schema, n int) []heal.Response {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	out := make([]heal.Response, 0, n)
+	out := make([]model.Response, 0, n)
 	for i := range n {
-		resp, err := sim.Complete(context.Background(), heal.Request{
-			Messages: []heal.Message{{Role: heal.RoleUser, Content: "extract"}},
+		resp, err := sim.Complete(context.Background(), model.Request{
+			Messages: []model.Message{{Role: model.RoleUser, Content: "extract"}},
 			Schema:   sc.Raw, SchemaID: sc.ID, JobID: "answer-" + strconv.Itoa(i), Attempt: 1,
 		})
 		if err != nil {
@@ -158,7 +158,7 @@ func BenchmarkHandle(b *testing.B) {
 // loop's observations and the outcome's count.
 func BenchmarkMetrics(b *testing.B) {
 	m := NewMetrics(prometheus.NewRegistry())
-	res := heal.Result{Class: heal.ClassNone, Attempts: []heal.Attempt{{N: 1, Usage: heal.Usage{PromptTokens: 700, CompletionTokens: 180}, Latency: 1}}}
+	res := heal.Result{Class: job.ClassNone, Attempts: []heal.Attempt{{N: 1, Usage: model.Usage{PromptTokens: 700, CompletionTokens: 180}, Latency: 1}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		m.observe("invoice", res)

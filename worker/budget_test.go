@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
@@ -97,13 +97,13 @@ func TestAnyGate(t *testing.T) {
 // tokens of each.
 type pricedModel struct{ calls int }
 
-func (m *pricedModel) Complete(_ context.Context, req heal.Request) (heal.Response, error) {
+func (m *pricedModel) Complete(_ context.Context, req model.Request) (model.Response, error) {
 	m.calls++
 	content := `{"subject": "x"}`
 	if m.calls%2 == 0 {
 		content = `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana", "email": "ana@example.com"}}`
 	}
-	return heal.Response{Content: content, FinishReason: heal.FinishStop, Usage: heal.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
+	return model.Response{Content: content, FinishReason: model.FinishStop, Usage: model.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
 }
 
 // TestHandlerPricesEveryAttempt: each attempt of the trace carries its
@@ -122,7 +122,7 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	}
 	budget, _ := NewBudget(0.5, 0)
 	m := NewMetrics(prometheus.NewRegistry())
-	cost := func(model string, u heal.Usage) (float64, bool) {
+	cost := func(model string, u model.Usage) (float64, bool) {
 		return float64(u.Total()) / 10000, model == "openai:m" // $0.15 a call
 	}
 	h, err := New(Config{Schemas: reg, Loop: loop, Model: "openai:m", Cost: cost, Budget: budget, Metrics: m})
@@ -136,7 +136,7 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	if out.Action != queue.ActionResult {
 		t.Fatalf("action %d (%s), want a result", out.Action, out.Reason)
 	}
-	o := out.Record.(*dlq.Outcome)
+	o := out.Record.(*job.Outcome)
 	if len(o.Trace) != 2 {
 		t.Fatalf("%d attempts, want 2", len(o.Trace))
 	}

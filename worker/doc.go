@@ -1,7 +1,7 @@
 // Package worker wires one job delivery through the rest of the system and
 // runs the workers with the sink. It is where the packages meet: queue
 // hands it a delivery, schemas resolves the job's schema, heal runs the
-// loop against the model, and the outcome (a dlq.Outcome, with the whole
+// loop against the model, and the outcome (a job.Outcome, with the whole
 // attempt trace) goes back to the queue to be published on RESULTS or DLQ
 // before the job is acknowledged.
 //
@@ -16,7 +16,7 @@
 //     and dead-lettered as transport only on the job's last delivery;
 //   - auth failures: the worker stops taking jobs (queue.ActionStop).
 //
-// The outcome is encoded by dlq.EncodeOutcome (encode.go): one compact
+// The outcome is encoded by job.EncodeOutcome (encode.go): one compact
 // line, the data and the job spelled as they arrived less their
 // whitespace. Metric children are resolved once per schema.
 //

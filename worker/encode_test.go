@@ -10,37 +10,37 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
 func outcomeCases() []struct {
 	name string
-	o    dlq.Outcome
+	o    job.Outcome
 } {
 	start := time.Date(2026, 11, 30, 0, 17, 13, 184980437, time.UTC)
 	return []struct {
 		name string
-		o    dlq.Outcome
+		o    job.Outcome
 	}{
-		{"minimal", dlq.Outcome{JobID: "a", Schema: "invoice", Status: dlq.StatusSucceeded}},
-		{"success", dlq.Outcome{
-			JobID: "bench-1", Schema: "invoice", SchemaVersion: "09a709393dc0", Status: dlq.StatusSucceeded,
+		{"minimal", job.Outcome{JobID: "a", Schema: "invoice", Status: job.StatusSucceeded}},
+		{"success", job.Outcome{
+			JobID: "bench-1", Schema: "invoice", SchemaVersion: "09a709393dc0", Status: job.StatusSucceeded,
 			Model: "openai:gpt-4o-mini", Attempts: 1, Deliveries: 1, StartedAt: start, FinishedAt: start.Add(time.Millisecond),
 			Data: json.RawMessage("{\n  \"a\": 1.50,\n  \"b\": [true, null]\n}"),
 			Job:  json.RawMessage(`{"id": "bench-1", "schema":"invoice","input":"x\ny"}`),
-			Trace: []dlq.Attempt{{N: 1, Temperature: 0.7, Raw: "```json\n{\"a\": 1.50,}\n```", Repairs: []string{"fence", "trailing_comma"},
+			Trace: []job.Attempt{{N: 1, Temperature: 0.7, Raw: "```json\n{\"a\": 1.50,}\n```", Repairs: []string{"fence", "trailing_comma"},
 				FinishReason: "stop", PromptTokens: 700, CompletionTokens: 180, LatencyMS: 12}},
 		}},
-		{"dead letter with diagnostics", dlq.Outcome{
-			JobID: "inv-7", Schema: "invoice", SchemaVersion: "v", Run: 3, Status: dlq.StatusDeadLettered, Class: "exhausted",
+		{"dead letter with diagnostics", job.Outcome{
+			JobID: "inv-7", Schema: "invoice", SchemaVersion: "v", Run: 3, Status: job.StatusDeadLettered, Class: "exhausted",
 			Reason: "2 attempts used; still failing: /total (type)", Hint: "raise --max-attempts <n> & look at \"report\"",
 			Model: "sim", Attempts: 2, Deliveries: 2, StartedAt: start.In(time.FixedZone("CET", 3600)), FinishedAt: start.Add(time.Second),
 			Job: json.RawMessage(`"not json \u0001"`),
-			Trace: []dlq.Attempt{
+			Trace: []job.Attempt{
 				{N: 1, Temperature: 0.7, Raw: "{\"total\":\"12,50\"}\t\r\b\f\u2028\u2029 <script>&", Class: "schema",
-					Diagnostics: []dlq.Diagnostic{{Path: "/total", Keyword: "type", Message: "want number", Expected: "number", Received: `"12,50"`},
+					Diagnostics: []job.Diagnostic{{Path: "/total", Keyword: "type", Message: "want number", Expected: "number", Received: `"12,50"`},
 						{Path: "", Keyword: "required"}},
 					DiagnosticsOmitted: 4, CachedTokens: 5, ReasoningTokens: 6, TransportRetries: 2, LatencyMS: 1500},
 				{N: 2, Temperature: 1e-7, Raw: "bad utf8 \xff\xfe é ☃ \x00\x1f", Class: "grammar", FinishReason: "length"},
@@ -48,7 +48,7 @@ func outcomeCases() []struct {
 				{N: 4, Temperature: -0.25, Raw: "x"},
 			},
 		}},
-		{"zero times and no trace", dlq.Outcome{JobID: "z", Schema: "s", Status: dlq.StatusDeadLettered, Class: "invalid_job", Trace: []dlq.Attempt{}}},
+		{"zero times and no trace", job.Outcome{JobID: "z", Schema: "s", Status: job.StatusDeadLettered, Class: "invalid_job", Trace: []job.Attempt{}}},
 	}
 }
 
@@ -69,7 +69,7 @@ func BenchmarkEncodeOutcome(b *testing.B) {
 	b.Run("EncodeOutcome", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := dlq.EncodeOutcome(&o); err != nil {
+			if _, err := job.EncodeOutcome(&o); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -111,19 +111,19 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 			continue
 		}
 		out := h.publish(&queue.Delivery{SchemaToken: tc.o.Schema}, queue.ActionResult, tc.o, "")
-		msg, rec := out.Payload, out.Record.(*dlq.Outcome)
+		msg, rec := out.Payload, out.Record.(*job.Outcome)
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, msg); err != nil || !bytes.Equal(compact.Bytes(), msg) || bytes.ContainsAny(msg, "\n\r") {
 			t.Fatalf("%s: message is not one compact line (%v):\n%s", tc.name, err, msg)
 		}
-		dec, err := dlq.DecodeOutcome(msg)
+		dec, err := job.DecodeOutcome(msg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := handed.Write(t.Context(), []dlq.Outcome{*rec}); err != nil {
+		if err := handed.Write(t.Context(), []job.Outcome{*rec}); err != nil {
 			t.Fatal(err)
 		}
-		if err := read.Write(t.Context(), []dlq.Outcome{dec}); err != nil {
+		if err := read.Write(t.Context(), []job.Outcome{dec}); err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, tc.o.JobID)
@@ -141,11 +141,11 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 			t.Errorf("%s: from the hand-over\n%+v\nfrom the message\n%+v", id, a, b)
 		}
 	}
-	sa, err := handed.Stats(t.Context(), dlq.Filter{})
+	sa, err := handed.Stats(t.Context(), index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := read.Stats(t.Context(), dlq.Filter{})
+	sb, err := read.Stats(t.Context(), index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,9 +154,9 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 	}
 }
 
-func openStore(t *testing.T) *dlq.Store {
+func openStore(t *testing.T) *index.Store {
 	t.Helper()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

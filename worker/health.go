@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 )
 
@@ -179,7 +179,7 @@ func (h *storeHealth) indexWritten(path string, err error) {
 		return
 	}
 	if err != nil {
-		h.fail(broker.StoreSQLite, path, err, dlq.IsStorageError(err))
+		h.fail(broker.StoreSQLite, path, err, index.IsStorageError(err))
 		return
 	}
 	h.ok(broker.StoreSQLite)

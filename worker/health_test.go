@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 )
 
@@ -83,8 +83,8 @@ func TestStoreHealth(t *testing.T) {
 	t.Run("sqlite full: logged once with the path, every failure counted, workers go on", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "pipeline.db")
 		full := sqliteFull(t, db)
-		if !dlq.IsStorageError(full) {
-			t.Fatalf("dlq.IsStorageError(%v) = false", full)
+		if !index.IsStorageError(full) {
+			t.Fatalf("index.IsStorageError(%v) = false", full)
 		}
 		h.indexWritten(db, full)
 		h.indexWritten(db, full)

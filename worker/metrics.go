@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -74,7 +74,7 @@ func (m *Metrics) forSchema(schema string) *schemaMetrics {
 		completionFirst:  m.tokens.WithLabelValues(schema, "completion", "first"),
 		promptHeal:       m.tokens.WithLabelValues(schema, "prompt", "heal"),
 		completionHeal:   m.tokens.WithLabelValues(schema, "completion", "heal"),
-		succeeded:        m.jobs.WithLabelValues(schema, dlq.StatusSucceeded, ""),
+		succeeded:        m.jobs.WithLabelValues(schema, job.StatusSucceeded, ""),
 		transportRetries: m.transportRetries.WithLabelValues(schema),
 	}
 	v, _ := m.perSchema.LoadOrStore(schema, sm)
@@ -142,7 +142,7 @@ func (m *Metrics) outcome(schema, status, class string) {
 	if m == nil {
 		return
 	}
-	if status == dlq.StatusSucceeded && class == "" {
+	if status == job.StatusSucceeded && class == "" {
 		// Only jobs of a schema of the registry succeed.
 		m.forSchema(schema).succeeded.Inc()
 		return

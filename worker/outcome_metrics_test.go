@@ -16,8 +16,8 @@ import (
 // transportModel always fails in transport, as a provider that is down.
 type transportModel struct{}
 
-func (transportModel) Complete(context.Context, heal.Request) (heal.Response, error) {
-	return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "test", StatusCode: 503}
+func (transportModel) Complete(context.Context, model.Request) (model.Response, error) {
+	return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: "test", StatusCode: 503}
 }
 
 // TestEveryOutcomeIsCounted: the jobs metric counts each dead letter once,

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 )
 
 // TestRetainOnceWarnsAndMetersBeforeDeleting: retention never trims
@@ -21,24 +21,24 @@ import (
 func TestRetainOnceWarnsAndMetersBeforeDeleting(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := dlq.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 
 	now := time.Now()
-	var outs []dlq.Outcome
+	var outs []job.Outcome
 	for i, age := range []time.Duration{72 * time.Hour, 48 * time.Hour, time.Hour, time.Minute} {
 		id := "old-" + string(rune('a'+i))
 		if age < 24*time.Hour {
 			id = "new-" + string(rune('a'+i))
 		}
-		outs = append(outs, dlq.Outcome{
-			JobID: id, Schema: "s", SchemaVersion: "v1", Status: dlq.StatusDeadLettered, Class: "exhausted",
+		outs = append(outs, job.Outcome{
+			JobID: id, Schema: "s", SchemaVersion: "v1", Status: job.StatusDeadLettered, Class: "exhausted",
 			Reason: "r", Attempts: 1, Job: []byte(`{"id":"` + id + `"}`),
 			StartedAt: now.Add(-age), FinishedAt: now.Add(-age),
-			Trace: []dlq.Attempt{{N: 1, Raw: "{}", Class: "schema", Diagnostics: []dlq.Diagnostic{{Path: "/a", Keyword: "required"}}}},
+			Trace: []job.Attempt{{N: 1, Raw: "{}", Class: "schema", Diagnostics: []job.Diagnostic{{Path: "/a", Keyword: "required"}}}},
 		})
 	}
 	if err := st.Write(ctx, outs); err != nil {
@@ -57,7 +57,7 @@ func TestRetainOnceWarnsAndMetersBeforeDeleting(t *testing.T) {
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "dead_letters=2") {
 		t.Errorf("no warning with the counts before deleting: %q", logs.String())
 	}
-	left, err := st.List(ctx, dlq.Filter{})
+	left, err := st.List(ctx, index.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
@@ -19,7 +19,7 @@ type ServeConfig struct {
 	Workers queue.WorkerConfig
 	// Store, if set, is the SQLite index the sink writes; nil runs workers
 	// only (on a cluster, one process runs the sink).
-	Store *dlq.Store
+	Store *index.Store
 	// SinkBatch is the number of outcomes written per transaction.
 	SinkBatch int
 	// SinkFlush bounds how long, after the workers stop, the sink may take
@@ -158,12 +158,12 @@ const stopWait = 10 * time.Second
 // transaction. An error means nothing of the batch is stored. A message
 // that is not an outcome cannot be stored at all: it is logged and skipped
 // rather than blocking the sink forever.
-func Index(st *dlq.Store, log *slog.Logger) sink.Index {
+func Index(st *index.Store, log *slog.Logger) sink.Index {
 	return &index{st: st, log: log}
 }
 
 type index struct {
-	st     *dlq.Store
+	st     *index.Store
 	log    *slog.Logger
 	health *storeHealth // nil: not watched
 }
@@ -173,15 +173,15 @@ func (x *index) Cursors(ctx context.Context) (map[string]uint64, error) {
 }
 
 func (x *index) Write(ctx context.Context, batch []sink.Msg, cursors map[string]uint64) error {
-	outs := make([]dlq.Outcome, 0, len(batch))
+	outs := make([]job.Outcome, 0, len(batch))
 	for _, msg := range batch {
-		if rec, ok := msg.Record.(*dlq.Outcome); ok {
+		if rec, ok := msg.Record.(*job.Outcome); ok {
 			o := *rec // handed over by this process's worker, with its message
 			o.Encoded = msg.Data
 			outs = append(outs, o)
 			continue
 		}
-		o, err := dlq.DecodeOutcome(msg.Data)
+		o, err := job.DecodeOutcome(msg.Data)
 		if err != nil {
 			x.log.Error("sink: skipping a message that is not an outcome", "subject", msg.Subject, "stream", msg.Stream, "seq", msg.Sequence, "err", err)
 			continue
@@ -198,7 +198,7 @@ func (x *index) Write(ctx context.Context, batch []sink.Msg, cursors map[string]
 	return nil
 }
 
-func pollPending(ctx context.Context, conn *broker.Conn, st *dlq.Store, m *Metrics, log *slog.Logger) {
+func pollPending(ctx context.Context, conn *broker.Conn, st *index.Store, m *Metrics, log *slog.Logger) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -215,7 +215,7 @@ func pollPending(ctx context.Context, conn *broker.Conn, st *dlq.Store, m *Metri
 		m.Pending.Set(float64(p.Pending))
 		m.AckPending.Set(float64(p.AckPending))
 		if st != nil {
-			if s, err := st.Stats(ctx, dlq.Filter{}); err == nil {
+			if s, err := st.Stats(ctx, index.Filter{}); err == nil {
 				m.DLQRows.Set(float64(s.DeadLettered))
 			}
 		}
@@ -246,7 +246,7 @@ func retain(ctx context.Context, cfg ServeConfig, log *slog.Logger) {
 
 // RetainOnce plans one retention pass, warns and meters what it will
 // delete, then deletes it.
-func RetainOnce(ctx context.Context, st *dlq.Store, maxAge time.Duration, maxRows int, m *Metrics, log *slog.Logger) error {
+func RetainOnce(ctx context.Context, st *index.Store, maxAge time.Duration, maxRows int, m *Metrics, log *slog.Logger) error {
 	plan, err := st.Retain(ctx, maxAge, maxRows)
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
@@ -40,10 +40,10 @@ type Config struct {
 	// Cost prices one attempt of a model spec from its usage (false: the
 	// model is priced nowhere); nil prices nothing. The attempt's cost is
 	// stored in the trace, their sum on the outcome.
-	Cost func(model string, u heal.Usage) (float64, bool)
+	Cost func(model string, u model.Usage) (float64, bool)
 	// BatchCost prices an attempt answered through a provider batch (see
 	// WithBatched); nil prices those with Cost.
-	BatchCost func(model string, u heal.Usage) (float64, bool)
+	BatchCost func(model string, u model.Usage) (float64, bool)
 	// Budget, if set, is checked before a job starts: once it is reached a
 	// job fetched ahead is handed back to the stream (not started, not
 	// paid for) for the next run. Serve's gate stops the fetching.
@@ -104,7 +104,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		defer m.InFlight.Dec()
 	}
 	start := h.cfg.Now()
-	out := dlq.Outcome{
+	out := job.Outcome{
 		JobID:      d.Job.ID,
 		Schema:     d.Job.Schema,
 		Run:        RunOf(d.MsgID, d.Job.ID),
@@ -126,7 +126,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 
 	switch {
 	case d.JobErr != nil:
-		return h.deadLetter(d, out, string(heal.ClassInvalidJob), d.JobErr.Error(),
+		return h.deadLetter(d, out, string(job.ClassInvalidJob), d.JobErr.Error(),
 			"fix the job and submit it again; `pipeline submit` checks every line before publishing")
 	case d.Orphan:
 		return h.deadLetter(d, out, ClassAbandoned,
@@ -134,7 +134,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 			"look for crashes or hangs in the worker logs, then `pipeline dlq replay`")
 	}
 	if d.Job.Schema != d.SchemaToken && d.SchemaToken != "" {
-		return h.deadLetter(d, out, string(heal.ClassInvalidJob),
+		return h.deadLetter(d, out, string(job.ClassInvalidJob),
 			fmt.Sprintf("job schema %q does not match its subject's schema %q", d.Job.Schema, d.SchemaToken),
 			"publish jobs on pipeline.jobs.<schema> of their own schema (the schema id escaped by broker.SchemaToken)")
 	}
@@ -142,12 +142,12 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	if ce, broken := h.cfg.Schemas.BrokenSchema(d.Job.Schema); !ok && broken {
 		// The schema's file is there but did not load (pipeline run
 		// --skip-broken-schemas): the dead letter says why.
-		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+		return h.deadLetter(d, out, string(job.ClassUnknownSchema),
 			fmt.Sprintf("schema %q did not load: %v", d.Job.Schema, ce),
 			"fix the schema file (pipeline schemas lint names the problem), restart the workers, then `pipeline dlq replay`")
 	}
 	if !ok {
-		return h.deadLetter(d, out, string(heal.ClassUnknownSchema),
+		return h.deadLetter(d, out, string(job.ClassUnknownSchema),
 			fmt.Sprintf("unknown schema %q", d.Job.Schema),
 			"add the schema to the --schemas directory of the workers, then `pipeline dlq replay`")
 	}
@@ -164,7 +164,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	})
 	out.Attempts = len(res.Attempts)
 	out.Trace = h.trace(res.Attempts, batchedOf(ctx))
-	if total, _, priced := dlq.Cost(out.Trace); priced {
+	if total, _, priced := job.Cost(out.Trace); priced {
 		out.CostUSD = &total
 	}
 	if res.Model != "" {
@@ -173,22 +173,22 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	h.cfg.Metrics.observe(d.Job.Schema, res)
 
 	switch res.Class {
-	case heal.ClassNone:
-		out.Status = dlq.StatusSucceeded
+	case job.ClassNone:
+		out.Status = job.StatusSucceeded
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
 		return h.publish(d, queue.ActionResult, out, "")
-	case heal.ClassAuth:
+	case job.ClassAuth:
 		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
-	case heal.ClassNotFound:
+	case job.ClassNotFound:
 		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider has no such endpoint or model"}
-	case heal.ClassNoCredit:
+	case job.ClassNoCredit:
 		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider account has no credit"}
-	case heal.ClassTransport:
+	case job.ClassTransport:
 		if ctx.Err() != nil {
 			// Shutting down: not the job's fault, not a delivery's worth.
 			return queue.Outcome{Action: queue.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "worker stopping"}
@@ -201,8 +201,8 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	return h.deadLetter(d, out, string(res.Class), reason(res), res.Hint)
 }
 
-func (h *Handler) deadLetter(d *queue.Delivery, out dlq.Outcome, class, reason, hint string) queue.Outcome {
-	out.Status = dlq.StatusDeadLettered
+func (h *Handler) deadLetter(d *queue.Delivery, out job.Outcome, class, reason, hint string) queue.Outcome {
+	out.Status = job.StatusDeadLettered
 	out.Class = class
 	out.Reason = reason
 	out.Hint = hint
@@ -259,7 +259,7 @@ const budgetHandBack = time.Second
 
 // trace turns the loop's attempts into the stored trace, each with its
 // model and its cost.
-func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []dlq.Attempt {
+func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []job.Attempt {
 	out := trace(as)
 	for i := range out {
 		if out[i].Model == "" {
@@ -283,14 +283,14 @@ func (h *Handler) trace(as []heal.Attempt, batched func(int) bool) []dlq.Attempt
 	return out
 }
 
-func trace(as []heal.Attempt) []dlq.Attempt {
-	out := make([]dlq.Attempt, len(as))
+func trace(as []heal.Attempt) []job.Attempt {
+	out := make([]job.Attempt, len(as))
 	for i, a := range as {
-		ds := make([]dlq.Diagnostic, len(a.Diagnostics))
+		ds := make([]job.Diagnostic, len(a.Diagnostics))
 		for j, d := range a.Diagnostics {
-			ds[j] = dlq.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
+			ds[j] = job.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received}
 		}
-		out[i] = dlq.Attempt{
+		out[i] = job.Attempt{
 			N:                  a.N,
 			Model:              a.Model,
 			Temperature:        a.Temperature,

@@ -18,9 +18,9 @@ import (
 // never reach it.
 type countingModel struct{ calls atomic.Int32 }
 
-func (m *countingModel) Complete(context.Context, heal.Request) (heal.Response, error) {
+func (m *countingModel) Complete(context.Context, model.Request) (model.Response, error) {
 	m.calls.Add(1)
-	return heal.Response{}, errors.New("the model must not be called")
+	return model.Response{}, errors.New("the model must not be called")
 }
 
 // TestHandleInvalidJobKeyedOnMsgID: a malformed job's dead letter carries
@@ -69,7 +69,7 @@ func TestHandleInvalidJobKeyedOnMsgID(t *testing.T) {
 			if err := json.Unmarshal(out.Payload, &o); err != nil {
 				t.Fatal(err)
 			}
-			if o.JobID != tc.msgID || o.Schema != "invoice" || o.Class != string(heal.ClassInvalidJob) {
+			if o.JobID != tc.msgID || o.Schema != "invoice" || o.Class != string(job.ClassInvalidJob) {
 				t.Errorf("dead letter job_id %q schema %q class %q, want %q, invoice, invalid_job", o.JobID, o.Schema, o.Class, tc.msgID)
 			}
 		})
@@ -110,7 +110,7 @@ func TestDuplicateMembersEndAsResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := answer
 			resp.Content = tc.answer
-			model := &cannedModel{answers: []heal.Response{resp}}
+			model := &cannedModel{answers: []model.Response{resp}}
 			loop, err := heal.New(model, heal.Config{MaxAttempts: 2})
 			if err != nil {
 				t.Fatal(err)

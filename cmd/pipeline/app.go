@@ -17,7 +17,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/secret"
@@ -504,7 +504,7 @@ func dbPath(c *cli.Context) string {
 
 // openStore opens the SQLite index. Read-only commands refuse to create an
 // index that is not there, so a wrong --data-dir is an error, not an empty report.
-func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
+func openStore(c *cli.Context, create bool) (*index.Store, error) {
 	p := dbPath(c)
 	if !create {
 		if _, err := os.Stat(p); err != nil {
@@ -516,7 +516,7 @@ func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
 	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, fail(exitRuntime, "creating %s: %w", filepath.Dir(p), err)
 	}
-	st, err := dlq.Open(p)
+	st, err := index.Open(p)
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("opening index %s: %w", p, err))
 	}

@@ -41,7 +41,7 @@ type batchReport struct {
 // serveBatch runs the workers with a batch runner as their handler. With
 // --until-idle it returns once the jobs stream is idle and no job is held
 // by batch mode, every outcome indexed.
-func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *broker.Conn, h queue.Handler, bm builtModel, cfg worker.ServeConfig, paid func(heal.Usage), rep batchReport, log *slog.Logger) error {
+func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *broker.Conn, h queue.Handler, bm builtModel, cfg worker.ServeConfig, paid func(model.Usage), rep batchReport, log *slog.Logger) error {
 	b, err := llm.NewBatcher(bm.provider, bm.cfg)
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/actions"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/worker"
@@ -30,17 +30,17 @@ func filterFlags() []cli.Flag {
 	}
 }
 
-func readFilter(c *cli.Context) (dlq.Filter, error) {
+func readFilter(c *cli.Context) (index.Filter, error) {
 	now := time.Now()
-	since, err := dlq.ParseTime(c.String("since"), now)
+	since, err := index.ParseTime(c.String("since"), now)
 	if err != nil {
-		return dlq.Filter{}, fail(exitUsage, "--since: %w", err)
+		return index.Filter{}, fail(exitUsage, "--since: %w", err)
 	}
-	until, err := dlq.ParseTime(c.String("until"), now)
+	until, err := index.ParseTime(c.String("until"), now)
 	if err != nil {
-		return dlq.Filter{}, fail(exitUsage, "--until: %w", err)
+		return index.Filter{}, fail(exitUsage, "--until: %w", err)
 	}
-	return dlq.Filter{
+	return index.Filter{
 		Schema: c.String("schema"), Class: c.String("class"), Path: c.String("path"),
 		Cluster: c.String("cluster"), Model: c.String("model"),
 		Since: since, Until: until, Limit: c.Int("limit"),
@@ -106,7 +106,7 @@ func (e *env) dlqCommand() *cli.Command {
 					}
 					defer st.Close()
 					o, err := st.Get(c.Context, c.Args().First())
-					if errors.Is(err, dlq.ErrNotFound) {
+					if errors.Is(err, index.ErrNotFound) {
 						return fail(exitNegative, "job %q is not in the index", c.Args().First())
 					}
 					if err != nil {
@@ -117,7 +117,7 @@ func (e *env) dlqCommand() *cli.Command {
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}
-					return dlq.WriteTranscript(e.stdout, o)
+					return index.WriteTranscript(e.stdout, o)
 				},
 			},
 			e.replayCommand(),
@@ -136,7 +136,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					if b := c.String("before"); b != "" {
-						if f.Until, err = dlq.ParseTime(b, time.Now()); err != nil {
+						if f.Until, err = index.ParseTime(b, time.Now()); err != nil {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}
@@ -225,7 +225,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if err := c.Context.Err(); err != nil {
 						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
-					s, err := st.Stats(c.Context, dlq.Filter{IncludeReplayed: true})
+					s, err := st.Stats(c.Context, index.Filter{IncludeReplayed: true})
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
@@ -304,7 +304,7 @@ func (l *idList) String() string     { return strings.Join(l.ids, ", ") }
 
 // replayMatched refuses (exit 1) a replay whose filter matched no dead
 // letter, or whose job ids name jobs that have none to replay, saying which.
-func replayMatched(f dlq.Filter, entries []dlq.Entry) error {
+func replayMatched(f index.Filter, entries []index.Entry) error {
 	if len(f.IDs) > 0 {
 		found := make(map[string]bool, len(entries))
 		for _, en := range entries {
@@ -327,7 +327,7 @@ func replayMatched(f dlq.Filter, entries []dlq.Entry) error {
 }
 
 // describeFilter names the filter flags set, as a user typed them.
-func describeFilter(f dlq.Filter) string {
+func describeFilter(f index.Filter) string {
 	var parts []string
 	add := func(flag, v string) {
 		if v != "" {

@@ -15,7 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/ledger"
@@ -68,7 +68,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					_, err := e.stdout.Write(escape.JSON(line.Bytes()))
 					return err
 				}
-				o, err := dlq.DecodeOutcome(m.Data)
+				o, err := job.DecodeOutcome(m.Data)
 				if err != nil {
 					return fmt.Errorf("message on %s: %w", m.Subject, err)
 				}
@@ -116,8 +116,8 @@ counts at zero and "queued": N).`,
 	}
 }
 
-func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error {
-	s, err := st.Stats(ctx, dlq.Filter{})
+func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) error {
+	s, err := st.Stats(ctx, index.Filter{})
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
@@ -173,9 +173,9 @@ func (e *env) printQueued(c *cli.Context) error {
 	queued := p.Pending + uint64(p.AckPending)
 	if c.Bool("json") {
 		return e.jsonEncoder().Encode(struct {
-			dlq.Stats
+			index.Stats
 			Queued uint64 `json:"queued"`
-		}{dlq.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]dlq.SchemaStats{}}, queued})
+		}{index.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]index.SchemaStats{}}, queued})
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s queued, no outcomes yet ('pipeline run' processes them)\n", plural(int(queued), "job"))
 	return err
@@ -250,8 +250,8 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 	}
 }
 
-func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
-	since, err := dlq.ParseTime(c.String("since"), time.Now())
+func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry, format string) error {
+	since, err := index.ParseTime(c.String("since"), time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}

@@ -287,12 +287,12 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	if be := budgetExit(err); be != nil {
 		return be
 	}
-	switch heal.KindOf(err) {
-	case heal.KindAuth:
+	switch model.KindOf(err) {
+	case model.KindAuth:
 		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
-	case heal.KindNoCredit:
+	case model.KindNoCredit:
 		return &exitError{code: exitNoCredit, err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
-	case heal.KindNotFound:
+	case model.KindNotFound:
 		return &exitError{code: exitRuntime, err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
 	}
 	return withCode(exitRuntime, err)
@@ -318,7 +318,7 @@ func ackWaitFor(set, requestTimeout time.Duration) time.Duration {
 // breaker (the workers' fetch gate), and the limiter with the key its
 // fleet shares (nil for the simulator without --rpm or --tpm).
 type builtModel struct {
-	model    heal.Model
+	model    model.Model
 	name     string
 	breaker  *llm.Breaker
 	limiter  *ratelimit.Limiter
@@ -446,7 +446,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 		}
 		cfg.OnResponse = lim.Observe
 	}
-	var m heal.Model
+	var m model.Model
 	var shared paramSharer
 	switch provider {
 	case "sim":

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 )
@@ -21,7 +21,7 @@ import (
 // it had to write are a warning naming how many, so a ledger that lost
 // its memory is never silent. st is the index the command has open (nil
 // for none: the one at --db or in the data dir is read, if there is one).
-func reconcileLedger(ctx context.Context, c *cli.Context, conn *broker.Conn, st *dlq.Store, log *slog.Logger) error {
+func reconcileLedger(ctx context.Context, c *cli.Context, conn *broker.Conn, st *index.Store, log *slog.Logger) error {
 	index := func(ctx context.Context, yield func(ledger.IndexedRun) bool) error {
 		s := st
 		if s == nil {
@@ -34,7 +34,7 @@ func reconcileLedger(ctx context.Context, c *cli.Context, conn *broker.Conn, st 
 			}
 			defer s.Close()
 		}
-		return s.EndedRuns(ctx, func(r dlq.EndedRun) bool {
+		return s.EndedRuns(ctx, func(r index.EndedRun) bool {
 			return yield(ledger.IndexedRun{JobID: r.JobID, Run: r.Run, Dead: r.Dead, At: r.At})
 		})
 	}

@@ -39,7 +39,7 @@ func budgetFlags() []cli.Flag {
 // the cost metric), and the gate that lets the workers fetch while any
 // model of the chain can take a call.
 type chain struct {
-	primary   heal.Model
+	primary   model.Model
 	fallbacks []heal.Fallback
 	gate      func(context.Context) error
 	table     *price.Table
@@ -51,7 +51,7 @@ type chain struct {
 
 // buildChain prices the primary model (built by buildModel) and builds
 // and prices the fallbacks of --fallback-model.
-func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus, primary heal.Model, spec string, breaker *llm.Breaker) (*chain, error) {
+func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus, primary model.Model, spec string, breaker *llm.Breaker) (*chain, error) {
 	table := price.Builtin()
 	if p := c.String("prices"); p != "" {
 		t, err := price.Load(p)
@@ -68,7 +68,7 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		return nil, fail(exitUsage, "--fallback-attempts must be at least 1, got %d", n)
 	}
 	ch := &chain{table: table, budget: budget}
-	meter := func(m heal.Model, spec string) heal.Model {
+	meter := func(m model.Model, spec string) model.Model {
 		provider, _, _ := llm.Parse(spec)
 		mt := price.NewMeter(m, spec, table, func(p price.Paid) {
 			budget.Add(p.CostUSD, p.Usage.Total())
@@ -131,9 +131,9 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 
 // batchPaid adds one answer read from a provider batch to the budget and
 // the cost metric, priced with the model's batch discount.
-func (ch *chain) batchPaid(metrics *worker.Metrics, spec string) func(heal.Usage) {
+func (ch *chain) batchPaid(metrics *worker.Metrics, spec string) func(model.Usage) {
 	provider, _, _ := llm.Parse(spec)
-	return func(u heal.Usage) {
+	return func(u model.Usage) {
 		c, ok := ch.table.BatchCost(spec, u)
 		ch.budget.Add(c, u.Total())
 		if ok {

@@ -13,7 +13,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
@@ -65,7 +65,7 @@ func (s *runStatus) stored(m sink.Msg) {
 		return // not an outcome: nothing to count
 	}
 	s.spent(o)
-	if o.Status == dlq.StatusSucceeded {
+	if o.Status == job.StatusSucceeded {
 		s.succeeded.Add(1)
 		return
 	}
@@ -85,7 +85,7 @@ func (s *runStatus) repeatedOutcome(m sink.Msg) {
 }
 
 // spent counts an outcome's model calls and tokens.
-func (s *runStatus) spent(o dlq.Outcome) {
+func (s *runStatus) spent(o job.Outcome) {
 	s.calls.Add(int64(o.Attempts))
 	var tokens int64
 	for _, a := range o.Trace {
@@ -95,16 +95,16 @@ func (s *runStatus) spent(o dlq.Outcome) {
 }
 
 // outcomeOf is the outcome a worker handed over.
-func outcomeOf(m sink.Msg) (dlq.Outcome, bool) {
-	var o dlq.Outcome
+func outcomeOf(m sink.Msg) (job.Outcome, bool) {
+	var o job.Outcome
 	switch r := m.Record.(type) {
-	case *dlq.Outcome:
+	case *job.Outcome:
 		o = *r
-	case dlq.Outcome:
+	case job.Outcome:
 		o = r
 	default:
 		var err error
-		if o, err = dlq.DecodeOutcome(m.Data); err != nil {
+		if o, err = job.DecodeOutcome(m.Data); err != nil {
 			return o, false
 		}
 	}

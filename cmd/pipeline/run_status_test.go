@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
@@ -56,7 +56,7 @@ func TestStatusLine(t *testing.T) {
 // a summary of "0 jobs ... 0 model calls" after 2 calls.
 func TestSummaryCountsRepeatedAnswers(t *testing.T) {
 	s := newRunStatus(time.Now())
-	o := dlq.Outcome{JobID: "a", Status: dlq.StatusSucceeded, Attempts: 2, Trace: []dlq.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
+	o := job.Outcome{JobID: "a", Status: job.StatusSucceeded, Attempts: 2, Trace: []job.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
 	s.repeatedOutcome(sink.Msg{MsgID: "a", Record: &o})
 	snap := s.snapshot(time.Now())
 	got := summaryLine(snap)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/sink"
 )
@@ -58,7 +58,7 @@ func warnStreamLoss(ctx context.Context, c *cli.Context, conn *broker.Conn, log 
 		log.Warn("stream limits applied, and no index to compare them with: outcomes the sink has not read yet may be discarded", "index", p)
 		return nil
 	}
-	st, err := dlq.Open(p)
+	st, err := index.Open(p)
 	if err != nil {
 		return withCode(exitRuntime, err)
 	}

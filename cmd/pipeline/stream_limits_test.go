@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/llmpipeline/pipeline/dlq" // the sqlite3 driver
+	_ "github.com/llmpipeline/pipeline/index" // the sqlite3 driver
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -98,7 +98,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	part, _ := reg.Get("part")
-	cluster := dlq.ClusterID(dlq.Fingerprint{Schema: "part", Version: part.Version, Path: "/code", Keyword: "pattern"})
+	cluster := cluster.ID(cluster.Fingerprint{Schema: "part", Version: part.Version, Path: "/code", Keyword: "pattern"})
 	srv, _, _ := console(t, dir, schemaDir)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],

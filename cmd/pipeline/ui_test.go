@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -49,14 +49,14 @@ func deadParts(t *testing.T, schemaDir string) string {
 }
 
 // console serves the console over a data dir, as `pipeline ui` does.
-func console(t *testing.T, dir, schemaDir string) (*httptest.Server, *broker.Conn, *dlq.Store) {
+func console(t *testing.T, dir, schemaDir string) (*httptest.Server, *broker.Conn, *index.Store) {
 	t.Helper()
 	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/payload"
 )
@@ -450,9 +450,9 @@ func sinkOutcome(tb testing.TB, i int) []byte {
 	tb.Helper()
 	id := fmt.Sprintf("s-%08d", i)
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
-	o := dlq.Outcome{
-		JobID: id, Schema: "invoice", SchemaVersion: "3f9a", Status: dlq.StatusSucceeded, Model: "canned", Attempts: 1,
-		Trace: []dlq.Attempt{{N: 1, Temperature: 0.7, FinishReason: "stop", PromptTokens: 420, CompletionTokens: 130, LatencyMS: 1,
+	o := job.Outcome{
+		JobID: id, Schema: "invoice", SchemaVersion: "3f9a", Status: job.StatusSucceeded, Model: "canned", Attempts: 1,
+		Trace: []job.Attempt{{N: 1, Temperature: 0.7, FinishReason: "stop", PromptTokens: 420, CompletionTokens: 130, LatencyMS: 1,
 			Raw: `{"invoice_number":"INV-1","vendor":"ACME \"Tools\"","total":1250.5,"currency":"EUR","lines":[{"sku":"A-1","qty":2,"price":125.25},{"sku":"B-2","qty":1,"price":1000}]}` + strings.Repeat(" ", 200)}},
 		Deliveries: 1, StartedAt: at, FinishedAt: at.Add(time.Millisecond),
 	}
@@ -486,7 +486,7 @@ func BenchmarkSink(b *testing.B) {
 			case <-b.Context().Done():
 				b.Fatal(b.Context().Err())
 			}
-			st, err := dlq.Open(filepath.Join(b.TempDir(), "pipeline.db"))
+			st, err := index.Open(filepath.Join(b.TempDir(), "pipeline.db"))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -497,9 +497,9 @@ func BenchmarkSink(b *testing.B) {
 				if !bc.store {
 					return nil
 				}
-				outs := make([]dlq.Outcome, 0, len(batch))
+				outs := make([]job.Outcome, 0, len(batch))
 				for _, m := range batch {
-					o, err := dlq.DecodeOutcome(m.Data)
+					o, err := job.DecodeOutcome(m.Data)
 					if err != nil {
 						return err
 					}

@@ -11,27 +11,27 @@ import (
 // CostUSD is 0 and the cost unknown).
 type Paid struct {
 	Model   string
-	Usage   heal.Usage
+	Usage   model.Usage
 	CostUSD float64
 	Priced  bool
 }
 
-// Meter wraps a heal.Model and reports every answered call to its paid
+// Meter wraps a model.Model and reports every answered call to its paid
 // function, whether or not the caller still wants the answer: a call the
 // provider answered is paid even when the job was cancelled meanwhile. A
 // call that failed (no answer, no usage) is not reported.
 type Meter struct {
-	m      heal.Model
+	m      model.Model
 	spec   string
 	price  Price
 	priced bool
 	paid   func(Paid)
 }
 
-var _ heal.Model = (*Meter)(nil)
+var _ model.Model = (*Meter)(nil)
 
 // NewMeter wraps m, the model of spec, priced by t. paid may be nil.
-func NewMeter(m heal.Model, spec string, t *Table, paid func(Paid)) *Meter {
+func NewMeter(m model.Model, spec string, t *Table, paid func(Paid)) *Meter {
 	p, ok := t.Lookup(spec)
 	return &Meter{m: m, spec: spec, price: p, priced: ok, paid: paid}
 }
@@ -48,7 +48,7 @@ func (m *Meter) Provider() string {
 }
 
 // Complete calls the wrapped model and reports the call when it answered.
-func (m *Meter) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+func (m *Meter) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	resp, err := m.m.Complete(ctx, req)
 	if err == nil && m.paid != nil {
 		p := Paid{Model: m.spec, Usage: resp.Usage, Priced: m.priced}

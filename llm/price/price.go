@@ -38,7 +38,7 @@ type Price struct {
 }
 
 // Cost is the price of one call with usage u, in US dollars.
-func (p Price) Cost(u heal.Usage) float64 {
+func (p Price) Cost(u model.Usage) float64 {
 	prompt := max(u.PromptTokens, 0)
 	cached := min(max(u.CachedTokens, 0), prompt)
 	written := min(max(u.CacheWriteTokens, 0), prompt-cached)
@@ -58,7 +58,7 @@ func (p Price) Cost(u heal.Usage) float64 {
 
 // BatchCost is the price of one call made through the provider's batch
 // API: Cost less the batch discount.
-func (p Price) BatchCost(u heal.Usage) float64 {
+func (p Price) BatchCost(u model.Usage) float64 {
 	c := p.Cost(u)
 	if p.BatchDiscount != nil {
 		c *= 1 - *p.BatchDiscount
@@ -192,7 +192,7 @@ func (t *Table) Lookup(spec string) (Price, bool) {
 
 // Cost is the price of one call of the model spec with usage u; false
 // when the model is priced nowhere (the cost is then 0, and unknown).
-func (t *Table) Cost(spec string, u heal.Usage) (float64, bool) {
+func (t *Table) Cost(spec string, u model.Usage) (float64, bool) {
 	p, ok := t.Lookup(spec)
 	if !ok {
 		return 0, false
@@ -203,7 +203,7 @@ func (t *Table) Cost(spec string, u heal.Usage) (float64, bool) {
 // BatchCost is the price of one call of the model spec made through the
 // provider's batch API (Price.BatchCost); false when the model is priced
 // nowhere.
-func (t *Table) BatchCost(spec string, u heal.Usage) (float64, bool) {
+func (t *Table) BatchCost(spec string, u model.Usage) (float64, bool) {
 	p, ok := t.Lookup(spec)
 	if !ok {
 		return 0, false

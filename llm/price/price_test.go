@@ -69,7 +69,7 @@ func TestCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := heal.Usage{PromptTokens: 1_000_000, CompletionTokens: 500_000, CachedTokens: 400_000}
+	u := model.Usage{PromptTokens: 1_000_000, CompletionTokens: 500_000, CachedTokens: 400_000}
 	// 600k uncached at 2 + 400k cached at 0.5 + 500k at 8
 	if got, ok := tb.Cost("openai:m", u); !ok || !near(got, 1.2+0.2+4) {
 		t.Errorf("openai:m cost %v, %v; want 5.4", got, ok)
@@ -91,7 +91,7 @@ func TestCost(t *testing.T) {
 // tokens and cost their own price (1.25x the input in the built-in table).
 func TestCostOfCacheWrites(t *testing.T) {
 	tb := price.Builtin()
-	u := heal.Usage{PromptTokens: 1_000_000, CachedTokens: 200_000, CacheWriteTokens: 300_000, CompletionTokens: 0}
+	u := model.Usage{PromptTokens: 1_000_000, CachedTokens: 200_000, CacheWriteTokens: 300_000, CompletionTokens: 0}
 	// claude-sonnet-4-5: 500k plain at 3 + 200k read at 0.30 + 300k written at 3.75
 	want := 1.5 + 0.06 + 1.125
 	if got, ok := tb.Cost("anthropic:claude-sonnet-4-5", u); !ok || !near(got, want) {
@@ -143,22 +143,22 @@ func TestLoadNamesTheFile(t *testing.T) {
 func TestMeterReportsAnsweredCallsOnly(t *testing.T) {
 	tb, _ := price.Parse([]byte(`{"openai:m": {"input_per_mtok": 1, "output_per_mtok": 2}}`))
 	fail := true
-	inner := heal.ModelFunc(func(ctx context.Context, req heal.Request) (heal.Response, error) {
+	inner := model.Func(func(ctx context.Context, req model.Request) (model.Response, error) {
 		if fail {
-			return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "openai"}
+			return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: "openai"}
 		}
-		return heal.Response{Content: "{}", Usage: heal.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
+		return model.Response{Content: "{}", Usage: model.Usage{PromptTokens: 1000, CompletionTokens: 500}}, nil
 	})
 	var paid []price.Paid
 	m := price.NewMeter(inner, "openai:m", tb, func(p price.Paid) { paid = append(paid, p) })
-	if _, err := m.Complete(t.Context(), heal.Request{}); err == nil {
+	if _, err := m.Complete(t.Context(), model.Request{}); err == nil {
 		t.Fatal("want the transport error")
 	}
 	if len(paid) != 0 {
 		t.Fatalf("a failed call was paid: %+v", paid)
 	}
 	fail = false
-	if _, err := m.Complete(t.Context(), heal.Request{}); err != nil {
+	if _, err := m.Complete(t.Context(), model.Request{}); err != nil {
 		t.Fatal(err)
 	}
 	if len(paid) != 1 || !paid[0].Priced || !near(paid[0].CostUSD, 0.002) || paid[0].Model != "openai:m" {
@@ -168,7 +168,7 @@ func TestMeterReportsAnsweredCallsOnly(t *testing.T) {
 	if u.Priced() {
 		t.Error("an unknown model reports a price")
 	}
-	if _, err := u.Complete(t.Context(), heal.Request{}); err != nil {
+	if _, err := u.Complete(t.Context(), model.Request{}); err != nil {
 		t.Fatal(err)
 	}
 	if last := paid[len(paid)-1]; last.Priced || last.CostUSD != 0 || last.Usage.Total() != 1500 {

@@ -1,7 +1,7 @@
 // Package ratelimit keeps a model's calls within its provider's rate
 // limits: requests and tokens per window, shared by every process of a
 // fleet. A Limiter is two token buckets (golang.org/x/time/rate), one of
-// requests and one of tokens; Wrap makes a heal.Model whose calls wait for
+// requests and one of tokens; Wrap makes a model.Model whose calls wait for
 // both before they are sent.
 //
 // # Where the limit comes from

@@ -322,7 +322,7 @@ func setRate(b *rate.Limiter, now time.Time, perSec float64, burst int) bool {
 
 // estimate is what a request counts against the token limit before it is
 // sent: its messages' bytes over four, plus its completion limit.
-func (l *Limiter) estimate(req heal.Request) int {
+func (l *Limiter) estimate(req model.Request) int {
 	n := 0
 	for _, m := range req.Messages {
 		n += len(m.Content) + len(m.Role)
@@ -459,7 +459,7 @@ func (l *Limiter) waitError(ctx context.Context, err error) error {
 	}
 	// The wait would outlast ctx's deadline: the call could not be sent
 	// in time, a transport failure like a timeout.
-	return &heal.Error{Kind: heal.KindTransport, Provider: l.cfg.Provider, Message: "waiting for the rate limit: " + err.Error()}
+	return &model.Error{Kind: model.KindTransport, Provider: l.cfg.Provider, Message: "waiting for the rate limit: " + err.Error()}
 }
 
 // waitHold sleeps while a hold is on: a family reached zero remaining (or,

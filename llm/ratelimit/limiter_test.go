@@ -17,14 +17,14 @@ import (
 
 // limited builds the provider's client with the limiter reading its
 // headers, wrapped by the limiter.
-func limited(t *testing.T, p *provider, cfg Config) (*Limiter, heal.Model) {
+func limited(t *testing.T, p *provider, cfg Config) (*Limiter, model.Model) {
 	t.Helper()
 	l, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lc := llm.Config{BaseURL: p.URL + "/v1", APIKey: "sk-test", Model: "gpt-test", OnResponse: l.Observe, TransportRetries: -1}
-	var m heal.Model
+	var m model.Model
 	if p.anthropic {
 		lc.BaseURL = p.URL
 		m, err = llm.NewAnthropic(lc)
@@ -37,9 +37,9 @@ func limited(t *testing.T, p *provider, cfg Config) (*Limiter, heal.Model) {
 	return l, l.Wrap(m)
 }
 
-func request(i, promptBytes, maxTokens int) heal.Request {
-	return heal.Request{
-		Messages:  []heal.Message{{Role: "user", Content: strings.Repeat("x", promptBytes)}},
+func request(i, promptBytes, maxTokens int) model.Request {
+	return model.Request{
+		Messages:  []model.Message{{Role: "user", Content: strings.Repeat("x", promptBytes)}},
 		MaxTokens: maxTokens,
 		JobID:     fmt.Sprintf("job-%d", i),
 		Attempt:   1,
@@ -47,7 +47,7 @@ func request(i, promptBytes, maxTokens int) heal.Request {
 }
 
 // call runs n calls from k goroutines and fails the test on any error.
-func call(t *testing.T, m heal.Model, n, k int, req func(i int) heal.Request) {
+func call(t *testing.T, m model.Model, n, k int, req func(i int) model.Request) {
 	t.Helper()
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -95,7 +95,7 @@ func TestCeilingHoldsEverySlidingWindow(t *testing.T) {
 			t.Parallel()
 			p := newProvider(t, false)
 			_, m := limited(t, p, tc.cfg)
-			call(t, m, tc.calls, 16, func(i int) heal.Request { return request(i, tc.promptBytes, tc.maxTokens) })
+			call(t, m, tc.calls, 16, func(i int) model.Request { return request(i, tc.promptBytes, tc.maxTokens) })
 			arrivals, tokens, _ := p.record()
 			if len(arrivals) != tc.calls {
 				t.Fatalf("%d requests arrived, want %d", len(arrivals), tc.calls)
@@ -164,8 +164,8 @@ func TestHeadersHoldUntilReset(t *testing.T) {
 				}
 			}
 			_, m := limited(t, p, Config{})
-			call(t, m, 1, 1, func(i int) heal.Request { return request(i, 40, 10) })
-			call(t, m, 6, 6, func(i int) heal.Request { return request(i, 40, 10) })
+			call(t, m, 1, 1, func(i int) model.Request { return request(i, 40, 10) })
+			call(t, m, 6, 6, func(i int) model.Request { return request(i, 40, 10) })
 			arrivals, _, _ := p.record()
 			if len(arrivals) != 7 {
 				t.Fatalf("%d requests arrived, want 7", len(arrivals))
@@ -270,12 +270,12 @@ func TestWaitRespectsContext(t *testing.T) {
 	t.Parallel()
 	p := newProvider(t, false)
 	_, m := limited(t, p, Config{RPM: 1, Window: time.Hour})
-	call(t, m, 1, 1, func(i int) heal.Request { return request(i, 40, 10) })
+	call(t, m, 1, 1, func(i int) model.Request { return request(i, 40, 10) })
 
 	dctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	_, err := m.Complete(dctx, request(1, 40, 10))
-	if heal.KindOf(err) != heal.KindTransport {
+	if model.KindOf(err) != model.KindTransport {
 		t.Errorf("wait past the deadline: %v, want a transport error", err)
 	}
 

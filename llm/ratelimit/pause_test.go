@@ -38,7 +38,7 @@ func TestRetryAfterPausesEveryCall(t *testing.T) {
 				}
 			}
 			_, m := limited(t, p, Config{MaxPause: tc.maxPause})
-			call(t, m, 6, 3, func(i int) heal.Request { return request(i, 40, 10) })
+			call(t, m, 6, 3, func(i int) model.Request { return request(i, 40, 10) })
 			_, _, sent := p.record()
 			if len(sent) != 7 {
 				t.Fatalf("%d requests, want 7 (six, one of them again after its 429)", len(sent))

@@ -46,7 +46,7 @@ func TestOneCallUntilTheFirstAnswer(t *testing.T) {
 		}
 	}
 	_, m := limited(t, p, Config{})
-	call(t, m, 16, 16, func(i int) heal.Request { return request(i, 40, 10) })
+	call(t, m, 16, 16, func(i int) model.Request { return request(i, 40, 10) })
 	arrivals, _, sentAt := p.record()
 	if len(arrivals) != 16 {
 		t.Fatalf("%d requests arrived, want 16", len(arrivals))

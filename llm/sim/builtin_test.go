@@ -35,8 +35,8 @@ func TestSimOnBuiltinSchemas(t *testing.T) {
 			clean := newTestSim(t, Config{Seed: 11})
 			faulty := newTestSim(t, Config{Seed: 11, WrongTypeRate: 1, MissingRequiredRate: 1, EnumNearMissRate: 1, FixRate: 1})
 			for i := range 100 {
-				req := heal.Request{
-					Messages: []heal.Message{{Role: "system", Content: "schema"}, {Role: "user", Content: "text"}},
+				req := model.Request{
+					Messages: []model.Message{{Role: "system", Content: "schema"}, {Role: "user", Content: "text"}},
 					Schema:   s.Raw, SchemaID: id, JobID: fmt.Sprintf("%s-%d", id, i), Attempt: 1,
 				}
 				out := complete(t, clean, req).Content

@@ -1,4 +1,4 @@
-// Package sim is the built-in simulated model behind heal.Model, for demos,
+// Package sim is the built-in simulated model behind model.Model, for demos,
 // rehearsal and load tests: no network, no key. It depends on nothing of
 // the pipeline's but heal's request and response types.
 //
@@ -19,8 +19,8 @@
 //	if err != nil {
 //		return err // wraps sim.ErrConfig
 //	}
-//	resp, err := m.Complete(ctx, heal.Request{Schema: schema, JobID: "inv-1", Attempt: 1,
-//		Messages: []heal.Message{{Role: "user", Content: "Extract the invoice."}}})
+//	resp, err := m.Complete(ctx, model.Request{Schema: schema, JobID: "inv-1", Attempt: 1,
+//		Messages: []model.Message{{Role: "user", Content: "Extract the invoice."}}})
 //
 // The files hold one concept each: sim.go the model and its config,
 // schema.go the schema compiler, gen.go the value generator, value.go the

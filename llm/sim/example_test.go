@@ -19,8 +19,8 @@ func ExampleModel() {
 	}
 	schema := `{"type":"object","required":["name","currency","amount"],"properties":{
 		"name":{"type":"string"},"currency":{"enum":["EUR","USD"]},"amount":{"type":"number","minimum":0}}}`
-	resp, err := m.Complete(context.Background(), heal.Request{
-		Messages: []heal.Message{{Role: "user", Content: "Extract the payment."}},
+	resp, err := m.Complete(context.Background(), model.Request{
+		Messages: []model.Message{{Role: "user", Content: "Extract the payment."}},
 		Schema:   json.RawMessage(schema),
 		JobID:    "pay-1",
 		Attempt:  1,
@@ -37,8 +37,8 @@ func ExampleModel() {
 func ExampleModel_healTurn() {
 	m, _ := sim.New(sim.Config{Seed: 1, FixRate: 1})
 	schema := json.RawMessage(`{"type":"object","required":["total"],"properties":{"total":{"type":"number","minimum":1,"maximum":9}}}`)
-	resp, _ := m.Complete(context.Background(), heal.Request{
-		Messages: []heal.Message{
+	resp, _ := m.Complete(context.Background(), model.Request{
+		Messages: []model.Message{
 			{Role: "user", Content: "Extract the total."},
 			{Role: "assistant", Content: `{"total": "12,50"}`},
 			{Role: "user", Content: "Fix only these fields:\n- /total: expected number, got \"12,50\""},

@@ -11,7 +11,7 @@ import (
 // lastExchange finds the previous answer (the last assistant turn) and the
 // feedback after it (the user turns that follow). heal is false on a first
 // turn.
-func lastExchange(msgs []heal.Message) (prev, feedback string, isHeal bool) {
+func lastExchange(msgs []model.Message) (prev, feedback string, isHeal bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "assistant" {
 			var fb strings.Builder

@@ -17,9 +17,9 @@ import (
 const (
 	ForceTruncated  = "truncated"     // output cut short, finish reason length
 	ForceGrammar    = "grammar"       // prose without any JSON, different every attempt
-	ForceTransport  = "transport"     // a *heal.Error of kind transport (HTTP 503)
-	ForceAuth       = "auth"          // a *heal.Error of kind auth (HTTP 401)
-	ForceRequest    = "request_error" // a *heal.Error of kind request_error (HTTP 400)
+	ForceTransport  = "transport"     // a *model.Error of kind transport (HTTP 503)
+	ForceAuth       = "auth"          // a *model.Error of kind auth (HTTP 401)
+	ForceRequest    = "request_error" // a *model.Error of kind request_error (HTTP 400)
 	ForceNoProgress = "no_progress"   // one schema fault, then the same output on every heal turn
 )
 
@@ -100,13 +100,13 @@ type cachedSchema struct {
 // maxCachedSchemas bounds the compiled-schema cache.
 const maxCachedSchemas = 512
 
-// providerName is what Provider returns and what heal.Error.Provider holds.
+// providerName is what Provider returns and what model.Error.Provider holds.
 const providerName = "sim"
 
 // ErrConfig is returned (wrapped) by New for a Config it cannot run.
 var ErrConfig = errors.New("invalid simulator config")
 
-var _ heal.Model = (*Model)(nil)
+var _ model.Model = (*Model)(nil)
 
 // New returns a simulator. Rates must be within [0, 1] and Force one of
 // the documented modes.
@@ -154,44 +154,44 @@ func (s *Model) schema(raw []byte) (*snode, error) {
 }
 
 // Complete answers one request. See Model for what it does.
-func (s *Model) Complete(ctx context.Context, req heal.Request) (heal.Response, error) {
+func (s *Model) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	start := time.Now()
 	if err := sleep(ctx, s.cfg.Latency); err != nil {
-		return heal.Response{}, fmt.Errorf("sim: waiting for the simulated latency: %w", err)
+		return model.Response{}, fmt.Errorf("sim: waiting for the simulated latency: %w", err)
 	}
 	switch s.cfg.Force {
 	case ForceTransport:
-		return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: providerName, StatusCode: 503, Message: "simulated overload (forced transport failure)"}
+		return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: providerName, StatusCode: 503, Message: "simulated overload (forced transport failure)"}
 	case ForceAuth:
-		return heal.Response{}, &heal.Error{Kind: heal.KindAuth, Provider: providerName, StatusCode: 401, Message: "simulated invalid API key (forced auth failure)", KeyEnv: "SIM_API_KEY"}
+		return model.Response{}, &model.Error{Kind: model.KindAuth, Provider: providerName, StatusCode: 401, Message: "simulated invalid API key (forced auth failure)", KeyEnv: "SIM_API_KEY"}
 	case ForceRequest:
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: providerName, StatusCode: 400, Message: "simulated: the model does not exist (forced request error)"}
+		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: providerName, StatusCode: 400, Message: "simulated: the model does not exist (forced request error)"}
 	}
 	if len(bytes.TrimSpace(req.Schema)) == 0 {
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: providerName, Message: "the simulator needs the job's JSON Schema in the request"}
+		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: providerName, Message: "the simulator needs the job's JSON Schema in the request"}
 	}
 	root, err := s.schema(req.Schema)
 	if err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindRequest, Provider: providerName, Message: err.Error()}
+		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: providerName, Message: err.Error()}
 	}
 	r := s.rng(req)
 	g := &gen{r: r}
 	content := s.answer(g, root, req)
 
-	resp := heal.Response{Content: content, FinishReason: heal.FinishStop, RawFinishReason: "stop"}
+	resp := model.Response{Content: content, FinishReason: model.FinishStop, RawFinishReason: "stop"}
 	if s.cfg.Force == ForceTruncated {
 		resp.Content = content[:len(content)*3/5]
-		resp.FinishReason, resp.RawFinishReason = heal.FinishLength, "length"
+		resp.FinishReason, resp.RawFinishReason = model.FinishLength, "length"
 	}
 	if req.MaxTokens > 0 && tokens(len(resp.Content)) > req.MaxTokens {
 		resp.Content = resp.Content[:min(len(resp.Content), req.MaxTokens*4)]
-		resp.FinishReason, resp.RawFinishReason = heal.FinishLength, "length"
+		resp.FinishReason, resp.RawFinishReason = model.FinishLength, "length"
 	}
 	prompt := 0
 	for _, m := range req.Messages {
 		prompt += len(m.Content) + 16
 	}
-	resp.Usage = heal.Usage{PromptTokens: tokens(prompt), CompletionTokens: tokens(len(resp.Content))}
+	resp.Usage = model.Usage{PromptTokens: tokens(prompt), CompletionTokens: tokens(len(resp.Content))}
 	resp.Latency = time.Since(start)
 	return resp, nil
 }
@@ -216,7 +216,7 @@ func tokens(n int) int { return (n + 3) / 4 }
 
 // rng is seeded from Seed, the job id (or the conversation when there is
 // none) and the attempt.
-func (s *Model) rng(req heal.Request) *rand.Rand {
+func (s *Model) rng(req model.Request) *rand.Rand {
 	h := fnv.New64a()
 	if req.JobID != "" {
 		h.Write([]byte(req.JobID))
@@ -233,7 +233,7 @@ func (s *Model) rng(req heal.Request) *rand.Rand {
 }
 
 // answer writes the content of one turn.
-func (s *Model) answer(g *gen, root *snode, req heal.Request) string {
+func (s *Model) answer(g *gen, root *snode, req model.Request) string {
 	prev, feedback, isHeal := lastExchange(req.Messages)
 	if s.cfg.Force == ForceGrammar {
 		return grammarText(req.Attempt, g)

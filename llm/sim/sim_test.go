@@ -23,9 +23,9 @@ func newTestSim(t testing.TB, cfg Config) *Model {
 	return s
 }
 
-func firstTurn(s testSchema, job string) heal.Request {
-	return heal.Request{
-		Messages: []heal.Message{
+func firstTurn(s testSchema, job string) model.Request {
+	return model.Request{
+		Messages: []model.Message{
 			{Role: "system", Content: "You extract data as JSON matching the schema."},
 			{Role: "user", Content: "Extract the " + s.name + " from: ..."},
 		},
@@ -37,17 +37,17 @@ func firstTurn(s testSchema, job string) heal.Request {
 	}
 }
 
-func healTurn(first heal.Request, prev, fb string) heal.Request {
+func healTurn(first model.Request, prev, fb string) model.Request {
 	r := first
 	r.Messages = append(slices.Clone(first.Messages),
-		heal.Message{Role: "assistant", Content: prev},
-		heal.Message{Role: "user", Content: fb})
+		model.Message{Role: "assistant", Content: prev},
+		model.Message{Role: "user", Content: fb})
 	r.Attempt = first.Attempt + 1
 	r.Temperature = 0.5
 	return r
 }
 
-func complete(t testing.TB, m heal.Model, req heal.Request) heal.Response {
+func complete(t testing.TB, m model.Model, req model.Request) model.Response {
 	t.Helper()
 	resp, err := m.Complete(t.Context(), req)
 	if err != nil {
@@ -70,7 +70,7 @@ func TestSimGeneratesValidInstances(t *testing.T) {
 				if ds := s.diagnostics(t, resp.Content); ds != nil {
 					t.Fatalf("job-%d: invalid instance %v:\n%s", i, ds, resp.Content)
 				}
-				if resp.FinishReason != heal.FinishStop || resp.Usage.PromptTokens <= 0 || resp.Usage.CompletionTokens <= 0 {
+				if resp.FinishReason != model.FinishStop || resp.Usage.PromptTokens <= 0 || resp.Usage.CompletionTokens <= 0 {
 					t.Fatalf("job-%d: finish %q usage %+v", i, resp.FinishReason, resp.Usage)
 				}
 			}
@@ -257,16 +257,16 @@ func TestSimForce(t *testing.T) {
 	s := loadSchema(t, "invoice")
 	tests := []struct {
 		force  string
-		kind   heal.ErrorKind
+		kind   model.ErrorKind
 		status int
 		check  func(t *testing.T, sim *Model)
 	}{
-		{force: ForceTransport, kind: heal.KindTransport, status: 503},
-		{force: ForceAuth, kind: heal.KindAuth, status: 401},
-		{force: ForceRequest, kind: heal.KindRequest, status: 400},
+		{force: ForceTransport, kind: model.KindTransport, status: 503},
+		{force: ForceAuth, kind: model.KindAuth, status: 401},
+		{force: ForceRequest, kind: model.KindRequest, status: 400},
 		{force: ForceTruncated, check: func(t *testing.T, sim *Model) {
 			resp := complete(t, sim, firstTurn(s, "t-1"))
-			if resp.FinishReason != heal.FinishLength || resp.RawFinishReason != "length" {
+			if resp.FinishReason != model.FinishLength || resp.RawFinishReason != "length" {
 				t.Fatalf("finish %q/%q, want length", resp.FinishReason, resp.RawFinishReason)
 			}
 			if json.Valid([]byte(resp.Content)) || !strings.HasPrefix(resp.Content, "{") {
@@ -305,9 +305,9 @@ func TestSimForce(t *testing.T) {
 				return
 			}
 			_, err := sim.Complete(t.Context(), firstTurn(s, "e-1"))
-			var he *heal.Error
+			var he *model.Error
 			if !errors.As(err, &he) || he.Kind != tt.kind || he.StatusCode != tt.status || he.Provider != "sim" {
-				t.Fatalf("err = %#v, want *heal.Error kind %s status %d", err, tt.kind, tt.status)
+				t.Fatalf("err = %#v, want *model.Error kind %s status %d", err, tt.kind, tt.status)
 			}
 		})
 	}
@@ -320,7 +320,7 @@ func TestSimMaxTokensTruncates(t *testing.T) {
 	req := firstTurn(s, "m-1")
 	req.MaxTokens = 20
 	resp := complete(t, sim, req)
-	if resp.FinishReason != heal.FinishLength || len(resp.Content) > 80 || json.Valid([]byte(resp.Content)) {
+	if resp.FinishReason != model.FinishLength || len(resp.Content) > 80 || json.Valid([]byte(resp.Content)) {
 		t.Fatalf("finish %q, %d bytes: %q", resp.FinishReason, len(resp.Content), resp.Content)
 	}
 }
@@ -366,8 +366,8 @@ func TestSimRequestErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := sim.Complete(t.Context(), heal.Request{Schema: json.RawMessage(tt.schema), JobID: "x"})
-			if heal.KindOf(err) != heal.KindRequest {
+			_, err := sim.Complete(t.Context(), model.Request{Schema: json.RawMessage(tt.schema), JobID: "x"})
+			if model.KindOf(err) != model.KindRequest {
 				t.Fatalf("err = %v, want request_error", err)
 			}
 		})
@@ -445,16 +445,16 @@ func FuzzSimSchema(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := heal.Request{Schema: schema, JobID: "fuzz", Attempt: 1,
-			Messages: []heal.Message{{Role: "user", Content: "x"}}}
+		req := model.Request{Schema: schema, JobID: "fuzz", Attempt: 1,
+			Messages: []model.Message{{Role: "user", Content: "x"}}}
 		resp, err := sim.Complete(t.Context(), req)
 		if err != nil {
-			if heal.KindOf(err) != heal.KindRequest {
+			if model.KindOf(err) != model.KindRequest {
 				t.Fatalf("unexpected error kind: %v", err)
 			}
 			return
 		}
-		req.Messages = append(req.Messages, heal.Message{Role: "assistant", Content: resp.Content}, heal.Message{Role: "user", Content: fb})
+		req.Messages = append(req.Messages, model.Message{Role: "assistant", Content: resp.Content}, model.Message{Role: "user", Content: fb})
 		req.Attempt = 2
 		if _, err := sim.Complete(t.Context(), req); err != nil {
 			t.Fatalf("heal turn: %v", err)

@@ -260,11 +260,11 @@ func TestChatServer(t *testing.T) {
 	t.Run("valid answer", func(t *testing.T) {
 		seen := map[string]bool{}
 		for i := range 4 {
-			resp, err := client.Complete(t.Context(), heal.Request{Messages: []heal.Message{{Role: "user", Content: "extract"}}, SchemaID: benchSchema, JobID: "j", Attempt: i + 1})
+			resp, err := client.Complete(t.Context(), model.Request{Messages: []model.Message{{Role: "user", Content: "extract"}}, SchemaID: benchSchema, JobID: "j", Attempt: i + 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if resp.FinishReason != heal.FinishStop {
+			if resp.FinishReason != model.FinishStop {
 				t.Errorf("finish reason %q", resp.FinishReason)
 			}
 			diags, _, err := sc.Validate([]byte(resp.Content), 5)

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/broker"
@@ -133,8 +133,8 @@ func benchJobs(n int) ([]queue.SubmitItem, int, error) {
 // bench uses: the simulator with every fault rate at 0 (one attempt per
 // job), or the OpenAI client with its own tuned HTTP transport; both behind
 // the breaker, as `pipeline run` does.
-func buildModel(spec caseSpec, log *slog.Logger) (heal.Model, string, *llm.Breaker, error) {
-	var m heal.Model
+func buildModel(spec caseSpec, log *slog.Logger) (model.Model, string, *llm.Breaker, error) {
+	var m model.Model
 	name := "sim"
 	switch spec.Kind {
 	case "sim":
@@ -208,7 +208,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return res, fmt.Errorf("connecting to NATS: %w", err)
 	}
 	defer conn.Close()
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		return res, fmt.Errorf("opening index: %w", err)
 	}
@@ -305,9 +305,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
-	stats := dlq.Stats{Jobs: int(stored)}
+	stats := index.Stats{Jobs: int(stored)}
 	if !spec.NoIndex {
-		if stats, err = st.Stats(ctx, dlq.Filter{}); err != nil {
+		if stats, err = st.Stats(ctx, index.Filter{}); err != nil {
 			return res, fmt.Errorf("reading index stats: %w", err)
 		}
 	}
@@ -401,7 +401,7 @@ type sample struct {
 // streams hold and how many the sink has stored in the index: the streams'
 // last sequences against the cursors the sink commits with its rows (every
 // message up to a cursor is indexed), two rows read from SQLite.
-func sampleLag(ctx context.Context, conn *broker.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
+func sampleLag(ctx context.Context, conn *broker.Conn, st *index.Store, every time.Duration, log *slog.Logger) []sample {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var out []sample
@@ -420,7 +420,7 @@ func sampleLag(ctx context.Context, conn *broker.Conn, st *dlq.Store, every time
 	}
 }
 
-func sinkProgress(ctx context.Context, conn *broker.Conn, st *dlq.Store) (sample, error) {
+func sinkProgress(ctx context.Context, conn *broker.Conn, st *index.Store) (sample, error) {
 	s := sample{at: time.Now()}
 	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		str, err := conn.JetStream().Stream(ctx, name)

@@ -33,7 +33,7 @@ type chatServer struct {
 // chatRequest is the part of a request the server checks.
 type chatRequest struct {
 	Model    string         `json:"model"`
-	Messages []heal.Message `json:"messages"`
+	Messages []model.Message `json:"messages"`
 }
 
 type chatResponse struct {
@@ -64,7 +64,7 @@ type chatUsage struct {
 
 // validAnswers returns n valid invoices written by the simulator with
 // every fault rate at 0, each checked against the schema.
-func validAnswers(ctx context.Context, n int) ([]heal.Response, error) {
+func validAnswers(ctx context.Context, n int) ([]model.Response, error) {
 	reg, err := schemas.Builtin()
 	if err != nil {
 		return nil, fmt.Errorf("loading built-in schemas: %w", err)
@@ -81,10 +81,10 @@ func validAnswers(ctx context.Context, n int) ([]heal.Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
-	out := make([]heal.Response, 0, n)
+	out := make([]model.Response, 0, n)
 	for i := range max(n, 1) {
-		resp, err := sim.Complete(ctx, heal.Request{
-			Messages: []heal.Message{{Role: heal.RoleUser, Content: "extract"}},
+		resp, err := sim.Complete(ctx, model.Request{
+			Messages: []model.Message{{Role: model.RoleUser, Content: "extract"}},
 			Schema:   sc.Raw, SchemaID: sc.ID, JobID: "answer-" + strconv.Itoa(i), Attempt: 1,
 		})
 		if err != nil {
@@ -124,15 +124,15 @@ func newChatServer(ctx context.Context, latency time.Duration, variants int) (*c
 // invoices: a model that costs nothing, so a run measures the non-model
 // path alone (the simulator spends CPU writing each instance).
 type cannedModel struct {
-	answers []heal.Response
+	answers []model.Response
 	n       atomic.Uint64
 }
 
-var _ heal.Model = (*cannedModel)(nil)
+var _ model.Model = (*cannedModel)(nil)
 
-func (m *cannedModel) Complete(ctx context.Context, _ heal.Request) (heal.Response, error) {
+func (m *cannedModel) Complete(ctx context.Context, _ model.Request) (model.Response, error) {
 	if err := ctx.Err(); err != nil {
-		return heal.Response{}, &heal.Error{Kind: heal.KindTransport, Provider: "canned", Message: err.Error()}
+		return model.Response{}, &model.Error{Kind: model.KindTransport, Provider: "canned", Message: err.Error()}
 	}
 	r := m.answers[m.n.Add(1)%uint64(len(m.answers))]
 	r.Usage.PromptTokens = 700
