@@ -6,7 +6,11 @@ import (
 	"fmt"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/worker"
 )
 
@@ -50,7 +54,7 @@ type ReplayResult struct {
 
 // Replay republishes the jobs of entries and marks their dead letters
 // replayed. A job that fails is recorded in Failed and the others go on.
-func Replay(ctx context.Context, conn *ingest.Conn, st *index.Store, entries []index.Entry) ReplayResult {
+func Replay(ctx context.Context, conn *broker.Conn, st *index.Store, entries []index.Entry) ReplayResult {
 	var res ReplayResult
 	for _, en := range entries {
 		if err := ReplayOne(ctx, conn, st, en); err != nil {
@@ -64,17 +68,17 @@ func Replay(ctx context.Context, conn *ingest.Conn, st *index.Store, entries []i
 
 // ReplayOne republishes one dead letter's job, as it was submitted, as the
 // job's next run, then marks the dead letter replayed.
-func ReplayOne(ctx context.Context, conn *ingest.Conn, st *index.Store, en index.Entry) error {
+func ReplayOne(ctx context.Context, conn *broker.Conn, st *index.Store, en index.Entry) error {
 	o, err := st.Get(ctx, en.JobID)
 	if err != nil {
 		return fmt.Errorf("reading the dead letter: %w", err)
 	}
-	j, err := ingest.ParseJob(o.Job)
+	j, err := job.Parse(o.Job)
 	if err != nil {
 		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
 	}
-	item := ingest.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
-	if _, err := conn.Submit(ctx, []ingest.SubmitItem{item}, nil); err != nil {
+	item := queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
+	if _, err := queue.Submit(ctx, conn, []queue.SubmitItem{item}, nil); err != nil {
 		return fmt.Errorf("publishing: %w", err)
 	}
 	if err := st.MarkReplayed(ctx, o.JobID, o.Run); err != nil {
@@ -102,7 +106,7 @@ func Purge(ctx context.Context, st *index.Store, f index.Filter, dryRun, all boo
 // store (a later dlq rebuild does not bring them back, and the bucket does
 // not keep them). A dry run touches neither. When the stream's delete
 // fails the index is purged already: the error says so.
-func PurgeWithStreams(ctx context.Context, conn *ingest.Conn, st *index.Store, f index.Filter, dryRun, all bool) ([]string, error) {
+func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f index.Filter, dryRun, all bool) ([]string, error) {
 	if EmptyFilter(f) && !all {
 		return nil, ErrNoFilter
 	}
@@ -113,13 +117,13 @@ func PurgeWithStreams(ctx context.Context, conn *ingest.Conn, st *index.Store, f
 	ids := make([]string, len(runs))
 	msgIDs := make([]string, len(runs))
 	for i, r := range runs {
-		ids[i], msgIDs[i] = r.JobID, ingest.RunMsgID(r.JobID, r.Run)
+		ids[i], msgIDs[i] = r.JobID, ledger.RunMsgID(r.JobID, r.Run)
 	}
 	if dryRun {
 		return ids, nil
 	}
-	if _, err := conn.DeleteOutcomes(ctx, ingest.StreamDLQ, msgIDs); err != nil {
-		return ids, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), ingest.StreamDLQ, err)
+	if _, err := sink.DeleteOutcomes(ctx, conn, broker.StreamDLQ, msgIDs); err != nil {
+		return ids, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), broker.StreamDLQ, err)
 	}
 	return ids, nil
 }

@@ -2,16 +2,16 @@
 // (OpenAI's Batch API, Anthropic's Message Batches) at their discount:
 // another way to run attempts, not another pipeline.
 //
-// A Runner is the workers' ingest.Handler. For each job it runs the
+// A Runner is the workers' queue.Handler. For each job it runs the
 // synchronous handler (worker.Handler) whose heal loop calls a *Replay: the
 // loop's first model call is captured instead of sent, gathered with others
 // (up to Config.Size requests, or Config.Wait after the first) and
-// submitted as one batch. The delivery is acked (ingest.ActionHandOff) once
+// submitted as one batch. The delivery is acked (queue.ActionHandOff) once
 // the batch record on JetStream names the batch the provider accepted; no
 // JetStream delivery is held open while the provider works.
 //
 // Every Config.Poll, each process polls every batch in the
-// PIPELINE_BATCHES bucket (ingest.BucketBatches), so a restart or another
+// PIPELINE_BATCHES bucket (broker.BucketBatches), so a restart or another
 // machine picks up batches a dead process created. The answers of a done
 // batch are settled by running the same loop again with the recorded
 // answers replayed: the judge, the heal prompts, the no-progress and
@@ -26,7 +26,7 @@
 // requests it names. Results are streamed, and a line that cannot be read
 // affects only its own request. An account-level failure (a refused key)
 // stops the runner (Stopped, Err): nothing is dead-lettered.
-// Outcomes are stored with ingest.Conn.StoreOutcome: the same streams,
+// Outcomes are stored with queue.StoreOutcome: the same streams,
 // duplicate window and job ledger as the synchronous path.
 //
 // Runner.Census counts the bucket's batches by provider, state and the
@@ -40,5 +40,5 @@
 //
 //	run, _ := batch.New(batch.Config{Batcher: b, KV: kv, Conn: conn, Inner: workerHandler})
 //	go run.Run(ctx)
-//	conn.RunWorkers(ctx, ingest.WorkerConfig{}, run)
+//	queue.RunWorkers(ctx, conn, queue.WorkerConfig{}, run)
 package batch

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
@@ -153,7 +154,7 @@ func TestBatchTokenLimitWaitsForBatchesInFlight(t *testing.T) {
 	if n := r.srv.Creates(); n != 2 {
 		t.Fatalf("%d batches created while the first is in flight, want 2 (the failed one's requests wait)", n)
 	}
-	if e, _ := r.conn.Ended(t.Context(), second); len(e) != 0 {
+	if e, _ := ledger.New(r.conn).Ended(t.Context(), second); len(e) != 0 {
 		t.Fatalf("jobs ended while waiting for the enqueued-token limit: %v", e)
 	}
 	r.srv.SetHold(false)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/model"
 )
@@ -40,13 +42,13 @@ type Config struct {
 	Batcher llm.Batcher
 	// Model is the model spec recorded with each batch.
 	Model string
-	// KV is the PIPELINE_BATCHES bucket (ingest.Conn.BatchBucket). Required.
+	// KV is the PIPELINE_BATCHES bucket (broker.Conn.BatchBucket). Required.
 	KV jetstream.KeyValue
-	// Conn stores outcomes (ingest.Conn.StoreOutcome). Required.
-	Conn *ingest.Conn
+	// Conn stores outcomes (queue.StoreOutcome). Required.
+	Conn *broker.Conn
 	// Inner is the synchronous handler (worker.Handler) whose loop's model
 	// is a *Replay: batch mode runs the jobs through it. Required.
-	Inner ingest.Handler
+	Inner queue.Handler
 	// Size is the most requests per batch (default the provider's limit or
 	// 1,000, whichever is lower); batches also stay under the provider's
 	// byte limit.
@@ -74,7 +76,7 @@ type Config struct {
 	// reads every record, so the bucket must not grow with the history.
 	KeepEnded time.Duration
 	// Stored, if set, gets every outcome stored (the sink of the process).
-	Stored func(ingest.SinkMsg)
+	Stored func(sink.Msg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
 	// (budget and cost metric; the replays of the loop do not call it).
 	Paid func(model.Usage)
@@ -169,7 +171,7 @@ func (c Config) validate() error {
 
 // Runner gathers first attempts (and heal turns) into provider batches,
 // keeps them on JetStream, polls them and settles every answer through the
-// synchronous handler's loop. It implements ingest.Handler for the
+// synchronous handler's loop. It implements queue.Handler for the
 // workers: a job is acked once its request is part of a batch the provider
 // accepted. Its work is done by three parts over one shared core: the
 // gatherer (entries into batches, submit.go), the poller (the batches'
@@ -182,7 +184,7 @@ type Runner struct {
 	settle *settler
 }
 
-var _ ingest.Handler = (*Runner)(nil)
+var _ queue.Handler = (*Runner)(nil)
 
 // core is what the parts of a Runner share: the configuration, the
 // bucket, the census, the stop and the enqueued-token limit.
@@ -261,12 +263,12 @@ func (r *Runner) Run(ctx context.Context) error {
 	return r.Err()
 }
 
-// Handle implements ingest.Handler: the job's first attempt is captured
+// Handle implements queue.Handler: the job's first attempt is captured
 // and gathered; the delivery is acked (ActionHandOff) once its request is
 // in a batch the provider accepted. A job the loop ends without calling
 // the model (invalid, unknown schema) gets the synchronous handler's
 // outcome.
-func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+func (r *Runner) Handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	if d.JobErr != nil || d.Orphan {
 		return r.cfg.Inner.Handle(ctx, d)
 	}
@@ -278,9 +280,9 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 		if r.stopOn(err) {
 			return r.stopOutcome()
 		}
-		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
+		return queue.Outcome{Action: queue.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
 	} else if held {
-		return ingest.Outcome{Action: ingest.ActionHandOff}
+		return queue.Outcome{Action: queue.ActionHandOff}
 	}
 	s := &script{capture: true}
 	out := r.cfg.Inner.Handle(withScript(ctx, s), d)
@@ -298,16 +300,16 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 		// The enqueued-token limit was reached: the request waits in the
 		// queue for the batches in flight to finish; the delivery is done.
 		if err := r.settle.park(ctx, e.item); err != nil {
-			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
+			return queue.Outcome{Action: queue.ActionRetry, Delay: defaultRetryDelay, Reason: err.Error()}
 		}
-		return ingest.Outcome{Action: ingest.ActionHandOff}
+		return queue.Outcome{Action: queue.ActionHandOff}
 	}
 	select {
 	case r.gather.in <- e:
 	case <-r.halt.done:
 		return r.stopOutcome()
 	case <-ctx.Done():
-		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
+		return queue.Outcome{Action: queue.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
 	}
 	select {
 	case err := <-e.done:
@@ -315,13 +317,13 @@ func (r *Runner) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome 
 			if r.stopOn(err) || r.halt.stopped() {
 				return r.stopOutcome()
 			}
-			return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "submitting the batch: " + err.Error()}
+			return queue.Outcome{Action: queue.ActionRetry, Delay: defaultRetryDelay, Reason: "submitting the batch: " + err.Error()}
 		}
-		return ingest.Outcome{Action: ingest.ActionHandOff}
+		return queue.Outcome{Action: queue.ActionHandOff}
 	case <-ctx.Done():
 		// The gatherer still owns the entry: should its batch be created,
 		// the redelivery finds the job held.
-		return ingest.Outcome{Action: ingest.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
+		return queue.Outcome{Action: queue.ActionRetry, Delay: defaultRetryDelay, Reason: "worker stopping"}
 	}
 }
 
@@ -426,5 +428,5 @@ func Cancel(ctx context.Context, kv jetstream.KeyValue, b llm.Batcher, id string
 			return b.Cancel(ctx, rec.ProviderID)
 		}
 	}
-	return llm.BatchStatus{}, fmt.Errorf("no batch %s in %s", id, ingest.BucketBatches)
+	return llm.BatchStatus{}, fmt.Errorf("no batch %s in %s", id, broker.BucketBatches)
 }

@@ -20,8 +20,10 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/poll"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
@@ -70,7 +72,7 @@ func answer(calls *atomic.Int64) http.Handler {
 
 type rig struct {
 	t     *testing.T
-	conn  *ingest.Conn
+	conn  *broker.Conn
 	srv   *batchtest.Server
 	calls atomic.Int64 // answers made (batch and sync)
 	reg   *schemas.Registry
@@ -109,7 +111,7 @@ func newRig(t *testing.T, hold bool, opts ...func(*batchtest.Config)) *rig {
 	t.Cleanup(r.srv.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	r.conn, err = ingest.Connect(ctx, ingest.Config{DataDir: t.TempDir()})
+	r.conn, err = broker.Connect(ctx, broker.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +167,7 @@ func (r *rig) start(heal string) (stop func()) {
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = run.Run(ctx) })
 	wg.Go(func() {
-		_ = r.conn.RunWorkers(ctx, ingest.WorkerConfig{Concurrency: 8, AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}, run)
+		_ = queue.RunWorkers(ctx, r.conn, queue.WorkerConfig{Concurrency: 8, AckWait: 5 * time.Second, FetchWait: 50 * time.Millisecond}, run)
 	})
 	return func() { cancel(); wg.Wait() }
 }
@@ -176,12 +178,12 @@ func newLoop(m model.Model) (*heal.Loop, error) {
 
 func (r *rig) submit(ids ...string) {
 	r.t.Helper()
-	var items []ingest.SubmitItem
+	var items []queue.SubmitItem
 	for _, id := range ids {
 		fate := id[:strings.Index(id, "-")]
-		items = append(items, ingest.SubmitItem{Data: fmt.Appendf(nil, `{"id":%q,"schema":"thing","input":"FATE:%s"}`, id, fate), Schema: "thing", MsgID: id, JobID: id})
+		items = append(items, queue.SubmitItem{Data: fmt.Appendf(nil, `{"id":%q,"schema":"thing","input":"FATE:%s"}`, id, fate), Schema: "thing", MsgID: id, JobID: id})
 	}
-	if _, err := r.conn.Submit(r.t.Context(), items, nil); err != nil {
+	if _, err := queue.Submit(r.t.Context(), r.conn, items, nil); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -190,7 +192,7 @@ func (r *rig) submit(ids ...string) {
 func (r *rig) waitEnded(ids ...string) {
 	r.t.Helper()
 	poll.UntilOK(r.t, 30*time.Second, "every job to end", func() error {
-		e, err := r.conn.Ended(r.t.Context(), ids)
+		e, err := ledger.New(r.conn).Ended(r.t.Context(), ids)
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -206,7 +208,7 @@ func (r *rig) outcomes() map[string][]job.Outcome {
 	r.t.Helper()
 	out := map[string][]job.Outcome{}
 	js := r.conn.JetStream()
-	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		st, err := js.Stream(r.t.Context(), name)
 		if err != nil {
 			r.t.Fatal(err)
@@ -288,11 +290,11 @@ func TestBatchRunEndsEveryJobOnce(t *testing.T) {
 	r.noCustomIDTwice()
 	// The ledger keeps what each job asked, so a resubmit can tell an
 	// edited job from a done one.
-	e, _, err := r.conn.Ledger(t.Context(), "ok-1")
+	e, _, err := ledger.New(r.conn).Get(t.Context(), "ok-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := ingest.InputDigest(ingest.Job{ID: "ok-1", Schema: "thing", Input: "FATE:ok"})
+	want := ledger.InputDigest(job.Job{ID: "ok-1", Schema: "thing", Input: "FATE:ok"})
 	if len(e.Runs) != 1 || e.Runs[0].Input != want {
 		t.Errorf("ledger of ok-1: %+v, want one run with input digest %s", e.Runs, want)
 	}
@@ -360,7 +362,7 @@ func TestBatchResumesAfterRestart(t *testing.T) {
 	id := r.waitBatch(1)
 	r.waitAcked()
 	stop()
-	if e, _ := r.conn.Ended(t.Context(), ids); len(e) != 0 {
+	if e, _ := ledger.New(r.conn).Ended(t.Context(), ids); len(e) != 0 {
 		t.Fatalf("jobs ended before the batch answered: %v", e)
 	}
 	r.srv.SetHold(false)
@@ -409,7 +411,7 @@ func (r *rig) waitBatch(n int) string {
 func (r *rig) waitAcked() {
 	r.t.Helper()
 	poll.UntilOK(r.t, 20*time.Second, "every job to be acked", func() error {
-		st, err := r.conn.JetStream().Stream(r.t.Context(), ingest.StreamJobs)
+		st, err := r.conn.JetStream().Stream(r.t.Context(), broker.StreamJobs)
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/model"
 )
@@ -103,8 +105,8 @@ func (r *settler) finish(ctx context.Context, it Item, rev uint64, err error) er
 }
 
 // store stores an outcome the loop decided, then drops the item.
-func (r *settler) store(ctx context.Context, it Item, out ingest.Outcome) error {
-	if out.Action != ingest.ActionResult && out.Action != ingest.ActionDeadLetter {
+func (r *settler) store(ctx context.Context, it Item, out queue.Outcome) error {
+	if out.Action != queue.ActionResult && out.Action != queue.ActionDeadLetter {
 		// The loop could not finish (a synchronous heal turn failed in
 		// transport, or was refused for the key: the run stops then): the
 		// next attempt goes into a batch.
@@ -112,17 +114,17 @@ func (r *settler) store(ctx context.Context, it Item, out ingest.Outcome) error 
 		if err := r.requeue(ctx, it, 0, OutcomeRetry); err != nil {
 			return err
 		}
-		if out.Action == ingest.ActionStop {
+		if out.Action == queue.ActionStop {
 			r.stopOn(out.Err)
 		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()
-	if _, err := r.cfg.Conn.StoreOutcome(ctx, ingest.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out, Input: inputDigest(it.Job)}, r.cfg.Stored); err != nil {
+	if _, err := queue.StoreOutcome(ctx, r.cfg.Conn, queue.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out, Input: inputDigest(it.Job)}, r.cfg.Stored); err != nil {
 		return fmt.Errorf("storing the outcome of %s: %w", it.MsgID, err)
 	}
-	if out.Action == ingest.ActionResult {
+	if out.Action == queue.ActionResult {
 		r.outcome(OutcomeResult)
 	} else {
 		r.outcome(OutcomeDeadLetter)
@@ -158,19 +160,19 @@ func (r *settler) park(ctx context.Context, it Item) error {
 
 // inputDigest is the ledger's digest of a held job, "" when it is not a
 // valid job.
-func inputDigest(job []byte) string {
-	j, err := ingest.ParseJob(job)
+func inputDigest(data []byte) string {
+	j, err := job.Parse(data)
 	if err != nil {
 		return ""
 	}
-	return ingest.InputDigest(j)
+	return ledger.InputDigest(j)
 }
 
 // delivery is the job of an item as a delivery for the loop.
-func delivery(it Item) (*ingest.Delivery, error) {
-	job, err := ingest.ParseJob(it.Job)
+func delivery(it Item) (*queue.Delivery, error) {
+	job, err := job.Parse(it.Job)
 	if err != nil {
 		return nil, fmt.Errorf("reading the job of %s: %w", it.MsgID, err)
 	}
-	return &ingest.Delivery{Job: job, Data: it.Job, SchemaToken: it.SchemaToken, MsgID: it.MsgID, NumDelivered: max(it.Deliveries, 1)}, nil
+	return &queue.Delivery{Job: job, Data: it.Job, SchemaToken: it.SchemaToken, MsgID: it.MsgID, NumDelivered: max(it.Deliveries, 1)}, nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/model"
 )
 
@@ -52,7 +52,7 @@ func (h *halt) stopped() bool {
 // Stopped is closed when the runner stopped on an account-level failure
 // (a refused key, on upload, while polling or reading results); Err says
 // which. The workers should stop taking jobs then: Handle hands every
-// delivery back (ingest.ActionStop) from that moment.
+// delivery back (queue.ActionStop) from that moment.
 func (r *Runner) Stopped() <-chan struct{} { return r.halt.done }
 
 // Err is the account-level failure that stopped the runner, nil while it
@@ -78,8 +78,8 @@ func (r *core) stopOn(err error) bool {
 }
 
 // stopOutcome hands a delivery back because the runner stopped.
-func (r *core) stopOutcome() ingest.Outcome {
-	return ingest.Outcome{Action: ingest.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
+func (r *core) stopOutcome() queue.Outcome {
+	return queue.Outcome{Action: queue.ActionStop, Delay: defaultRetryDelay, Err: r.halt.err, Reason: "batch mode stopped: " + r.halt.err.Error()}
 }
 
 // untilStopped is ctx, cancelled too when the runner stops.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
@@ -44,7 +44,7 @@ func scenarioBatchKill9(t *testing.T) row {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		cons, err := js.Consumer(ctx, ingest.StreamJobs, ingest.WorkerConsumer)
+		cons, err := js.Consumer(ctx, broker.StreamJobs, broker.WorkerConsumer)
 		if err != nil {
 			return false
 		}

@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
@@ -253,7 +254,7 @@ func scenarioClusterNodeLost(t *testing.T) row {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, ingest.StreamJobs)
+	s, err := js.Stream(ctx, broker.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ func scenarioUnauthorized(t *testing.T) row {
 	_, _, _, denied := prov.stats()
 
 	conn := openEmbedded(t, dir)
-	p, err := conn.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +475,7 @@ func scenarioPoisonSubmit(t *testing.T) row {
 		t.Errorf("%d of %d bad lines reported with their line number", reported, lines)
 	}
 	conn := openEmbedded(t, dir)
-	p, err := conn.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +522,7 @@ func scenarioPoisonPublished(t *testing.T) row {
 	defer cancel()
 	var want []string
 	for _, j := range good {
-		msg := nats.NewMsg(ingest.SubjectJobs + "." + j.Schema)
+		msg := nats.NewMsg(broker.SubjectJobs + "." + j.Schema)
 		msg.Data = j.line
 		msg.Header.Set(jetstream.MsgIDHeader, j.ID)
 		if _, err := js.PublishMsg(ctx, msg); err != nil {
@@ -531,7 +532,7 @@ func scenarioPoisonPublished(t *testing.T) row {
 	}
 	classOf := map[string]string{}
 	for _, p := range poison {
-		msg := nats.NewMsg(ingest.SubjectJobs + "." + p.subject)
+		msg := nats.NewMsg(broker.SubjectJobs + "." + p.subject)
 		msg.Data = []byte(p.data)
 		if p.msgID != "" {
 			msg.Header.Set(jetstream.MsgIDHeader, p.msgID)
@@ -542,7 +543,7 @@ func scenarioPoisonPublished(t *testing.T) row {
 		}
 		key := p.msgID
 		if key == "" {
-			key = fmt.Sprintf("%s-%d", ingest.StreamJobs, ack.Sequence) // the worker's name for a job without id
+			key = fmt.Sprintf("%s-%d", broker.StreamJobs, ack.Sequence) // the worker's name for a job without id
 		}
 		want = append(want, key)
 		classOf[key] = p.class
@@ -669,7 +670,7 @@ func scenarioSIGTERM(t *testing.T, grace time.Duration) row {
 	}
 
 	conn := openEmbedded(t, dir)
-	p, err := conn.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}

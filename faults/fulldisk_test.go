@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
@@ -114,7 +114,7 @@ func deliveries(t *testing.T, js jetstream.JetStream) (uint64, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := js.Consumer(ctx, ingest.StreamJobs, ingest.WorkerConsumer)
+	c, err := js.Consumer(ctx, broker.StreamJobs, broker.WorkerConsumer)
 	if err != nil {
 		t.Fatalf("reading the workers consumer: %v", err)
 	}

@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
@@ -320,7 +320,7 @@ func connectJS(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 // storedCount is the number of messages on RESULTS and DLQ.
 func storedCount(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 	var n uint64
-	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			return 0, err
@@ -406,7 +406,7 @@ func collect(t *testing.T, js jetstream.JetStream, dbPath string) audit {
 	for _, s := range []struct {
 		name string
 		m    map[string]int
-	}{{ingest.StreamResults, a.results}, {ingest.StreamDLQ, a.dlq}} {
+	}{{broker.StreamResults, a.results}, {broker.StreamDLQ, a.dlq}} {
 		err := readStream(ctx, js, s.name, func(m *jetstream.RawStreamMsg) error {
 			id := m.Header.Get(jetstream.MsgIDHeader)
 			var o struct {
@@ -424,7 +424,7 @@ func collect(t *testing.T, js jetstream.JetStream, dbPath string) audit {
 				t.Errorf("%s seq %d: Nats-Msg-Id %q but job_id %q", s.name, m.Sequence, id, o.JobID)
 			}
 			s.m[id]++
-			if s.name == ingest.StreamDLQ {
+			if s.name == broker.StreamDLQ {
 				a.classes[id] = o.Class
 			}
 			return nil
@@ -433,12 +433,12 @@ func collect(t *testing.T, js jetstream.JetStream, dbPath string) audit {
 			t.Fatal(err)
 		}
 	}
-	jobs, err := js.Stream(ctx, ingest.StreamJobs)
+	jobs, err := js.Stream(ctx, broker.StreamJobs)
 	if err != nil {
-		t.Fatalf("looking up %s: %v", ingest.StreamJobs, err)
+		t.Fatalf("looking up %s: %v", broker.StreamJobs, err)
 	}
 	a.jobs = jobs.CachedInfo().State.Msgs
-	cons, err := js.Consumer(ctx, ingest.StreamJobs, ingest.WorkerConsumer)
+	cons, err := js.Consumer(ctx, broker.StreamJobs, broker.WorkerConsumer)
 	if err != nil {
 		t.Fatalf("looking up the workers consumer: %v", err)
 	}
@@ -545,11 +545,11 @@ func auditEmbedded(t *testing.T, dir string) audit {
 
 // openEmbedded starts (or joins) the embedded server on a data dir in
 // this process.
-func openEmbedded(t *testing.T, dir string) *ingest.Conn {
+func openEmbedded(t *testing.T, dir string) *broker.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(ctx, broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatalf("opening the store in %s: %v", dir, err)
 	}

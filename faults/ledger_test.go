@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/llmpipeline/pipeline/ingest"
 )
 
 // ledgerScenarios: the job ledger loses what the streams know, and the
@@ -25,7 +26,7 @@ func ledgerScenarios() []scenario {
 
 // rebuiltLine is the warning submit and run print when they rebuilt the
 // ledger.
-var rebuiltLine = regexp.MustCompile(`job ledger ` + ingest.BucketLedger + ` rebuilt.*entries_rebuilt=(\d+)`)
+var rebuiltLine = regexp.MustCompile(`job ledger ` + broker.BucketLedger + ` rebuilt.*entries_rebuilt=(\d+)`)
 
 // modelCalls is the count of model calls on run's summary line.
 var modelCalls = regexp.MustCompile(`run: (\d+) jobs in .*, (\d+) model calls`)
@@ -118,23 +119,23 @@ func scenarioLedgerLost(t *testing.T, upgrade bool) row {
 // holding, for every other job, its runs in the first ledger format (one
 // key per job id, a JSON entry with its runs), as that release left it.
 // It returns how many entries of that format it wrote.
-func loseLedger(t *testing.T, c *ingest.Conn, upgrade bool) int {
+func loseLedger(t *testing.T, c *broker.Conn, upgrade bool) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js := c.JetStream()
-	var entries []ingest.LedgerEntry
+	var entries []ledger.Entry
 	if upgrade {
-		for _, stream := range []string{ingest.StreamResults, ingest.StreamDLQ} {
-			err := c.ReadStream(ctx, stream, "", func(m ingest.SinkMsg) error {
+		for _, stream := range []string{broker.StreamResults, broker.StreamDLQ} {
+			err := sink.ReadStream(ctx, c, stream, "", func(m sink.Msg) error {
 				var o storedOutcome
 				if err := json.Unmarshal(m.Data, &o); err != nil {
 					return err
 				}
 				if len(entries)%2 == 0 || o.Run != 0 {
-					entries = append(entries, ingest.LedgerEntry{JobID: m.MsgID, Runs: []ingest.LedgerRun{{MsgID: m.MsgID, Stream: stream, Seq: m.Sequence, At: m.Time.UTC()}}})
+					entries = append(entries, ledger.Entry{JobID: m.MsgID, Runs: []ledger.Run{{MsgID: m.MsgID, Stream: stream, Seq: m.Sequence, At: m.Time.UTC()}}})
 				} else {
-					entries = append(entries, ingest.LedgerEntry{}) // a job this release left no entry for
+					entries = append(entries, ledger.Entry{}) // a job this release left no entry for
 				}
 				return nil
 			})
@@ -143,13 +144,13 @@ func loseLedger(t *testing.T, c *ingest.Conn, upgrade bool) int {
 			}
 		}
 	}
-	if err := js.DeleteKeyValue(ctx, ingest.BucketLedger); err != nil {
-		t.Fatalf("deleting %s: %v", ingest.BucketLedger, err)
+	if err := js.DeleteKeyValue(ctx, broker.BucketLedger); err != nil {
+		t.Fatalf("deleting %s: %v", broker.BucketLedger, err)
 	}
 	if !upgrade {
 		return 0
 	}
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: ingest.BucketLedger, History: 1, Storage: jetstream.FileStorage})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: broker.BucketLedger, History: 1, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func loseLedger(t *testing.T, c *ingest.Conn, upgrade bool) int {
 			continue
 		}
 		b, _ := json.Marshal(e)
-		if _, err := kv.Put(ctx, ingest.LedgerKey(e.JobID), b); err != nil {
+		if _, err := kv.Put(ctx, ledger.Key(e.JobID), b); err != nil {
 			t.Fatal(err)
 		}
 		n++

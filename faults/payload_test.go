@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 )
 
 // payloadScenarios are the scenarios of size and repetition: a job over
@@ -37,26 +41,26 @@ type storedOutcome struct {
 	Job json.RawMessage `json:"job"`
 }
 
-// auditRuns reads RESULTS and DLQ through ingest (bodies in the object
+// auditRuns reads RESULTS and DLQ through package sink (bodies in the object
 // store resolved) and checks every submitted id ended exactly once per run
 // in runs, nothing is left on JOBS and no job body is left in the object
 // store. It returns the row and the outcomes by message id.
-func auditRuns(t *testing.T, c *ingest.Conn, submitted []string, runs int) (row, map[string]storedOutcome) {
+func auditRuns(t *testing.T, c *broker.Conn, submitted []string, runs int) (row, map[string]storedOutcome) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	byID := map[string]storedOutcome{}
 	count := map[string]int{}
 	r := row{Jobs: len(submitted)}
-	for _, stream := range []string{ingest.StreamResults, ingest.StreamDLQ} {
-		err := c.ReadStream(ctx, stream, "", func(m ingest.SinkMsg) error {
+	for _, stream := range []string{broker.StreamResults, broker.StreamDLQ} {
+		err := sink.ReadStream(ctx, c, stream, "", func(m sink.Msg) error {
 			var o storedOutcome
 			if err := json.Unmarshal(m.Data, &o); err != nil {
 				return fmt.Errorf("%s seq %d is not an outcome: %w", stream, m.Sequence, err)
 			}
 			count[m.MsgID]++
 			byID[m.MsgID] = o
-			if stream == ingest.StreamResults {
+			if stream == broker.StreamResults {
 				r.Results++
 			} else {
 				r.DeadLetters++
@@ -69,7 +73,7 @@ func auditRuns(t *testing.T, c *ingest.Conn, submitted []string, runs int) (row,
 	}
 	for _, id := range submitted {
 		for run := range runs {
-			msgID := ingest.RunMsgID(id, run)
+			msgID := ledger.RunMsgID(id, run)
 			switch n := count[msgID]; {
 			case n == 0:
 				r.Lost++
@@ -83,14 +87,14 @@ func auditRuns(t *testing.T, c *ingest.Conn, submitted []string, runs int) (row,
 	if len(count) != len(submitted)*runs {
 		t.Errorf("%d message ids stored, want %d", len(count), len(submitted)*runs)
 	}
-	p, err := c.Pending(ctx)
+	p, err := queue.Pending(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Jobs != 0 || p.Pending != 0 || p.AckPending != 0 {
 		t.Errorf("left on JOBS: %d messages, %d pending, %d unacked", p.Jobs, p.Pending, p.AckPending)
 	}
-	obs, err := c.JetStream().ObjectStore(ctx, ingest.BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(ctx, payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +131,7 @@ func scenarioBigJob(t *testing.T) row {
 	submitFile(t, env, writeJobs(t, dir, jobs), conn...)
 	pipeline(t, "run", env, runArgs(append(conn, "--until-idle", "--sim-force", "grammar", "--max-attempts", "2")...)...).mustSucceed(t)
 
-	c := connectIngest(t, ingest.Config{URL: srv.url()})
+	c := connectIngest(t, broker.Config{URL: srv.url()})
 	r, outs := auditRuns(t, c, ids(jobs), 1)
 	big := outs["inv-big"]
 	if big.Class != "exhausted" && big.Class != "grammar" {
@@ -137,7 +141,7 @@ func scenarioBigJob(t *testing.T) row {
 		t.Errorf("inv-big: %d attempts in the transcript, job of %d bytes; want 2 and the whole job", len(big.Trace), len(big.Job))
 	}
 	r.Note = fmt.Sprintf("--sim-force grammar; inv-big (%d bytes) ended as %s with %d attempts; no job body left in %s",
-		len(bigLine("inv-big", 2<<20)), big.Class, len(big.Trace), ingest.BucketPayloads)
+		len(bigLine("inv-big", 2<<20)), big.Class, len(big.Trace), payload.Bucket)
 	return r
 }
 
@@ -189,7 +193,7 @@ func scenarioResubmit(t *testing.T) row {
 	c = openEmbedded(t, dir)
 	r2, outs := auditRuns(t, c, ids(jobs), 2)
 	for _, j := range jobs {
-		if o := outs[ingest.RunMsgID(j.ID, 1)]; o.Run != 1 {
+		if o := outs[ledger.RunMsgID(j.ID, 1)]; o.Run != 1 {
 			t.Errorf("%s~r1 stored as run %d", j.ID, o.Run)
 		}
 	}
@@ -201,11 +205,11 @@ func scenarioResubmit(t *testing.T) row {
 }
 
 // connectIngest connects to an external server as the pipeline does.
-func connectIngest(t *testing.T, cfg ingest.Config) *ingest.Conn {
+func connectIngest(t *testing.T, cfg broker.Config) *broker.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := ingest.Connect(ctx, cfg)
+	c, err := broker.Connect(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

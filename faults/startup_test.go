@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
@@ -39,8 +40,8 @@ func scenarioTamperedPayload(t *testing.T) row {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	object := ""
-	if err := readStream(ctx, c.JetStream(), ingest.StreamJobs, func(m *jetstream.RawStreamMsg) error {
-		if name := m.Header.Get(ingest.HeaderPayload); name != "" {
+	if err := readStream(ctx, c.JetStream(), broker.StreamJobs, func(m *jetstream.RawStreamMsg) error {
+		if name := m.Header.Get(payload.Header); name != "" {
 			object = name
 		}
 		return nil
@@ -50,7 +51,7 @@ func scenarioTamperedPayload(t *testing.T) row {
 	if object == "" {
 		t.Fatal("no job on JOBS names a payload object")
 	}
-	obs, err := c.JetStream().ObjectStore(ctx, ingest.BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(ctx, payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func scenarioTamperedPayload(t *testing.T) row {
 		t.Errorf("inv-big ended as %q (%q), want invalid_job naming the digest mismatch", big.Class, big.Reason)
 	}
 	r.Note = fmt.Sprintf("one word of inv-big's 2 MiB body changed in %s after submit; it ended as %s after %d delivery: %q",
-		ingest.BucketPayloads, big.Class, big.Deliveries, excerpt(big.Reason, 90))
+		payload.Bucket, big.Class, big.Deliveries, excerpt(big.Reason, 90))
 	return r
 }
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 // chainConfig is the CLI's config with a primary "p" of n attempts and

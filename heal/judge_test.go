@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )

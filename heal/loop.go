@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
 )

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 )
 
 func TestRefusalEndsTheJob(t *testing.T) {

@@ -3,8 +3,8 @@ package heal
 import (
 	"time"
 
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 

@@ -51,7 +51,7 @@
 // documents is known before the first call (openaiparams.go: its own API
 // gets max_completion_tokens, gpt-5 and o-series models no temperature),
 // and OpenAI.ShareParams makes what is learned the fleet's (a ParamMemory:
-// ingest.Conn.ModelParams, a KV bucket).
+// broker.Conn.ModelParams, a KV bucket).
 //
 // FormatJSONSchema sends the strict form of the job's schema (package llm/strict)
 // and maps the answer back before the heal loop judges it against the

@@ -18,7 +18,7 @@ import (
 
 // ParamMemory remembers, for every process of a fleet, the request
 // parameters a model refused with a 400 ("temperature", "max_tokens").
-// ingest.Conn.ModelParams answers from a NATS KV bucket.
+// broker.Conn.ModelParams answers from a NATS KV bucket.
 type ParamMemory interface {
 	// Refused lists the parameters recorded as refused under key.
 	Refused(ctx context.Context, key string) ([]string, error)

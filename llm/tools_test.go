@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 

@@ -89,15 +89,15 @@ func (e *NameError) Error() string {
 		filepath.Base(e.File), e.ID, allowedIDChars)
 }
 
-// maxIDBytes bounds a schema id, as ingest.MaxSchemaIDBytes does.
+// maxIDBytes bounds a schema id, as job.MaxSchemaIDBytes does.
 const maxIDBytes = 255
 
 // ValidID reports whether id can be a schema id: 1 to 255 bytes of UTF-8
 // whose every character is printable (unicode.IsPrint: letters, marks,
 // numbers, punctuation, symbols and the ASCII space; not U+FFFD, what
 // invalid UTF-8 reads as). Dots and spaces are part of the id: "ticket.v2",
-// "foo-1.0.0", "My Invoice". The rule is ingest.ValidSchemaID's, the ids a
-// job's schema may name; subjects carry them encoded (ingest.SchemaToken).
+// "foo-1.0.0", "My Invoice". The rule is job.ValidSchemaID's, the ids a
+// job's schema may name; subjects carry them encoded (broker.SchemaToken).
 func ValidID(id string) bool {
 	if len(id) == 0 || len(id) > maxIDBytes || !utf8.ValidString(id) {
 		return false

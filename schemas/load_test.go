@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 const addressSchema = `{"type":"object","required":["line"],"properties":{"line":{"type":"string","minLength":1}},
@@ -431,12 +431,12 @@ func TestValidIDAgreesWithJobs(t *testing.T) {
 			// json.Marshal writes invalid UTF-8 as U+FFFD; a job's bytes can hold it.
 			line = []byte(`{"id":"j1","schema":"` + id + `","input":"x"}`)
 		}
-		_, err = ingest.ParseJob(line)
+		_, err = job.Parse(line)
 		if got, want := ValidID(id), err == nil; got != want {
 			t.Errorf("ValidID(%q) = %v, but a job naming it parses: %v (%v)", id, got, want, err)
 		}
-		if got, want := ValidID(id), ingest.ValidSchemaID(id); got != want {
-			t.Errorf("ValidID(%q) = %v, ingest.ValidSchemaID = %v", id, got, want)
+		if got, want := ValidID(id), job.ValidSchemaID(id); got != want {
+			t.Errorf("ValidID(%q) = %v, job.ValidSchemaID = %v", id, got, want)
 		}
 	}
 }

@@ -23,7 +23,7 @@
 //	/api/overview          the overview's figures as JSON
 //
 // It reads what `pipeline report` and `pipeline dlq` read (report.Build,
-// index.Store's queries, ingest.Conn.Pending) and acts only through package
+// index.Store's queries, broker.Conn.Pending) and acts only through package
 // actions, as `pipeline dlq replay` and `dlq purge` do; it writes no SQL of
 // its own. Every action is a POST carrying its session's CSRF token; the
 // first POST shows what would be done (the dry run), a second one with

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/ui"
@@ -78,7 +78,7 @@ func dataset() []job.Outcome {
 // fixture is a console over a real index and a real embedded server.
 type fixture struct {
 	st   *index.Store
-	conn *ingest.Conn
+	conn *broker.Conn
 	srv  *httptest.Server
 	c    *http.Client
 }
@@ -95,7 +95,7 @@ func newFixture(t *testing.T, mod func(*ui.Config)) *fixture {
 	if err := st.Write(ctx, dataset()); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: filepath.Join(dir, "data")})
+	conn, err := broker.Connect(ctx, broker.Config{DataDir: filepath.Join(dir, "data")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,9 +170,9 @@ func mustContain(t *testing.T, what, page string, wants ...string) {
 
 // jobsOnStream reads the JOBS stream by sequence (a work queue takes no
 // second consumer): message id -> subject and data.
-func jobsOnStream(t *testing.T, ctx context.Context, conn *ingest.Conn) map[string]string {
+func jobsOnStream(t *testing.T, ctx context.Context, conn *broker.Conn) map[string]string {
 	t.Helper()
-	s, err := conn.JetStream().Stream(ctx, ingest.StreamJobs)
+	s, err := conn.JetStream().Stream(ctx, broker.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}

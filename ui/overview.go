@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 )
@@ -201,7 +202,7 @@ func (s *Server) buildOverview(ctx context.Context) (Overview, error) {
 		o.PerMinute += r.Jobs
 	}
 	if s.cfg.Conn != nil {
-		if p, err := s.cfg.Conn.Pending(ctx); err != nil {
+		if p, err := queue.Pending(ctx, s.cfg.Conn); err != nil {
 			o.Error = "pending jobs unknown: " + err.Error()
 		} else {
 			o.Pending, o.InFlight = &p.Pending, &p.AckPending

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/htmlview"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -34,7 +34,7 @@ type Config struct {
 	// Conn is the NATS connection: the overview's pending and in-flight
 	// counts, and replays. Nil: those figures say "unknown" and replay is
 	// refused.
-	Conn *ingest.Conn
+	Conn *broker.Conn
 	// LoadSchemas loads the schemas as they are now (the schemas page and
 	// the lint findings of the clusters page); nil: neither is shown.
 	LoadSchemas func() (*schemas.Registry, error)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/model"
@@ -68,11 +68,11 @@ func validInvoices(tb testing.TB, sc *schemas.Schema, n int) []model.Response {
 // them (ids bench-NNNNNNN).
 func invoiceJobs(tb testing.TB, n int) [][]byte {
 	tb.Helper()
-	var inputs []ingest.Job
+	var inputs []job.Job
 	sc := bufio.NewScanner(bytes.NewReader(examples.Jobs()))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		if j, err := ingest.ParseJob(sc.Bytes()); err == nil && j.Schema == "invoice" {
+		if j, err := job.Parse(sc.Bytes()); err == nil && j.Schema == "invoice" {
 			inputs = append(inputs, j)
 		}
 	}
@@ -82,7 +82,7 @@ func invoiceJobs(tb testing.TB, n int) [][]byte {
 	out := make([][]byte, n)
 	for i := range out {
 		src := inputs[i%len(inputs)]
-		data, err := json.Marshal(ingest.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: "invoice", Input: src.Input, Instructions: src.Instructions})
+		data, err := json.Marshal(job.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: "invoice", Input: src.Input, Instructions: src.Instructions})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -142,10 +142,10 @@ func BenchmarkHandle(b *testing.B) {
 			for b.Loop() {
 				data := jobs[i%len(jobs)]
 				i++
-				d := &ingest.Delivery{Data: data, SchemaToken: "invoice", MsgID: "bench-" + strconv.Itoa(i), NumDelivered: 1, MaxDeliver: 5}
-				d.Job, d.JobErr = ingest.ParseJob(d.Data)
+				d := &queue.Delivery{Data: data, SchemaToken: "invoice", MsgID: "bench-" + strconv.Itoa(i), NumDelivered: 1, MaxDeliver: 5}
+				d.Job, d.JobErr = job.Parse(d.Data)
 				out := h.Handle(ctx, d)
-				if out.Action != ingest.ActionResult {
+				if out.Action != queue.ActionResult {
 					b.Fatalf("action %d: %s", out.Action, out.Reason)
 				}
 				size += len(out.Payload)

@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -130,10 +130,10 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := []byte(`{"id":"t-1","schema":"ticket","input":"x"}`)
-	d := &ingest.Delivery{Data: data, SchemaToken: "ticket", MsgID: "t-1", NumDelivered: 1, MaxDeliver: 5}
-	d.Job, d.JobErr = ingest.ParseJob(data)
+	d := &queue.Delivery{Data: data, SchemaToken: "ticket", MsgID: "t-1", NumDelivered: 1, MaxDeliver: 5}
+	d.Job, d.JobErr = job.Parse(data)
 	out := h.Handle(t.Context(), d)
-	if out.Action != ingest.ActionResult {
+	if out.Action != queue.ActionResult {
 		t.Fatalf("action %d (%s), want a result", out.Action, out.Reason)
 	}
 	o := out.Record.(*job.Outcome)
@@ -152,7 +152,7 @@ func TestHandlerPricesEveryAttempt(t *testing.T) {
 	budget.Add(0.5, 0)
 	calls := pm.calls
 	out = h.Handle(t.Context(), d)
-	if out.Action != ingest.ActionRetry || !strings.Contains(out.Reason, "budget reached") || pm.calls != calls {
+	if out.Action != queue.ActionRetry || !strings.Contains(out.Reason, "budget reached") || pm.calls != calls {
 		t.Errorf("over the budget: action %d (%s), %d model calls; want handed back, no call", out.Action, out.Reason, pm.calls-calls)
 	}
 	m.Paid("openai", "openai:m", 0.25)

@@ -1,7 +1,7 @@
 package worker
 
 import (
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -15,11 +15,11 @@ import (
 // validated, the job is JSON or quoted). Should it fail all the same, the
 // delivery is retried and, at its last, dead-lettered as abandoned with
 // nothing but the job: the job still ends once.
-func (h *Handler) publish(d *ingest.Delivery, action ingest.Action, o job.Outcome, reason string) ingest.Outcome {
+func (h *Handler) publish(d *queue.Delivery, action queue.Action, o job.Outcome, reason string) queue.Outcome {
 	msg, err := job.EncodeOutcome(&o)
 	if err != nil {
 		h.cfg.Logger.Error("encoding an outcome", "job", o.JobID, "err", err)
-		return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.cfg.RetryDelay, Reason: err.Error()}
+		return queue.Outcome{Action: queue.ActionRetry, Delay: h.cfg.RetryDelay, Reason: err.Error()}
 	}
-	return ingest.Outcome{Action: action, Schema: d.SchemaToken, Payload: msg, Record: &o, Reason: reason}
+	return queue.Outcome{Action: action, Schema: d.SchemaToken, Payload: msg, Record: &o, Reason: reason}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -92,8 +92,8 @@ func TestPublishUnencodable(t *testing.T) {
 	o := outcomeCases()[2].o
 	o.Trace[0].Temperature = math.NaN()
 	h := &Handler{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
-	out := h.publish(&ingest.Delivery{SchemaToken: "invoice"}, ingest.ActionDeadLetter, o, "x")
-	if out.Action != ingest.ActionRetry || out.Payload != nil || out.Record != nil {
+	out := h.publish(&queue.Delivery{SchemaToken: "invoice"}, queue.ActionDeadLetter, o, "x")
+	if out.Action != queue.ActionRetry || out.Payload != nil || out.Record != nil {
 		t.Errorf("publish of an unencodable outcome = %+v, want a retry with nothing published", out)
 	}
 }
@@ -111,7 +111,7 @@ func TestRecordIndexesAsDecoded(t *testing.T) {
 		if tc.o.Status == "" {
 			continue
 		}
-		out := h.publish(&ingest.Delivery{SchemaToken: tc.o.Schema}, ingest.ActionResult, tc.o, "")
+		out := h.publish(&queue.Delivery{SchemaToken: tc.o.Schema}, queue.ActionResult, tc.o, "")
 		msg, rec := out.Payload, out.Record.(*job.Outcome)
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, msg); err != nil || !bytes.Equal(compact.Bytes(), msg) || bytes.ContainsAny(msg, "\n\r") {

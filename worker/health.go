@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 )
 
 // Pacing of the store watch.
@@ -30,7 +30,7 @@ const (
 )
 
 // Names of the stores in the logs.
-var storeNames = map[string]string{ingest.StoreNATS: "nats store", ingest.StoreSQLite: "sqlite index"}
+var storeNames = map[string]string{broker.StoreNATS: "nats store", broker.StoreSQLite: "sqlite index"}
 
 // storeHealth knows whether the NATS store and the SQLite index take
 // writes. Every failed write is counted in the store-errors metric; the
@@ -41,7 +41,7 @@ var storeNames = map[string]string{ingest.StoreNATS: "nats store", ingest.StoreS
 // The index failing does not stop the workers: the streams keep the
 // outcomes and the sink writes them once it can.
 type storeHealth struct {
-	conn *ingest.Conn
+	conn *broker.Conn
 	m    *Metrics
 	log  *slog.Logger
 
@@ -57,10 +57,10 @@ type episode struct {
 	failed int // writes that failed during it
 }
 
-func newStoreHealth(conn *ingest.Conn, m *Metrics, log *slog.Logger) *storeHealth {
+func newStoreHealth(conn *broker.Conn, m *Metrics, log *slog.Logger) *storeHealth {
 	h := &storeHealth{conn: conn, m: m, log: log, failing: map[string]*episode{}, natsOK: make(chan struct{})}
 	close(h.natsOK)
-	for _, s := range []string{ingest.StoreNATS, ingest.StoreSQLite} {
+	for _, s := range []string{broker.StoreNATS, broker.StoreSQLite} {
 		m.storeState(s, false)
 	}
 	return h
@@ -72,7 +72,7 @@ func (h *storeHealth) natsPath() string {
 	if dir := h.conn.StoreDir(); dir != "" {
 		return dir
 	}
-	return ingest.RedactURL(h.conn.URL())
+	return broker.RedactURL(h.conn.URL())
 }
 
 // fail records that a write to store failed; storage says the store
@@ -89,13 +89,13 @@ func (h *storeHealth) fail(store, path string, err error, storage bool) {
 	if !storage {
 		return
 	}
-	var se *ingest.StoreError
+	var se *broker.StoreError
 	if errors.As(err, &se) {
 		err = se.Err // the store and its path are said apart
 	}
 	h.failing[store] = &episode{since: time.Now(), path: path, failed: 1}
 	h.m.storeState(store, true)
-	if store == ingest.StoreNATS {
+	if store == broker.StoreNATS {
 		h.natsOK = make(chan struct{})
 		h.log.Error("nats store cannot be written: workers stop fetching jobs until it can",
 			"store", storeNames[store], "path", path, "err", err)
@@ -116,7 +116,7 @@ func (h *storeHealth) ok(store string) {
 	delete(h.failing, store)
 	h.m.storeState(store, false)
 	msg := "sqlite index can be written again"
-	if store == ingest.StoreNATS {
+	if store == broker.StoreNATS {
 		close(h.natsOK)
 		msg = "nats store can be written again: workers take jobs again"
 	}
@@ -160,7 +160,7 @@ func (h *storeHealth) gate(next func(context.Context) error) func(context.Contex
 			}
 			// The breaker may have held us a while: the store may have
 			// failed meanwhile.
-			if !h.isFailing(ingest.StoreNATS) {
+			if !h.isFailing(broker.StoreNATS) {
 				return nil
 			}
 		}
@@ -170,7 +170,7 @@ func (h *storeHealth) gate(next func(context.Context) error) func(context.Contex
 // publishFailed is the workers' StoreFailed: an outcome could not be
 // stored on its stream.
 func (h *storeHealth) publishFailed(err error) {
-	h.fail(ingest.StoreNATS, h.natsPath(), err, ingest.IsStorageError(err))
+	h.fail(broker.StoreNATS, h.natsPath(), err, broker.IsStorageError(err))
 }
 
 // indexWritten records the outcome of one write of the sink to the index.
@@ -179,10 +179,10 @@ func (h *storeHealth) indexWritten(path string, err error) {
 		return
 	}
 	if err != nil {
-		h.fail(ingest.StoreSQLite, path, err, index.IsStorageError(err))
+		h.fail(broker.StoreSQLite, path, err, index.IsStorageError(err))
 		return
 	}
-	h.ok(ingest.StoreSQLite)
+	h.ok(broker.StoreSQLite)
 }
 
 // watch checks the NATS store until ctx is done. The embedded server's
@@ -206,8 +206,8 @@ func (h *storeHealth) watch(ctx context.Context) {
 		}
 		now := time.Now()
 		if fault := h.conn.StoreFault(); fault != nil {
-			if !h.isFailing(ingest.StoreNATS) {
-				h.fail(ingest.StoreNATS, h.natsPath(), fault, true)
+			if !h.isFailing(broker.StoreNATS) {
+				h.fail(broker.StoreNATS, h.natsPath(), fault, true)
 			}
 			if now.Before(nextReload) {
 				continue
@@ -215,11 +215,11 @@ func (h *storeHealth) watch(ctx context.Context) {
 			err := h.conn.RecoverStore(ctx)
 			switch {
 			case err == nil:
-				h.ok(ingest.StoreNATS)
+				h.ok(broker.StoreNATS)
 				reloads = 0
 			case ctx.Err() != nil:
 				return
-			case errors.Is(err, ingest.ErrNoRoom):
+			case errors.Is(err, broker.ErrNoRoom):
 				// Still full: probe again in a second.
 				h.log.Debug("nats store: no room yet", "path", h.natsPath(), "err", err)
 			default:
@@ -232,10 +232,10 @@ func (h *storeHealth) watch(ctx context.Context) {
 			continue
 		}
 		reloads = 0
-		if h.isFailing(ingest.StoreNATS) && !now.Before(nextAsk) {
+		if h.isFailing(broker.StoreNATS) && !now.Before(nextAsk) {
 			nextAsk = now.Add(externalProbeEvery)
 			if h.jetStreamHasRoom(ctx) {
-				h.ok(ingest.StoreNATS)
+				h.ok(broker.StoreNATS)
 			}
 		}
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 )
 
 // syncBuffer is a log sink safe for the watch goroutine and the test.
@@ -63,7 +63,7 @@ func sqliteFull(t *testing.T, path string) error {
 
 func TestStoreHealth(t *testing.T) {
 	ctx := t.Context()
-	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: t.TempDir()})
+	conn, err := broker.Connect(ctx, broker.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,10 +88,10 @@ func TestStoreHealth(t *testing.T) {
 		}
 		h.indexWritten(db, full)
 		h.indexWritten(db, full)
-		if got := testutil.ToFloat64(m.StoreErrors.WithLabelValues(ingest.StoreSQLite)); got != 2 {
+		if got := testutil.ToFloat64(m.StoreErrors.WithLabelValues(broker.StoreSQLite)); got != 2 {
 			t.Errorf("sqlite store errors = %v, want 2", got)
 		}
-		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(ingest.StoreSQLite)); got != 1 {
+		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(broker.StoreSQLite)); got != 1 {
 			t.Errorf("sqlite failing = %v, want 1", got)
 		}
 		out := logs.String()
@@ -102,7 +102,7 @@ func TestStoreHealth(t *testing.T) {
 			t.Error("the workers' gate closed for an index that cannot write")
 		}
 		h.indexWritten(db, nil)
-		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(ingest.StoreSQLite)); got != 0 {
+		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(broker.StoreSQLite)); got != 0 {
 			t.Errorf("sqlite failing = %v after a good write, want 0", got)
 		}
 		if !strings.Contains(logs.String(), "sqlite index can be written again") {
@@ -113,7 +113,7 @@ func TestStoreHealth(t *testing.T) {
 	t.Run("a publish timeout is counted, not an episode", func(t *testing.T) {
 		before := errorLines()
 		h.publishFailed(fmt.Errorf("publishing to pipeline.results.x: %w", context.DeadlineExceeded))
-		if got := testutil.ToFloat64(m.StoreErrors.WithLabelValues(ingest.StoreNATS)); got != 1 {
+		if got := testutil.ToFloat64(m.StoreErrors.WithLabelValues(broker.StoreNATS)); got != 1 {
 			t.Errorf("nats store errors = %v, want 1", got)
 		}
 		if errorLines() != before || !gateOpen() {
@@ -141,7 +141,7 @@ func TestStoreHealth(t *testing.T) {
 		if err := gate(gctx); err != nil {
 			t.Fatalf("the gate stayed closed after the store answered: %v", err)
 		}
-		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(ingest.StoreNATS)); got != 0 {
+		if got := testutil.ToFloat64(m.StoreFailing.WithLabelValues(broker.StoreNATS)); got != 0 {
 			t.Errorf("nats failing = %v after recovery, want 0", got)
 		}
 		if !strings.Contains(logs.String(), "nats store can be written again") {

@@ -8,7 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -41,11 +42,11 @@ func TestEveryOutcomeIsCounted(t *testing.T) {
 	data := []byte(`{"id":"t-1","schema":"ticket","input":"x"}`)
 	for _, tc := range []struct {
 		delivered int
-		action    ingest.Action
+		action    queue.Action
 		counted   float64
-	}{{1, ingest.ActionRetry, 0}, {5, ingest.ActionDeadLetter, 1}} {
-		d := &ingest.Delivery{Data: data, SchemaToken: "ticket", MsgID: "t-1", NumDelivered: tc.delivered, MaxDeliver: 5}
-		d.Job, d.JobErr = ingest.ParseJob(data)
+	}{{1, queue.ActionRetry, 0}, {5, queue.ActionDeadLetter, 1}} {
+		d := &queue.Delivery{Data: data, SchemaToken: "ticket", MsgID: "t-1", NumDelivered: tc.delivered, MaxDeliver: 5}
+		d.Job, d.JobErr = job.Parse(data)
 		if out := h.Handle(t.Context(), d); out.Action != tc.action {
 			t.Fatalf("delivery %d: action %d, want %d", tc.delivered, out.Action, tc.action)
 		}
@@ -64,9 +65,9 @@ func TestSuccessIsMetered(t *testing.T) {
 	h := benchHandler(t, m)
 	jobs := invoiceJobs(t, 3)
 	for i, data := range jobs {
-		d := &ingest.Delivery{Data: data, SchemaToken: "invoice", MsgID: "m-" + string(rune('a'+i)), NumDelivered: 1, MaxDeliver: 5}
-		d.Job, d.JobErr = ingest.ParseJob(data)
-		if out := h.Handle(t.Context(), d); out.Action != ingest.ActionResult {
+		d := &queue.Delivery{Data: data, SchemaToken: "invoice", MsgID: "m-" + string(rune('a'+i)), NumDelivered: 1, MaxDeliver: 5}
+		d.Job, d.JobErr = job.Parse(data)
+		if out := h.Handle(t.Context(), d); out.Action != queue.ActionResult {
 			t.Fatalf("job %d: action %d (%s), want a result", i, out.Action, out.Reason)
 		}
 	}

@@ -9,13 +9,15 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 )
 
 // ServeConfig configures Serve.
 type ServeConfig struct {
-	Workers ingest.WorkerConfig
+	Workers queue.WorkerConfig
 	// Store, if set, is the SQLite index the sink writes; nil runs workers
 	// only (on a cluster, one process runs the sink).
 	Store *index.Store
@@ -46,7 +48,7 @@ type ServeConfig struct {
 // with Workers.UntilIdle, until nothing is left to do and every outcome is
 // stored. The sink outlives the workers so that what they published is
 // indexed before Serve returns.
-func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeConfig) error {
+func Serve(ctx context.Context, conn *broker.Conn, h queue.Handler, cfg ServeConfig) error {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -62,20 +64,20 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	cfg.Workers.Gate = health.gate(cfg.Budget.gate(cfg.Workers.Gate))
 	cfg.Workers.StoreFailed = health.publishFailed
 	sinkDone := make(chan error, 1)
-	var sink *ingest.Sink
+	var feed *sink.Sink
 	if cfg.Store != nil {
-		sink = conn.NewSink(&indexSink{st: cfg.Store, log: log, health: health}, ingest.SinkConfig{Batch: cfg.SinkBatch, Logger: log})
+		feed = sink.New(conn, &indexSink{st: cfg.Store, log: log, health: health}, sink.Config{Batch: cfg.SinkBatch, Logger: log})
 		// The workers hand their outcomes straight to the sink; it reads
 		// from the streams only what did not arrive that way.
 		// A caller's own Stored hook sees every outcome too.
 		stored := cfg.Workers.Stored
-		cfg.Workers.Stored = func(m ingest.SinkMsg) {
+		cfg.Workers.Stored = func(m sink.Msg) {
 			if stored != nil {
 				stored(m)
 			}
-			sink.Offer(m)
+			feed.Offer(m)
 		}
-		go func() { sinkDone <- sink.Run(sinkCtx) }()
+		go func() { sinkDone <- feed.Run(sinkCtx) }()
 	} else {
 		sinkDone <- nil
 	}
@@ -102,7 +104,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	var werr error
 	switch {
 	case !cfg.NoWorkers:
-		werr = conn.RunWorkers(ctx, cfg.Workers, h)
+		werr = queue.RunWorkers(ctx, conn, cfg.Workers, h)
 		var be *BudgetError
 		if errors.As(werr, &be) {
 			werr = be // the workers stopped at the gate: say only why
@@ -114,7 +116,7 @@ func Serve(ctx context.Context, conn *ingest.Conn, h ingest.Handler, cfg ServeCo
 	if cfg.Store != nil {
 		// Let the sink catch up with what the workers published, bounded.
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.SinkFlush)
-		if err := sink.Idle(flushCtx); err != nil {
+		if err := feed.Idle(flushCtx); err != nil {
 			log.Warn("sink did not catch up before stopping; the rest stays in the streams and is indexed by the next run", "err", err)
 		}
 		cancel()
@@ -157,7 +159,7 @@ const stopWait = 10 * time.Second
 // transaction. An error means nothing of the batch is stored. A message
 // that is not an outcome cannot be stored at all: it is logged and skipped
 // rather than blocking the sink forever.
-func Index(st *index.Store, log *slog.Logger) ingest.SinkIndex {
+func Index(st *index.Store, log *slog.Logger) sink.Index {
 	return &indexSink{st: st, log: log}
 }
 
@@ -171,7 +173,7 @@ func (x *indexSink) Cursors(ctx context.Context) (map[string]uint64, error) {
 	return x.st.Cursors(ctx)
 }
 
-func (x *indexSink) Write(ctx context.Context, batch []ingest.SinkMsg, cursors map[string]uint64) error {
+func (x *indexSink) Write(ctx context.Context, batch []sink.Msg, cursors map[string]uint64) error {
 	outs := make([]job.Outcome, 0, len(batch))
 	for _, msg := range batch {
 		if rec, ok := msg.Record.(*job.Outcome); ok {
@@ -197,7 +199,7 @@ func (x *indexSink) Write(ctx context.Context, batch []ingest.SinkMsg, cursors m
 	return nil
 }
 
-func pollPending(ctx context.Context, conn *ingest.Conn, st *index.Store, m *Metrics, log *slog.Logger) {
+func pollPending(ctx context.Context, conn *broker.Conn, st *index.Store, m *Metrics, log *slog.Logger) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
@@ -206,7 +208,7 @@ func pollPending(ctx context.Context, conn *ingest.Conn, st *index.Store, m *Met
 			return
 		case <-t.C:
 		}
-		p, err := conn.Pending(ctx)
+		p, err := queue.Pending(ctx, conn)
 		if err != nil {
 			log.Debug("reading consumer state", "err", err)
 			continue

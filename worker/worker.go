@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/secret"
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -52,12 +53,12 @@ type Config struct {
 
 // Handler turns one job delivery into an outcome: it resolves the schema,
 // runs the heal loop and decides what the runtime does with the message.
-// It implements ingest.Handler.
+// It implements queue.Handler.
 type Handler struct {
 	cfg Config
 }
 
-var _ ingest.Handler = (*Handler)(nil)
+var _ queue.Handler = (*Handler)(nil)
 
 // New returns a Handler.
 func New(cfg Config) (*Handler, error) {
@@ -79,22 +80,22 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg}, nil
 }
 
-// Handle implements ingest.Handler.
-func (h *Handler) Handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+// Handle implements queue.Handler.
+func (h *Handler) Handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	return h.redact(h.handle(ctx, d))
 }
 
 // redact replaces the secrets in an outcome's message. The decoded record
 // handed to the sink of this process is dropped when anything was
 // replaced, so the sink indexes the redacted message instead.
-func (h *Handler) redact(out ingest.Outcome) ingest.Outcome {
+func (h *Handler) redact(out queue.Outcome) queue.Outcome {
 	if h.cfg.Secrets.Contains(out.Payload) {
 		out.Payload, out.Record = h.cfg.Secrets.Bytes(out.Payload), nil
 	}
 	return out
 }
 
-func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	if m := h.cfg.Metrics; m != nil {
 		m.InFlight.Inc()
 		defer m.InFlight.Dec()
@@ -132,7 +133,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	if d.Job.Schema != d.SchemaToken && d.SchemaToken != "" {
 		return h.deadLetter(d, out, job.ClassInvalidJob,
 			fmt.Sprintf("job schema %q does not match its subject's schema %q", d.Job.Schema, d.SchemaToken),
-			"publish jobs on pipeline.jobs.<schema> of their own schema (the schema id escaped by ingest.SchemaToken)")
+			"publish jobs on pipeline.jobs.<schema> of their own schema (the schema id escaped by broker.SchemaToken)")
 	}
 	sc, ok := h.cfg.Schemas.Get(d.Job.Schema)
 	if ce, broken := h.cfg.Schemas.BrokenSchema(d.Job.Schema); !ok && broken {
@@ -149,7 +150,7 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 	}
 	out.SchemaVersion = sc.Version
 	if h.cfg.Budget.Reached() {
-		return ingest.Outcome{Action: ingest.ActionRetry, Delay: budgetHandBack, Reason: "budget reached: not started"}
+		return queue.Outcome{Action: queue.ActionRetry, Delay: budgetHandBack, Reason: "budget reached: not started"}
 	}
 
 	res := h.cfg.Loop.Run(ctx, heal.Task{
@@ -174,30 +175,30 @@ func (h *Handler) handle(ctx context.Context, d *ingest.Delivery) ingest.Outcome
 		out.Data = res.Data
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
-		return h.publish(d, ingest.ActionResult, out, "")
+		return h.publish(d, queue.ActionResult, out, "")
 	case job.ClassAuth:
-		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
+		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "model rejected the credentials"}
 	case job.ClassNotFound:
-		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
+		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider has no such endpoint or model"}
 	case job.ClassNoCredit:
-		return ingest.Outcome{Action: ingest.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
+		return queue.Outcome{Action: queue.ActionStop, Delay: h.cfg.RetryDelay, Err: res.Err,
 			Reason: "the provider account has no credit"}
 	case job.ClassTransport:
 		if ctx.Err() != nil {
 			// Shutting down: not the job's fault, not a delivery's worth.
-			return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "worker stopping"}
+			return queue.Outcome{Action: queue.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "worker stopping"}
 		}
 		if !d.Last() {
-			return ingest.Outcome{Action: ingest.ActionRetry, Delay: h.backoff(d.NumDelivered),
+			return queue.Outcome{Action: queue.ActionRetry, Delay: h.backoff(d.NumDelivered),
 				Reason: "model unavailable: " + errString(res.Err)}
 		}
 	}
 	return h.deadLetter(d, out, res.Class, reason(res), res.Hint)
 }
 
-func (h *Handler) deadLetter(d *ingest.Delivery, out job.Outcome, class job.Class, reason, hint string) ingest.Outcome {
+func (h *Handler) deadLetter(d *queue.Delivery, out job.Outcome, class job.Class, reason, hint string) queue.Outcome {
 	out.Status = job.StatusDeadLettered
 	out.Class = class
 	out.Reason = reason
@@ -205,7 +206,7 @@ func (h *Handler) deadLetter(d *ingest.Delivery, out job.Outcome, class job.Clas
 	out.FinishedAt = h.cfg.Now()
 	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
 	h.cfg.Logger.Debug("dead letter", "job", out.JobID, "schema", out.Schema, "class", class, "reason", reason)
-	return h.publish(d, ingest.ActionDeadLetter, out, string(class)+": "+reason)
+	return h.publish(d, queue.ActionDeadLetter, out, string(class)+": "+reason)
 }
 
 // backoff is the delay before the next delivery after a transport failure:
@@ -217,8 +218,8 @@ func (h *Handler) backoff(delivered int) time.Duration {
 }
 
 // RunOf returns the run encoded in a message id: "<job id>~r<n>" is the
-// n-th rerun or replay of the job; anything else is run 0 (ingest.RunOf).
-func RunOf(msgID, jobID string) int { return ingest.RunOf(msgID, jobID) }
+// n-th rerun or replay of the job; anything else is run 0 (ledger.RunOf).
+func RunOf(msgID, jobID string) int { return ledger.RunOf(msgID, jobID) }
 
 // ReplayMsgID is the message id of the n-th replay of a job.
 func ReplayMsgID(jobID string, n int) string { return fmt.Sprintf("%s~r%d", jobID, n) }
@@ -240,7 +241,7 @@ func errString(err error) string {
 // jobJSON keeps the job as JSON when it is JSON, and as a JSON string of the
 // raw bytes when it is not, so a dead letter always holds what arrived. A
 // job that ParseJob decoded is JSON: it is not scanned again.
-func jobJSON(d *ingest.Delivery) json.RawMessage {
+func jobJSON(d *queue.Delivery) json.RawMessage {
 	if d.JobErr == nil || json.Valid(d.Data) {
 		return json.RawMessage(d.Data)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/model"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -53,13 +53,13 @@ func TestHandleInvalidJobKeyedOnMsgID(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &ingest.Delivery{Data: []byte(tc.data), SchemaToken: "invoice", MsgID: tc.msgID, NumDelivered: 1, MaxDeliver: 5}
-			d.Job, d.JobErr = ingest.ParseJob(d.Data)
+			d := &queue.Delivery{Data: []byte(tc.data), SchemaToken: "invoice", MsgID: tc.msgID, NumDelivered: 1, MaxDeliver: 5}
+			d.Job, d.JobErr = job.Parse(d.Data)
 			if d.JobErr == nil {
 				t.Fatalf("test case is a valid job")
 			}
 			out := h.Handle(t.Context(), d)
-			if out.Action != ingest.ActionDeadLetter {
+			if out.Action != queue.ActionDeadLetter {
 				t.Fatalf("action %d, want dead letter", out.Action)
 			}
 			var o struct {
@@ -120,13 +120,13 @@ func TestDuplicateMembersEndAsResult(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d := &ingest.Delivery{Data: []byte(tc.job), SchemaToken: "invoice", MsgID: "dup", NumDelivered: 1, MaxDeliver: 5}
-			d.Job, d.JobErr = ingest.ParseJob(d.Data)
+			d := &queue.Delivery{Data: []byte(tc.job), SchemaToken: "invoice", MsgID: "dup", NumDelivered: 1, MaxDeliver: 5}
+			d.Job, d.JobErr = job.Parse(d.Data)
 			if d.JobErr != nil {
 				t.Fatalf("ParseJob: %v", d.JobErr)
 			}
 			out := h.Handle(t.Context(), d)
-			if out.Action != ingest.ActionResult {
+			if out.Action != queue.ActionResult {
 				t.Fatalf("action %d (%s), want a result", out.Action, out.Reason)
 			}
 			var o struct {

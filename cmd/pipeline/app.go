@@ -18,7 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -125,7 +125,7 @@ type env struct {
 	// embedded server (its owner went away and it could not take over)
 	// cancels the command, which then exits with the reason (exit 3).
 	mu     sync.Mutex
-	conns  []*ingest.Conn
+	conns  []*broker.Conn
 	cancel context.CancelCauseFunc
 
 	// secrets holds every secret the command knows of; logs and stored
@@ -227,7 +227,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 }
 
 // watchConns wraps every command's action: its context is cancelled when a
-// NATS connection it opened is lost (ingest.Conn.Lost), and then the
+// NATS connection it opened is lost (broker.Conn.Lost), and then the
 // command fails with that reason, whatever the action returned (a run
 // stopped by its context would otherwise exit 0 for work it did not do).
 func (e *env) watchConns(cmds []*cli.Command) {
@@ -324,7 +324,7 @@ func refuseLateFlags(cmds []*cli.Command) {
 
 // track registers a connection of the running command; it cancels the
 // command when the connection is lost.
-func (e *env) track(ctx context.Context, conn *ingest.Conn) {
+func (e *env) track(ctx context.Context, conn *broker.Conn) {
 	e.mu.Lock()
 	e.conns = append(e.conns, conn)
 	cancel := e.cancel
@@ -450,7 +450,7 @@ func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
 }
 
 // dial makes the command's logger and connects to NATS with its flags.
-func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
+func (e *env) dial(c *cli.Context) (*broker.Conn, *slog.Logger, error) {
 	log, err := e.logger(c)
 	if err != nil {
 		return nil, nil, err
@@ -459,8 +459,8 @@ func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
 	return conn, log, err
 }
 
-func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
-	cfg := ingest.Config{
+func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*broker.Conn, error) {
+	cfg := broker.Config{
 		URL:        c.String("nats-url"),
 		DataDir:    c.String("data-dir"),
 		Listen:     c.String("nats-listen"),
@@ -486,7 +486,7 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 			return nil, fail(exitRuntime, "creating --data-dir: %w", err)
 		}
 	}
-	conn, err := ingest.Connect(ctx, cfg)
+	conn, err := broker.Connect(ctx, cfg)
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
 	}

@@ -11,8 +11,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/worker"
@@ -40,7 +41,7 @@ type batchReport struct {
 // serveBatch runs the workers with a batch runner as their handler. With
 // --until-idle it returns once the jobs stream is idle and no job is held
 // by batch mode, every outcome indexed.
-func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn, h ingest.Handler, bm builtModel, cfg worker.ServeConfig, paid func(model.Usage), rep batchReport, log *slog.Logger) error {
+func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *broker.Conn, h queue.Handler, bm builtModel, cfg worker.ServeConfig, paid func(model.Usage), rep batchReport, log *slog.Logger) error {
 	b, err := llm.NewBatcher(bm.provider, bm.cfg)
 	if err != nil {
 		return fail(exitUsage, "--batch: %w", err)

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/examples"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 func (e *env) demoCommand() *cli.Command {
@@ -54,7 +54,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			jc, src := newJobCheck(reg, ingest.DefaultMaxJobBytes), bytesSource(examples.Jobs())
+			jc, src := newJobCheck(reg, queue.DefaultMaxJobBytes), bytesSource(examples.Jobs())
 			defer jc.close()
 			var bad []string
 			err = jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })

@@ -12,8 +12,8 @@ import (
 
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -220,7 +220,7 @@ func (e *env) dlqCommand() *cli.Command {
 					}
 					// The sink reads the streams from their start into the
 					// empty index, as it would catch up after a crash.
-					if err := conn.NewSink(worker.Index(st, log), ingest.SinkConfig{Batch: 1000, UntilIdle: true, Logger: log}).Run(c.Context); err != nil {
+					if err := sink.New(conn, worker.Index(st, log), sink.Config{Batch: 1000, UntilIdle: true, Logger: log}).Run(c.Context); err != nil {
 						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
 					if err := c.Context.Err(); err != nil {

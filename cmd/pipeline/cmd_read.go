@@ -17,8 +17,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -48,13 +51,13 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 				return err
 			}
 			defer conn.Close()
-			filter := ingest.SubjectResults + ".>"
+			filter := broker.SubjectResults + ".>"
 			if s := c.String("schema"); s != "" {
-				filter = ingest.SchemaSubject(ingest.SubjectResults, s)
+				filter = broker.SchemaSubject(broker.SubjectResults, s)
 			}
 			enc := e.jsonEncoder()
 			var line bytes.Buffer
-			emit := func(m ingest.SinkMsg) error {
+			emit := func(m sink.Msg) error {
 				if c.Bool("json") {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
@@ -80,12 +83,12 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			}
 			if c.Bool("latest") {
 				latest := &latestFilter{conn: conn, emit: emit, batch: latestBatch}
-				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.add(c.Context, m) })
+				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, func(m sink.Msg) error { return latest.add(c.Context, m) })
 				if err == nil {
 					err = latest.flush(c.Context)
 				}
 			} else {
-				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, emit)
+				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, emit)
 			}
 			return withCode(exitRuntime, err)
 		},
@@ -165,7 +168,7 @@ func (e *env) printQueued(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	p, err := conn.Pending(c.Context)
+	p, err := queue.Pending(c.Context, conn)
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("reading the jobs stream: %w", err))
 	}
@@ -289,18 +292,18 @@ func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry
 // order: it holds up to batch results, asks the ledger which of them
 // a later run superseded (one gathered read for all), and prints the rest.
 type latestFilter struct {
-	conn  *ingest.Conn
-	emit  func(ingest.SinkMsg) error
+	conn  *broker.Conn
+	emit  func(sink.Msg) error
 	batch int // results held per ledger read
-	held  []ingest.SinkMsg
-	runs  []ingest.JobRun
+	held  []sink.Msg
+	runs  []ledger.JobRun
 }
 
 const latestBatch = 256
 
-func (l *latestFilter) add(ctx context.Context, m ingest.SinkMsg) error {
+func (l *latestFilter) add(ctx context.Context, m sink.Msg) error {
 	l.held = append(l.held, m)
-	l.runs = append(l.runs, ingest.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
+	l.runs = append(l.runs, ledger.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
 	if len(l.held) < l.batch {
 		return nil
 	}
@@ -311,7 +314,7 @@ func (l *latestFilter) flush(ctx context.Context) error {
 	if len(l.held) == 0 {
 		return nil
 	}
-	later, err := l.conn.Superseded(ctx, l.runs)
+	later, err := ledger.New(l.conn).Superseded(ctx, l.runs)
 	if err != nil {
 		return err
 	}

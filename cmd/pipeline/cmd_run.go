@@ -23,7 +23,9 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/ratelimit"
 	"github.com/llmpipeline/pipeline/llm/sim"
@@ -214,7 +216,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 
 	cfg := worker.ServeConfig{
-		Workers: ingest.WorkerConfig{
+		Workers: queue.WorkerConfig{
 			Concurrency:   c.Int("concurrency"),
 			AckWait:       ackWait(c),
 			MaxDeliver:    c.Int("max-deliver"),
@@ -256,7 +258,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopUI()
 	}
-	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
+	stopProgress := e.showProgress(ctx, e.stderr, status, func(ctx context.Context) (queue.PendingInfo, error) { return queue.Pending(ctx, conn) })
 	if c.Bool("batch") {
 		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, models.batchPaid(metrics, name), batchReport{reg: promReg, status: status}, log)
 	} else {
@@ -267,7 +269,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		// Every outcome the workers stored is in the ledger: the next
 		// start's reconciliation reads only what comes after.
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if merr := conn.AdvanceLedgerMarks(mctx); merr != nil {
+		if merr := ledger.New(conn).AdvanceMarks(mctx); merr != nil {
 			log.Warn("the next start reads this run's outcomes again to reconcile the job ledger", "err", merr)
 		}
 		cancel()
@@ -340,7 +342,7 @@ type paramSharer interface {
 // parameters their models refused (a KV bucket), so that no process sends
 // one that another was refused. Without it each process learns alone: a
 // warning, not a failure.
-func shareParams(ctx context.Context, conn *ingest.Conn, log *slog.Logger, models []builtModel) {
+func shareParams(ctx context.Context, conn *broker.Conn, log *slog.Logger, models []builtModel) {
 	var clients []paramSharer
 	for _, m := range models {
 		if m.params != nil {
@@ -363,12 +365,12 @@ func shareParams(ctx context.Context, conn *ingest.Conn, log *slog.Logger, model
 }
 
 // The fleet shares the pauses a provider asks for.
-var _ ratelimit.Pauser = (*ingest.Fleet)(nil)
+var _ ratelimit.Pauser = (*broker.Fleet)(nil)
 
 // shareLimit makes the limiter's budget the fleet's: this process joins
 // the members of its limit key on NATS and takes its share. leave returns
 // the share at once on the way out.
-func shareLimit(ctx context.Context, conn *ingest.Conn, bm builtModel, log *slog.Logger) (leave func(), err error) {
+func shareLimit(ctx context.Context, conn *broker.Conn, bm builtModel, log *slog.Logger) (leave func(), err error) {
 	fleet, err := conn.JoinFleet(ctx, bm.limitKey)
 	if err != nil {
 		return nil, withCode(exitRuntime, fmt.Errorf("sharing the model's rate limit: %w", err))

@@ -6,8 +6,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 // defaultMaxJobBytes is --max-job-bytes' default.
@@ -17,7 +19,7 @@ const defaultMaxJobBytes = "64MiB"
 // on run (a bigger message is dead-lettered invalid_job).
 func maxJobBytesFlag() cli.Flag {
 	return &cli.StringFlag{Name: "max-job-bytes", EnvVars: []string{"PIPELINE_MAX_JOB_BYTES"}, Value: defaultMaxJobBytes,
-		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + ingest.BucketPayloads}
+		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + payload.Bucket}
 }
 
 // maxJobBytes reads --max-job-bytes.
@@ -43,7 +45,7 @@ server itself, that server's duplicate index, about 94 bytes per job id publishe
 --duplicate-window, lives in its process: start run first, or use --nats-url, to keep it out); stdin
 is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
-bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
+bucket ` + broker.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
 window) is counted as already done and not published; --rerun publishes it again as a new run
 (message id <job id>~r<n>). A job id whose first and last runs both ran another input (schema, input
 or instructions differ; the ledger keeps a digest of them) is counted as changed, named on stderr and
@@ -96,10 +98,10 @@ rejected without --skip-invalid.`,
 				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-c.Int("max-errors"))
 			}
 			if bad > 0 && !c.Bool("skip-invalid") {
-				e.printSubmit(c, ingest.SubmitStats{}, bad)
+				e.printSubmit(c, queue.SubmitStats{}, bad)
 				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.valid)
 			}
-			var stats ingest.SubmitStats
+			var stats queue.SubmitStats
 			if jc.valid > 0 {
 				conn, err := e.connect(c.Context, c, log)
 				if err != nil {
@@ -142,7 +144,7 @@ rejected without --skip-invalid.`,
 	}
 }
 
-func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
+func (e *env) printSubmit(c *cli.Context, s queue.SubmitStats, rejected int) {
 	if c.Bool("json") {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
 			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})

@@ -15,7 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/ui"
@@ -119,7 +119,7 @@ func uiFlags() []cli.Flag {
 // startUI serves the console until the returned function is called. It
 // refuses an address other than loopback without a token, and prints the
 // console's URL on stdout.
-func (e *env) startUI(c *cli.Context, s uiSettings, st *index.Store, conn *ingest.Conn, breaker func() string, log *slog.Logger) (func(), error) {
+func (e *env) startUI(c *cli.Context, s uiSettings, st *index.Store, conn *broker.Conn, breaker func() string, log *slog.Logger) (func(), error) {
 	if err := ui.CheckAddr(s.addr, s.token); err != nil {
 		return nil, fail(exitUsage, "%w", err)
 	}
@@ -162,7 +162,7 @@ func (e *env) startUI(c *cli.Context, s uiSettings, st *index.Store, conn *inges
 // runUI serves the console inside `run` (--ui-addr): over the sink's index,
 // or, with --sink=false, over the index file the sink of another process
 // writes; with this process's breaker.
-func (e *env) runUI(c *cli.Context, st *index.Store, conn *ingest.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error) {
+func (e *env) runUI(c *cli.Context, st *index.Store, conn *broker.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error) {
 	closeStore := func() {}
 	if st == nil {
 		var err error

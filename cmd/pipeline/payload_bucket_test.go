@@ -7,15 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/llmpipeline/pipeline/ingest"
 )
 
 // bucketBytes is the payload object store's size and object count.
-func bucketBytes(t *testing.T, c *ingest.Conn) (uint64, int) {
+func bucketBytes(t *testing.T, c *broker.Conn) (uint64, int) {
 	t.Helper()
-	obs, err := c.JetStream().ObjectStore(t.Context(), ingest.BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(t.Context(), payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestPayloadBucketEmpties(t *testing.T) {
 		c := connFor(t, conn)
 		defer c.Close()
 		if size, n := bucketBytes(t, c); size > nearEmpty {
-			t.Errorf("after the run: %d bytes in %d objects left in %s, want near empty (the outcomes were indexed and removed from their stream)", size, n, ingest.BucketPayloads)
+			t.Errorf("after the run: %d bytes in %d objects left in %s, want near empty (the outcomes were indexed and removed from their stream)", size, n, payload.Bucket)
 		}
 		if got := len(jsonLines(t, mustCLI(t, "", "results", "--json", "--data-dir", dir))); got != 0 {
 			t.Errorf("%d results on RESULTS, want the limit applied", got)
@@ -79,9 +80,9 @@ func TestPayloadBucketEmpties(t *testing.T) {
 		c = connFor(t, conn)
 		defer c.Close()
 		if size, n := bucketBytes(t, c); size > nearEmpty {
-			t.Errorf("after dlq purge --all: %d bytes in %d objects left in %s, want near empty", size, n, ingest.BucketPayloads)
+			t.Errorf("after dlq purge --all: %d bytes in %d objects left in %s, want near empty", size, n, payload.Bucket)
 		}
-		p, err := c.Pending(t.Context())
+		p, err := queue.Pending(t.Context(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +101,7 @@ func TestTamperedPayloadEndsAsInvalidJob(t *testing.T) {
 	conn := []string{"--data-dir", dir}
 	mustCLI(t, bigJobs(1)+`{"id":"small-1","schema":"invoice","input":"Invoice 7 from ACME, total 12 EUR"}`+"\n", append([]string{"submit"}, append(conn, "-")...)...)
 	c := connFor(t, conn)
-	s, err := c.JetStream().Stream(t.Context(), ingest.StreamJobs)
+	s, err := c.JetStream().Stream(t.Context(), broker.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +109,11 @@ func TestTamperedPayloadEndsAsInvalidJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := m.Header.Get(ingest.HeaderPayload)
+	name := m.Header.Get(payload.Header)
 	if name == "" {
 		t.Fatalf("the big job's message names no payload object: %v", m.Header)
 	}
-	obs, err := c.JetStream().ObjectStore(t.Context(), ingest.BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(t.Context(), payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestTamperedPayloadEndsAsInvalidJob(t *testing.T) {
 	}
 	c = connFor(t, conn)
 	defer c.Close()
-	p, err := c.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 // immutable sets (or clears) the immutable attribute of files; the test is
@@ -66,7 +68,7 @@ func TestReadOnlyIndex(t *testing.T) {
 			}
 			c := connFor(t, []string{"--data-dir", dir})
 			defer c.Close()
-			p, err := c.Pending(t.Context())
+			p, err := queue.Pending(t.Context(), c)
 			if err != nil {
 				t.Fatal(err)
 			}

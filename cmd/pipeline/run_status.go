@@ -13,8 +13,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
 )
@@ -48,8 +49,8 @@ func newRunStatus(now time.Time) *runStatus {
 }
 
 // handler wraps h to count the jobs in it.
-func (s *runStatus) handler(h ingest.Handler) ingest.Handler {
-	return ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+func (s *runStatus) handler(h queue.Handler) queue.Handler {
+	return queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		s.inHandle.Add(1)
 		defer s.inHandle.Add(-1)
 		return h.Handle(ctx, d)
@@ -57,8 +58,8 @@ func (s *runStatus) handler(h ingest.Handler) ingest.Handler {
 }
 
 // stored counts one result or dead letter the stream acknowledged
-// (ingest.WorkerConfig.Stored).
-func (s *runStatus) stored(m ingest.SinkMsg) {
+// (queue.WorkerConfig.Stored).
+func (s *runStatus) stored(m sink.Msg) {
 	o, ok := outcomeOf(m)
 	if !ok {
 		return // not an outcome: nothing to count
@@ -74,9 +75,9 @@ func (s *runStatus) stored(m ingest.SinkMsg) {
 }
 
 // repeatedOutcome counts a job the workers answered whose outcome was not
-// kept, the run's stored one standing (ingest.WorkerConfig.Repeated): its
+// kept, the run's stored one standing (queue.WorkerConfig.Repeated): its
 // model calls were made all the same.
-func (s *runStatus) repeatedOutcome(m ingest.SinkMsg) {
+func (s *runStatus) repeatedOutcome(m sink.Msg) {
 	s.repeated.Add(1)
 	if o, ok := outcomeOf(m); ok {
 		s.spent(o)
@@ -94,7 +95,7 @@ func (s *runStatus) spent(o job.Outcome) {
 }
 
 // outcomeOf is the outcome a worker handed over.
-func outcomeOf(m ingest.SinkMsg) (job.Outcome, bool) {
+func outcomeOf(m sink.Msg) (job.Outcome, bool) {
 	var o job.Outcome
 	switch r := m.Record.(type) {
 	case *job.Outcome:
@@ -273,7 +274,7 @@ func summaryLine(s runSnapshot) string {
 }
 
 // pendingFunc reads the jobs still waiting or unacked on the consumer.
-type pendingFunc func(ctx context.Context) (ingest.PendingInfo, error)
+type pendingFunc func(ctx context.Context) (queue.PendingInfo, error)
 
 // showProgress draws the status on a progress bar on w while the workers
 // run, if w is a terminal; it returns the function that stops it. Total is

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -55,7 +57,7 @@ func TestStatusLine(t *testing.T) {
 func TestSummaryCountsRepeatedAnswers(t *testing.T) {
 	s := newRunStatus(time.Now())
 	o := job.Outcome{JobID: "a", Status: job.StatusSucceeded, Attempts: 2, Trace: []job.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
-	s.repeatedOutcome(ingest.SinkMsg{MsgID: "a", Record: &o})
+	s.repeatedOutcome(sink.Msg{MsgID: "a", Record: &o})
 	snap := s.snapshot(time.Now())
 	got := summaryLine(snap)
 	for _, want := range []string{"run: 1 jobs in", "0 succeeded", "1 answered again", "2 model calls, 30 tokens"} {
@@ -92,14 +94,14 @@ func TestRunStatusInFlightCountsHandlers(t *testing.T) {
 	st := newRunStatus(time.Now())
 	release := make(chan struct{})
 	entered := make(chan struct{}, 3)
-	h := st.handler(ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	h := st.handler(queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		entered <- struct{}{}
 		<-release
-		return ingest.Outcome{}
+		return queue.Outcome{}
 	}))
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Go(func() { h.Handle(t.Context(), &ingest.Delivery{}) })
+		wg.Go(func() { h.Handle(t.Context(), &queue.Delivery{}) })
 	}
 	for range 3 {
 		<-entered
@@ -175,7 +177,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
 	// This connection runs the embedded server; the run joins it, so it
 	// outlives the run for the checks below.
-	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := conn.Pending(t.Context())
+		p, err := queue.Pending(t.Context(), conn)
 		if err == nil && p.AckPending >= 2 {
 			break
 		}
@@ -213,7 +215,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no 'stopped: N jobs handed back' line:\n%s", errs.String())
 	}
-	p, err := conn.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/nats-io/nkeys"
 	"github.com/urfave/cli/v2"
-
-	"github.com/llmpipeline/pipeline/ingest"
 )
 
 // Environment variables that hold secrets: their values are redacted
@@ -46,7 +45,7 @@ func (e *env) learnSecrets(c *cli.Context) {
 
 // learnConnSecrets registers the secrets a connection holds (the embedded
 // server's password).
-func (e *env) learnConnSecrets(conn *ingest.Conn) {
+func (e *env) learnConnSecrets(conn *broker.Conn) {
 	e.secrets.Add(conn.Secrets()...)
 }
 

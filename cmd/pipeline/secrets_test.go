@@ -13,7 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/sink"
 )
 
 // echoServer is an OpenAI-compatible provider that writes the request's
@@ -117,9 +118,9 @@ func TestSecretsNeverStored(t *testing.T) {
 			}
 			seen["pipeline.db"] = string(db)
 			c := connFor(t, []string{"--data-dir", dir})
-			for _, stream := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+			for _, stream := range []string{broker.StreamResults, broker.StreamDLQ} {
 				var b strings.Builder
-				if err := c.ReadStream(t.Context(), stream, "", func(m ingest.SinkMsg) error {
+				if err := sink.ReadStream(t.Context(), c, stream, "", func(m sink.Msg) error {
 					b.Write(m.Data)
 					return nil
 				}); err != nil {

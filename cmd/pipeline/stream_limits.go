@@ -8,7 +8,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/sink"
 )
 
 // streamLimitFlags bound the RESULTS and DLQ streams. They are on the
@@ -25,8 +26,8 @@ func streamLimitFlags() []cli.Flag {
 
 // streamLimits reads the stream limit flags of the command: only those set
 // (by flag or env var) change the streams.
-func streamLimits(c *cli.Context) (ingest.StreamLimits, error) {
-	var lim ingest.StreamLimits
+func streamLimits(c *cli.Context) (broker.StreamLimits, error) {
+	var lim broker.StreamLimits
 	if c.IsSet("stream-max-age") {
 		d := c.Duration("stream-max-age")
 		if d < 0 {
@@ -48,7 +49,7 @@ func streamLimits(c *cli.Context) (ingest.StreamLimits, error) {
 // the sink, compares the streams with the index on this data dir (when
 // there is one) and warns about outcomes the limits discarded before they
 // were indexed. The sink, where it runs, warns about them itself.
-func warnStreamLoss(ctx context.Context, c *cli.Context, conn *ingest.Conn, log *slog.Logger) error {
+func warnStreamLoss(ctx context.Context, c *cli.Context, conn *broker.Conn, log *slog.Logger) error {
 	if !c.IsSet("stream-max-age") && !c.IsSet("stream-max-bytes") {
 		return nil
 	}
@@ -66,6 +67,6 @@ func warnStreamLoss(ctx context.Context, c *cli.Context, conn *ingest.Conn, log 
 	if err != nil {
 		return withCode(exitRuntime, err)
 	}
-	_, err = conn.WarnUnindexedLoss(ctx, cur, log)
+	_, err = sink.WarnUnindexedLoss(ctx, conn, cur, log)
 	return withCode(exitRuntime, err)
 }

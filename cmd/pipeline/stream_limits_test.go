@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	_ "github.com/llmpipeline/pipeline/index" // the sqlite3 driver
+	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 // TestStreamLimitsKeepUnindexedOutcomes: limits shorter than the sink's
@@ -38,7 +39,7 @@ func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
 		t.Helper()
 		c := connFor(t, []string{"--data-dir", dir})
 		defer c.Close()
-		p, err := c.Pending(t.Context())
+		p, err := queue.Pending(t.Context(), c)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,11 +16,14 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
-// submitBatch and submitBatchBytes bound one Conn.Submit call of the
+// submitBatch and submitBatchBytes bound one queue.Submit call of the
 // publish pass, so the jobs in memory at a time: large enough for the
 // publishes to stay pipelined, small enough to stay flat (at 10,000, the
 // batch, its messages and its ledger look-ups held 21 MB of a 1M-line
@@ -110,15 +113,15 @@ func (jc *jobCheck) close() {
 
 // parse checks one line on its own: size, JSON, fields, schema. It returns
 // the job and its bytes, nil bytes for a blank line, or why it is refused.
-func (jc *jobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
+func (jc *jobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 	if size > jc.limit {
-		return ingest.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
+		return job.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
 	}
 	line := bytes.TrimSpace(raw)
 	if len(line) == 0 {
-		return ingest.Job{}, nil, ""
+		return job.Job{}, nil, ""
 	}
-	j, err := ingest.ParseJob(line)
+	j, err := job.Parse(line)
 	if err != nil {
 		return j, nil, err.Error()
 	}
@@ -234,7 +237,7 @@ const (
 // itemsFrom is the second pass: each is called with every line the first
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
-func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.SubmitItem) error) error {
+func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(queue.SubmitItem) error) error {
 	if jc.ids == nil {
 		return errors.New("the input was not checked first")
 	}
@@ -265,7 +268,7 @@ func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.Sub
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
-		return each(ingest.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ingest.InputDigest(j),
+		return each(queue.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
 			Rerun: rerun == rerunAll, RerunChanged: rerun == rerunChanged})
 	})
 	if err == nil && seen != jc.valid {
@@ -277,9 +280,9 @@ func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(ingest.Sub
 // submitChecked publishes what the first pass accepted, reading the input
 // again, submitBatch jobs at a time. progress, if not nil, gets the count
 // published so far, and -1 at the end.
-func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open opener, rerun rerunMode, progress func(int)) (ingest.SubmitStats, error) {
-	var total ingest.SubmitStats
-	var batch []ingest.SubmitItem
+func submitChecked(ctx context.Context, conn *broker.Conn, jc *jobCheck, open opener, rerun rerunMode, progress func(int)) (queue.SubmitStats, error) {
+	var total queue.SubmitStats
+	var batch []queue.SubmitItem
 	done, size := 0, 0
 	flush := func() error {
 		if len(batch) == 0 {
@@ -290,7 +293,7 @@ func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open op
 			base := done
 			prog = func(n int) { progress(base + n) }
 		}
-		s, err := conn.Submit(ctx, batch, prog)
+		s, err := queue.Submit(ctx, conn, batch, prog)
 		total.Published += s.Published
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
@@ -304,7 +307,7 @@ func submitChecked(ctx context.Context, conn *ingest.Conn, jc *jobCheck, open op
 		batch, size = batch[:0], 0
 		return err
 	}
-	err := jc.itemsFrom(open, rerun, func(it ingest.SubmitItem) error {
+	err := jc.itemsFrom(open, rerun, func(it queue.SubmitItem) error {
 		batch = append(batch, it)
 		size += len(it.Data)
 		if len(batch) < submitBatch && size < submitBatchBytes {

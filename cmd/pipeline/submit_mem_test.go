@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -110,7 +110,7 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := 0
-	if err := jc.itemsFrom(src, rerunNone, func(it ingest.SubmitItem) error {
+	if err := jc.itemsFrom(src, rerunNone, func(it queue.SubmitItem) error {
 		published++
 		return nil
 	}); err != nil {

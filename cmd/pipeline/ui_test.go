@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/ui"
@@ -49,9 +49,9 @@ func deadParts(t *testing.T, schemaDir string) string {
 }
 
 // console serves the console over a data dir, as `pipeline ui` does.
-func console(t *testing.T, dir, schemaDir string) (*httptest.Server, *ingest.Conn, *index.Store) {
+func console(t *testing.T, dir, schemaDir string) (*httptest.Server, *broker.Conn, *index.Store) {
 	t.Helper()
-	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +72,9 @@ func console(t *testing.T, dir, schemaDir string) (*httptest.Server, *ingest.Con
 }
 
 // jobMessages reads the JOBS stream by sequence: message id -> subject and data.
-func jobMessages(t *testing.T, ctx context.Context, conn *ingest.Conn) map[string]string {
+func jobMessages(t *testing.T, ctx context.Context, conn *broker.Conn) map[string]string {
 	t.Helper()
-	s, err := conn.JetStream().Stream(ctx, ingest.StreamJobs)
+	s, err := conn.JetStream().Stream(ctx, broker.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestConsoleReplayPublishesWhatDLQReplayDoes(t *testing.T) {
 	}
 	fromUI := jobMessages(t, t.Context(), conn)
 
-	cliConn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: cliDir})
+	cliConn, err := broker.Connect(t.Context(), broker.Config{DataDir: cliDir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@
 //
 // # The fleet
 //
-// ShareWith hands the Limiter a Fleet (ingest.Fleet: members registered in
+// ShareWith hands the Limiter a Fleet (broker.Fleet: members registered in
 // a NATS KV bucket under Key, a hash of provider, base URL, model and API
 // key); each process takes 1/Size of the ceiling and of the headers' pace.
 // A process that dies returns its share when its key expires, within
@@ -70,7 +70,7 @@
 // it. When a 429 or a 5xx asks for a wait (Retry-After, retry-after-ms) of
 // at most Config.MaxPause, Observe pauses every call until it is over
 // (Pause), before any other call of this process goes out; with a fleet
-// that is a Pauser (ingest.Fleet) every member pauses too. The wait happens before the call, so it never counts against the
+// that is a Pauser (broker.Fleet) every member pauses too. The wait happens before the call, so it never counts against the
 // request timeout, and it ends with ctx's error (or, when the wait would
 // outlast ctx's deadline, at once with a transport error).
 //

@@ -107,7 +107,7 @@ func (c Config) validate() error {
 }
 
 // Fleet says how many processes share the limit, this one included. The
-// Limiter asks before every call; ingest.Fleet answers from a NATS KV
+// Limiter asks before every call; broker.Fleet answers from a NATS KV
 // bucket.
 type Fleet interface {
 	Size() int

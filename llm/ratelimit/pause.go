@@ -6,7 +6,7 @@ import (
 )
 
 // Pauser is a Fleet that shares pauses: a wait one member's provider
-// asked for holds every member's calls until it ends. ingest.Fleet is one
+// asked for holds every member's calls until it ends. broker.Fleet is one
 // (through its KV bucket). Pause must not block.
 type Pauser interface {
 	Fleet

@@ -4,7 +4,7 @@
 //
 // It owns nothing the pipeline needs: it wires the same packages the CLI's
 // `pipeline run` wires (schemas.Builtin, sim.New or llm.NewOpenAI behind
-// llm.NewBreaker, heal.New, worker.New, ingest.Connect on an embedded
+// llm.NewBreaker, heal.New, worker.New, broker.Connect on an embedded
 // server with file storage, index.Open, worker.Serve) and times them.
 //
 // Sections (select one with --only):

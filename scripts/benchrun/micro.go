@@ -25,7 +25,8 @@ func microPackages(o options) []microPkg {
 		{"./heal", "."},
 		{"./worker", "."},
 		{"./index", "."},
-		{"./ingest", "Sink|ParseJob"},
+		{"./internal/sink", "Sink"},
+		{"./job", "ParseJob"},
 		{"./report", o.ReportBench},
 	}
 }

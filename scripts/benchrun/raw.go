@@ -13,10 +13,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/llmpipeline/pipeline/ingest"
 )
 
 // runRaw is the broker's limit for the pipeline's work on this machine:
@@ -39,7 +39,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 		return res, fmt.Errorf("creating temp dir: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
+	conn, err := broker.Connect(ctx, broker.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
 	if err != nil {
 		return res, fmt.Errorf("connecting to NATS: %w", err)
 	}
@@ -59,7 +59,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	result := bytes.Repeat([]byte("r"), resultSize)
 
 	for _, it := range items {
-		if _, err := publishAsync(ctx, js, newMsg(ingest.SchemaSubject(ingest.SubjectJobs, it.Schema), it.MsgID, it.Data)); err != nil {
+		if _, err := publishAsync(ctx, js, newMsg(broker.SchemaSubject(broker.SubjectJobs, it.Schema), it.MsgID, it.Data)); err != nil {
 			return res, fmt.Errorf("preloading jobs: %w", err)
 		}
 	}
@@ -73,11 +73,11 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 
 	var ledger jetstream.KeyValue
 	if spec.Kind == "raw-ledger" {
-		if ledger, err = js.KeyValue(ctx, ingest.BucketLedger); err != nil {
+		if ledger, err = js.KeyValue(ctx, broker.BucketLedger); err != nil {
 			return res, fmt.Errorf("opening the ledger bucket: %w", err)
 		}
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, ingest.StreamJobs, jetstream.ConsumerConfig{
+	cons, err := js.CreateOrUpdateConsumer(ctx, broker.StreamJobs, jetstream.ConsumerConfig{
 		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: max(1024, 4*spec.K),
 	})
 	if err != nil {
@@ -110,7 +110,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 			})
 			return
 		}
-		fut, err := publishAsync(ctx, js, newMsg(ingest.SubjectResults+"."+benchSchema, id, result))
+		fut, err := publishAsync(ctx, js, newMsg(broker.SubjectResults+"."+benchSchema, id, result))
 		if err != nil {
 			failed.Store(&err)
 			<-sem
@@ -189,14 +189,14 @@ wait:
 
 // rawLedgerJob is one job of the raw-ledger baseline: the ledger's Get,
 // the result, the ledger's Create, the ack.
-func rawLedgerJob(ctx context.Context, js jetstream.JetStream, ledger jetstream.KeyValue, m jetstream.Msg, id string, result []byte) error {
-	key := ingest.LedgerKey(id) + ".0"
-	if _, err := ledger.Get(ctx, key); err == nil {
+func rawLedgerJob(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, m jetstream.Msg, id string, result []byte) error {
+	key := ledger.Key(id) + ".0"
+	if _, err := kv.Get(ctx, key); err == nil {
 		return m.Ack()
 	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return err
 	}
-	fut, err := publishAsync(ctx, js, newMsg(ingest.SubjectResults+"."+benchSchema, id, result))
+	fut, err := publishAsync(ctx, js, newMsg(broker.SubjectResults+"."+benchSchema, id, result))
 	if err != nil {
 		return err
 	}
@@ -210,7 +210,7 @@ func rawLedgerJob(ctx context.Context, js jetstream.JetStream, ledger jetstream.
 	if err != nil {
 		return err
 	}
-	if _, err := ledger.Create(ctx, key, value); err != nil {
+	if _, err := kv.Create(ctx, key, value); err != nil {
 		return err
 	}
 	return m.Ack()
@@ -219,7 +219,7 @@ func rawLedgerJob(ctx context.Context, js jetstream.JetStream, ledger jetstream.
 // publishAsync publishes msg asynchronously; when the publisher is stalled
 // by too many outstanding publishes ("stalled with too many outstanding
 // async published messages") it waits for them and tries again, as
-// ingest's own publisher does.
+// the broker's own publisher does (broker.Conn.PublishAsync).
 func publishAsync(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (jetstream.PubAckFuture, error) {
 	for {
 		fut, err := js.PublishMsgAsync(msg)

@@ -1,0 +1,50 @@
+// Package brokertest holds the fixture the tests of the broker's users
+// share: an embedded nats-server in a fresh data dir per test (random
+// port, JetStream on, file storage under t.TempDir), closed by t.Cleanup.
+//
+//	conn := brokertest.NewConn(t)
+//	queue.Submit(t.Context(), conn, items, nil)
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmpipeline/pipeline/internal/broker"
+)
+
+// NewConn starts an embedded server in a fresh data dir, with mods applied
+// to its Config, and closes it when the test ends.
+func NewConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
+	t.Helper()
+	cfg := broker.Config{DataDir: t.TempDir()}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := broker.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return c
+}
+
+// Eventually polls cond until it holds or within has passed, then fails
+// the test with what.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an event
+	}
+}

@@ -1,0 +1,263 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/sink"
+	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// settle acts on the handler's outcome for a delivered job.
+func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
+	switch out.Action {
+	case ActionResult, ActionDeadLetter:
+		if d.NumDelivered > 1 {
+			// An earlier delivery may have stored an outcome and lost its
+			// ack; a model need not answer the same way twice, so the
+			// other stream is checked (the same one deduplicates).
+			other, seq, err := r.otherOutcome(d, out)
+			if err != nil {
+				r.log.Warn("checking for an earlier outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
+				r.nakOnce(j, r.retryDelay(d, 0))
+				return
+			}
+			if other != "" {
+				// That outcome may have missed the ledger (its worker died
+				// before writing it): record it, so the run stays ended.
+				if _, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), r.ledgerRun(d, other, seq)); err != nil {
+					r.log.Warn("recording an earlier delivery's outcome in the ledger failed; job handed back", "msg_id", d.MsgID, "err", err)
+					r.nakOnce(j, r.retryDelay(d, 0))
+					return
+				}
+				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
+				r.repeated(d, out, other, seq)
+				r.ackDone(j, d, "")
+				return
+			}
+		}
+		st, err := r.store(d, out)
+		if err != nil {
+			if r.cfg.StoreFailed != nil {
+				r.cfg.StoreFailed(err)
+			}
+			r.log.Warn("storing outcome failed; job handed back", "msg_id", d.MsgID, "err", err)
+			r.nakOnce(j, r.retryDelay(d, 0))
+			return
+		}
+		ours, err := r.conclude(d, out, st)
+		if err != nil {
+			r.log.Warn("recording the stored outcome in the job ledger failed; job handed back (its redelivery finds the outcome stored)", "msg_id", d.MsgID, "err", err)
+			r.nakOnce(j, r.retryDelay(d, 0))
+			return
+		}
+		if !ours {
+			r.ackDone(j, d, "")
+			return
+		}
+		// The outcome is stored: settle even if the shutdown grace already
+		// naked the job (an ack after a nak still removes it).
+		j.settled.Store(true)
+		if out.Action == ActionResult {
+			err = j.msg.Ack()
+		} else {
+			err = j.msg.TermWithReason(reasonOr(out.Reason, "dead-lettered"))
+		}
+		if err != nil {
+			r.log.Warn("acknowledging job (its outcome is stored; a redelivery finds it in the ledger)", "msg_id", d.MsgID, "err", err)
+		}
+		r.c.Payloads().Drop(r.pubCtx, d.payload)
+	case actionDone:
+		r.ackDone(j, d, "job's run already ended (job ledger); acked without calling the model")
+	case ActionHandOff:
+		r.ackDone(j, d, "")
+	case ActionRetry:
+		r.nakOnce(j, r.retryDelay(d, out.Delay))
+	case ActionStop:
+		r.nakOnce(j, r.retryDelay(d, out.Delay))
+		if r.stop(out.Err) {
+			r.log.Error("handler stopped the worker", "msg_id", d.MsgID, "err", out.Err)
+		} else {
+			r.log.Debug("job handed back; the worker is already stopping", "msg_id", d.MsgID, "err", out.Err)
+		}
+	default:
+		r.log.Error("handler returned an unknown action; retrying the job", "msg_id", d.MsgID, "action", int(out.Action))
+		r.nakOnce(j, r.retryDelay(d, out.Delay))
+	}
+}
+
+// ackDone acks a job whose run already has its outcome, stores nothing,
+// and deletes the job's body object; why, if set, is logged at debug and
+// the delivery counted in WorkerConfig.AlreadyDone.
+func (r *runner) ackDone(j *inflight, d *Delivery, why string) {
+	j.settled.Store(true)
+	if err := j.msg.Ack(); err != nil {
+		r.log.Warn("acknowledging a job whose run already ended", "msg_id", d.MsgID, "err", err)
+	}
+	if why != "" {
+		r.log.Debug(why, "msg_id", d.MsgID, "delivery", d.NumDelivered)
+		if r.cfg.AlreadyDone != nil {
+			r.cfg.AlreadyDone(d.MsgID)
+		}
+	}
+	r.c.Payloads().Drop(r.pubCtx, d.payload)
+}
+
+// stored is an outcome the stream acknowledged.
+type stored struct {
+	subject string
+	ack     *jetstream.PubAck
+	object  string // the body's object when over the inline limit
+}
+
+// store publishes a result or dead letter with Nats-Msg-Id = the delivery's
+// message id and waits for the stream's ack. A payload over the inline
+// limit goes to the object store first, and the message names it.
+func (r *runner) store(d *Delivery, out Outcome) (stored, error) {
+	prefix, kind := broker.SubjectResults, payload.KindResults
+	if out.Action == ActionDeadLetter {
+		prefix, kind = broker.SubjectDLQ, payload.KindDLQ
+	}
+	schema := out.Schema
+	if !job.ValidSchemaID(schema) {
+		schema = d.SchemaToken
+	}
+	msg := broker.NewMsg(broker.SchemaSubject(prefix, schema), d.MsgID, out.Payload)
+	object, err := r.c.Payloads().Offload(r.pubCtx, msg, kind)
+	if err != nil {
+		return stored{}, fmt.Errorf("storing the outcome of %s: %w", d.MsgID, err)
+	}
+	fut, err := r.c.PublishAsync(r.pubCtx, msg)
+	if err != nil {
+		return stored{}, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
+	}
+	ack, err := r.c.AwaitPubAck(r.pubCtx, fut)
+	if err != nil {
+		return stored{}, err
+	}
+	if ack.Duplicate {
+		// The stream holds an outcome under this id already (the first
+		// one stays, and may differ): ours, and its object, are not kept.
+		r.c.Payloads().DropIfUnreferenced(r.pubCtx, ack.Stream, ack.Sequence, object)
+	}
+	return stored{subject: msg.Subject, ack: ack, object: object}, nil
+}
+
+// conclude records a stored outcome in the job ledger, and reports whether
+// it is the run's outcome. When another worker's outcome for the same run
+// is in the ledger already (two copies of a job handled at once), ours is
+// deleted from its stream and the job is only acked. Otherwise the stored
+// message goes to WorkerConfig.Stored, unless the stream had one under
+// this id already (the sink reads that one).
+func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
+	ours := r.ledgerRun(d, st.ack.Stream, st.ack.Sequence)
+	have, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), ours)
+	if err != nil {
+		return false, err
+	}
+	if have.Stream != ours.Stream || have.Seq != ours.Seq {
+		if !st.ack.Duplicate {
+			removeOutcome(r.pubCtx, r.c, ours.Stream, ours.Seq, st.object)
+		}
+		r.log.Warn("another worker stored this run's outcome first; removed ours", "msg_id", d.MsgID,
+			"kept_stream", have.Stream, "kept_seq", have.Seq, "removed_stream", ours.Stream, "removed_seq", ours.Seq)
+		r.repeated(d, out, ours.Stream, ours.Seq)
+		return false, nil
+	}
+	if st.ack.Duplicate {
+		r.repeated(d, out, st.ack.Stream, st.ack.Sequence)
+	} else if r.cfg.Stored != nil {
+		r.cfg.Stored(sink.Msg{Subject: st.subject, Data: out.Payload, MsgID: d.MsgID,
+			Stream: st.ack.Stream, Sequence: st.ack.Sequence, Time: time.Now(), Record: out.Record})
+	}
+	return true, nil
+}
+
+// repeated hands an outcome that was not kept to WorkerConfig.Repeated.
+func (r *runner) repeated(d *Delivery, out Outcome, stream string, seq uint64) {
+	if r.cfg.Repeated != nil {
+		r.cfg.Repeated(sink.Msg{Data: out.Payload, MsgID: d.MsgID, Stream: stream, Sequence: seq, Time: time.Now(), Record: out.Record})
+	}
+}
+
+func (r *runner) ledgerRun(d *Delivery, stream string, seq uint64) ledger.Run {
+	run := ledger.Run{Run: ledgerRunOf(d), MsgID: d.MsgID, Stream: stream, Seq: seq, At: time.Now().UTC()}
+	if d.JobErr == nil {
+		run.Input = ledger.InputDigest(d.Job)
+	}
+	return run
+}
+
+// ledgerKeyOf is the job id a delivery is recorded under in the ledger: the
+// job's id, or for a message that is not a valid job its message id (the
+// id its dead letter is stored under).
+func ledgerKeyOf(d *Delivery) string {
+	if d.JobErr == nil && d.Job.ID != "" {
+		return d.Job.ID
+	}
+	return d.MsgID
+}
+
+// ledgerRunOf is the run a delivery is: encoded in its message id.
+func ledgerRunOf(d *Delivery) int {
+	if d.JobErr == nil && d.Job.ID != "" {
+		return ledger.RunOf(d.MsgID, d.Job.ID)
+	}
+	return 0
+}
+
+// otherOutcome reports the stream (broker.StreamResults or broker.StreamDLQ, "" for
+// none) and sequence on which an earlier delivery stored a different kind
+// of outcome for d within the duplicate window: a dead letter when out is
+// a result, or the other way round.
+func (r *runner) otherOutcome(d *Delivery, out Outcome) (string, uint64, error) {
+	stream, prefix := broker.StreamDLQ, broker.SubjectDLQ
+	if out.Action == ActionDeadLetter {
+		stream, prefix = broker.StreamResults, broker.SubjectResults
+	}
+	// The subject store would use.
+	filter := prefix + ".>"
+	if job.ValidSchemaID(out.Schema) {
+		filter = broker.SchemaSubject(prefix, out.Schema)
+	} else if d.SchemaToken != "" {
+		filter = broker.SchemaSubject(prefix, d.SchemaToken)
+	}
+	ctx, cancel := context.WithTimeout(r.pubCtx, 30*time.Second)
+	defer cancel()
+	seq, err := outcomeSince(ctx, r.c, stream, filter, d.MsgID, time.Now().Add(-r.c.DuplicateWindow()))
+	if err != nil || seq == 0 {
+		return "", 0, err
+	}
+	return stream, seq, nil
+}
+
+func (r *runner) nakOnce(j *inflight, delay time.Duration) {
+	if j.settled.CompareAndSwap(false, true) {
+		r.nak(j.msg, delay)
+	}
+}
+
+func (r *runner) nak(msg jetstream.Msg, delay time.Duration) {
+	if err := msg.NakWithDelay(delay); err != nil {
+		r.log.Warn("nak with delay failed; the job is redelivered after its ack wait", "subject", msg.Subject(), "err", err)
+	}
+}
+
+// retryDelay is the handler's delay, or the backoff step for this delivery,
+// plus up to 20% jitter.
+func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
+	if want <= 0 {
+		n := max(d.NumDelivered, 1)
+		if len(r.cfg.BackOff) > 0 {
+			want = r.cfg.BackOff[min(n-1, len(r.cfg.BackOff)-1)]
+		} else {
+			want = min(time.Second<<min(n-1, 5), 30*time.Second)
+		}
+	}
+	return jitter(want)
+}
