@@ -3,6 +3,8 @@ package broker
 import (
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // TestFleetAcrossATakeover: the fleet's bucket lives in the embedded
@@ -26,7 +28,7 @@ func TestFleetAcrossATakeover(t *testing.T) {
 	if err := owner.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the joiner to take the server over", func() bool { return a.Embedded() && a.NATS().IsConnected() })
+	poll.Until(t, 30*time.Second, "the joiner to take the server over", func() bool { return a.Embedded() && a.NATS().IsConnected() })
 	// The bucket lived in the old server's memory: the heartbeat of a
 	// member that joined before makes it again.
 	if err := before.beat(t.Context()); err != nil {
@@ -37,5 +39,5 @@ func TestFleetAcrossATakeover(t *testing.T) {
 		t.Fatalf("joining the fleet after the takeover: %v", err)
 	}
 	defer f.Leave(t.Context())
-	eventually(t, 10*time.Second, "the member counted on the new server", func() bool { return before.Size() == 1 })
+	poll.Until(t, 10*time.Second, "the member counted on the new server", func() bool { return before.Size() == 1 })
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // Members of one limit key count each other; one that leaves is gone at
@@ -40,7 +42,7 @@ func TestFleetMembersComeAndGo(t *testing.T) {
 	if n := other.Size(); n != 1 {
 		t.Fatalf("another limit key: size %d, want 1", n)
 	}
-	eventually(t, 10*time.Second, "the first member to count two", func() bool { return fa.Size() == 2 })
+	poll.Until(t, 10*time.Second, "the first member to count two", func() bool { return fa.Size() == 2 })
 
 	// Leaving deletes the key: the other member counts one at its next beat.
 	if err := fb.Leave(ctx); err != nil {
@@ -49,7 +51,7 @@ func TestFleetMembersComeAndGo(t *testing.T) {
 	if err := fb.Leave(ctx); err != nil {
 		t.Fatalf("second Leave: %v", err)
 	}
-	eventually(t, 10*time.Second, "the left member's share to return", func() bool { return fa.Size() == 1 })
+	poll.Until(t, 10*time.Second, "the left member's share to return", func() bool { return fa.Size() == 1 })
 
 	// A member whose process dies: its heartbeat stops, its key stays
 	// until the bucket's TTL removes it.
@@ -58,11 +60,11 @@ func TestFleetMembersComeAndGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the new member to be counted", func() bool { return fa.Size() == 2 })
+	poll.Until(t, 10*time.Second, "the new member to be counted", func() bool { return fa.Size() == 2 })
 	die()
 	<-fc.done
 	start := time.Now()
-	eventually(t, 10*time.Second, "the dead member's share to return", func() bool { return fa.Size() == 1 })
+	poll.Until(t, 10*time.Second, "the dead member's share to return", func() bool { return fa.Size() == 1 })
 	t.Logf("dead member's share returned after %s (TTL %s)", time.Since(start).Round(100*time.Millisecond), FleetTTL)
 }
 
@@ -107,7 +109,7 @@ func TestFleetSharesPauses(t *testing.T) {
 	until := time.Now().Add(FleetTTL + 3*FleetHeartbeat).Truncate(time.Millisecond)
 	fa.Pause(until)
 	fa.Pause(until.Add(-time.Second)) // an earlier end changes nothing
-	eventually(t, 5*time.Second, "the other member to see the pause", func() bool { return fb.PausedUntil().Equal(until) })
+	poll.Until(t, 5*time.Second, "the other member to see the pause", func() bool { return fb.PausedUntil().Equal(until) })
 	if !fa.PausedUntil().Equal(until) {
 		t.Errorf("the pausing member's own pause ends %v, want %v", fa.PausedUntil(), until)
 	}
@@ -118,10 +120,10 @@ func TestFleetSharesPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer late.Leave(context.Background())
-	eventually(t, 5*time.Second, "a member joining during the pause to see it", func() bool { return late.PausedUntil().Equal(until) })
+	poll.Until(t, 5*time.Second, "a member joining during the pause to see it", func() bool { return late.PausedUntil().Equal(until) })
 	if !other.PausedUntil().IsZero() {
 		t.Errorf("another limit key is paused until %v, want no pause", other.PausedUntil())
 	}
 	// The pause key is no member: three members, counted as three.
-	eventually(t, 5*time.Second, "three members counted", func() bool { return fb.Size() == 3 })
+	poll.Until(t, 5*time.Second, "three members counted", func() bool { return fb.Size() == 3 })
 }

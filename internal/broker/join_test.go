@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
@@ -64,7 +65,7 @@ func TestEmbeddedJoinerTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, 30*time.Second, "a joiner to take the server over", func() bool { return a.Embedded() || b.Embedded() })
+	poll.Until(t, 30*time.Second, "a joiner to take the server over", func() bool { return a.Embedded() || b.Embedded() })
 	if a.Embedded() && b.Embedded() {
 		t.Fatal("both joiners run a server")
 	}
@@ -73,7 +74,7 @@ func TestEmbeddedJoinerTakesOver(t *testing.T) {
 			t.Errorf("%s at %s, the server was at %s", name, c.URL(), owner.URL())
 		}
 		var p queue.PendingInfo
-		eventually(t, 30*time.Second, name+" to see the jobs again", func() bool {
+		poll.Until(t, 30*time.Second, name+" to see the jobs again", func() bool {
 			var err error
 			p, err = queue.Pending(ctx, c)
 			return err == nil

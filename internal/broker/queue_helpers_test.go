@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/brokertest"
@@ -17,11 +16,6 @@ import (
 func newConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 	t.Helper()
 	return brokertest.NewConn(t, mods...)
-}
-
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	brokertest.Eventually(t, within, what, cond)
 }
 
 func jobItem(id, schema string) queue.SubmitItem {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,13 +144,10 @@ func TestRecoverStoreAfterDiskFull(t *testing.T) {
 		t.Fatalf("StoreFault after the reload: %v", err)
 	}
 	var ack *jetstream.PubAck
-	var err error
-	deadline := time.Now().Add(10 * time.Second)
-	for ack, err = publishID(ctx, c, "during"); err != nil && time.Now().Before(deadline); ack, err = publishID(ctx, c, "during") {
-	}
-	if err != nil {
-		t.Fatalf("publish after the reload: %v", err)
-	}
+	poll.UntilOK(t, 10*time.Second, "a publish after the reload", func() (err error) {
+		ack, err = publishID(ctx, c, "during")
+		return err
+	})
 	if ack.Duplicate {
 		t.Errorf("the write refused on the full disk was stored after all (ack %+v)", ack)
 	}

@@ -35,16 +35,3 @@ func NewConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 	})
 	return c
 }
-
-// Eventually polls cond until it holds or within has passed, then fails
-// the test with what.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for an event
-	}
-}

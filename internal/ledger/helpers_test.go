@@ -72,12 +72,6 @@ func readAll(t testing.TB, c *broker.Conn, stream, filter string) []sink.Msg {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	brokertest.Eventually(t, within, what, cond)
-}
-
 // counter counts handler calls per msg id.
 type counter struct {
 	mu sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,7 +122,7 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 	// skip submit would publish them). The server forgets ids on a timer of
 	// the window's period, so an id lives up to twice the window.
 	deadline := submitted.Add(time.Second)
-	eventually(t, 5*time.Second, "the duplicate window to pass", func() bool { return time.Now().After(deadline) })
+	poll.Until(t, 5*time.Second, "the duplicate window to pass", func() bool { return time.Now().After(deadline) })
 	// The first copy has the job's message id, the next two none (they
 	// would deduplicate each other): the worker keys them on the job's id.
 	// The last one has a message id of its own, which names another key

@@ -78,12 +78,6 @@ func msgIDs(msgs []sink.Msg) []string {
 	return ids
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	brokertest.Eventually(t, within, what, cond)
-}
-
 // runWorkers runs RunWorkers in the background and returns a func that
 // waits for its error.
 func runWorkers(ctx context.Context, c *broker.Conn, cfg WorkerConfig, h Handler) func() error {

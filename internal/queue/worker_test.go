@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
@@ -88,7 +89,7 @@ func TestRunWorkersOutcomes(t *testing.T) {
 		t.Errorf("invalid message dead letter = %+v; want one with a stream-sequence id", bad)
 	}
 	var p PendingInfo
-	eventually(t, 5*time.Second, "queue emptied", func() bool {
+	poll.Until(t, 5*time.Second, "queue emptied", func() bool {
 		var err error
 		p, err = Pending(t.Context(), c)
 		return err == nil && p.Jobs == 0 && p.AckPending == 0
@@ -188,7 +189,7 @@ func TestRunWorkersRetryAndLastDelivery(t *testing.T) {
 			if (len(dlq) == 1) != (tc.succeedOn == 0) {
 				t.Errorf("dead-lettered = %v, want %v", len(dlq) == 1, tc.succeedOn == 0)
 			}
-			eventually(t, 5*time.Second, "work queue emptied", func() bool {
+			poll.Until(t, 5*time.Second, "work queue emptied", func() bool {
 				p, err := Pending(t.Context(), c)
 				return err == nil && p.Jobs == 0
 			})
@@ -268,7 +269,7 @@ func TestRunWorkersStop(t *testing.T) {
 	// The stopping job and those after it stay in the queue; the others
 	// are acked (acks are processed by the server asynchronously).
 	var p PendingInfo
-	eventually(t, 5*time.Second, "stored jobs acked", func() bool {
+	poll.Until(t, 5*time.Second, "stored jobs acked", func() bool {
 		var err error
 		p, err = Pending(t.Context(), c)
 		return err == nil && p.Jobs == 5-p.Results
@@ -366,7 +367,7 @@ func TestRunWorkersGate(t *testing.T) {
 		return Outcome{Action: ActionResult, Payload: resultFor(d)}
 	})
 	wait := runWorkers(t.Context(), c, fastWorkers(WorkerConfig{UntilIdle: true, Gate: gate}), h)
-	eventually(t, 5*time.Second, "gate called", func() bool { return gateCalls.Load() > 0 })
+	poll.Until(t, 5*time.Second, "gate called", func() bool { return gateCalls.Load() > 0 })
 	if handled.Load() != 0 {
 		t.Errorf("%d jobs handled while the gate was closed", handled.Load())
 	}
@@ -440,7 +441,7 @@ func TestOrphanFromAdvisory(t *testing.T) {
 			t.Fatal("orphans not handled from the advisory")
 		}
 	}
-	eventually(t, 5*time.Second, "work queue emptied", func() bool {
+	poll.Until(t, 5*time.Second, "work queue emptied", func() bool {
 		p, err := Pending(t.Context(), c)
 		return err == nil && p.Jobs == 0
 	})
@@ -467,7 +468,7 @@ func TestOrphanSweptWhenAdvisoryMissed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "jobs past max deliver", func() bool {
+	poll.Until(t, 5*time.Second, "jobs past max deliver", func() bool {
 		if _, err := cons.FetchNoWait(1); err != nil {
 			t.Fatal(err)
 		}
@@ -561,7 +562,7 @@ func TestStrandedJobWithOutcomeRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "jobs past max deliver", func() bool {
+	poll.Until(t, 5*time.Second, "jobs past max deliver", func() bool {
 		if _, err := cons.FetchNoWait(1); err != nil {
 			t.Fatal(err)
 		}
@@ -689,7 +690,7 @@ func TestPrefetchedJobsHandedBackOnStop(t *testing.T) {
 	}
 	// The prefetched job is delivered too: k running plus prefetchFor(k).
 	want := k + prefetchFor(k)
-	eventually(t, 5*time.Second, "jobs fetched ahead", func() bool {
+	poll.Until(t, 5*time.Second, "jobs fetched ahead", func() bool {
 		p, err := Pending(t.Context(), c)
 		return err == nil && p.AckPending == want
 	})
@@ -726,7 +727,7 @@ func TestPrefetchedJobsHandedBackOnStop(t *testing.T) {
 	if firstCalls.len() != k {
 		t.Errorf("stopping worker handled %d jobs, want its %d running ones", firstCalls.len(), k)
 	}
-	eventually(t, 10*time.Second, "every job stored", func() bool {
+	poll.Until(t, 10*time.Second, "every job stored", func() bool {
 		p, err := Pending(t.Context(), c)
 		return err == nil && p.Results == n
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/payload"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 )
 
@@ -357,7 +358,7 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- s.Run(ctx) }()
-		waitFor(t, func() bool { return s.Progress()[broker.StreamDLQ] == 4 })
+		poll.Until(t, 30*time.Second, "the sink to index the 4 dead letters", func() bool { return s.Progress()[broker.StreamDLQ] == 4 })
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatal(err)
@@ -392,19 +393,6 @@ func TestSinkTakesOffersAndReadsOnlyGaps(t *testing.T) {
 			t.Errorf("results cursor %d, want 10", got)
 		}
 	})
-}
-
-// waitFor polls cond (a condition the code under test reaches by itself)
-// until it holds or the test's deadline.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatal("condition never held")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 func TestReadStreamFilters(t *testing.T) {
@@ -599,7 +587,7 @@ func TestSinkOfferWakesEveryWaitingWorker(t *testing.T) {
 	}
 	// Wait until all of them are blocked on a full queue, then make room
 	// once, as the sink loop does.
-	waitFor(t, func() bool { return s.waiting.Load() == waiters })
+	poll.Until(t, 30*time.Second, "every offer to wait for room", func() bool { return s.waiting.Load() == waiters })
 	s.offers.take(nil)
 	for range waiters {
 		if !<-results {
