@@ -3,6 +3,7 @@ package index
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestDeadLetterQueriesUseTheirIndex: the index over dead letters by time
@@ -59,4 +60,30 @@ func queryPlan(t *testing.T, s *Store, q string, args []any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(plan, "; ")
+}
+
+// TestFirstLastAreSeeks: the first and last times of a funnel group and of
+// a cluster are read by seeking their index, not by a MIN and a MAX over
+// every row of the pass; with a model in the filter, the cluster counts
+// build their list of the model's outcomes once.
+func TestFirstLastAreSeeks(t *testing.T) {
+	t.Parallel()
+	s := openTemp(t)
+	for _, f := range []Filter{{}, {Schema: "invoice", Model: "sim"}, {Since: time.Unix(1_700_000_000, 0)}} {
+		q, args := funnelQuery(f)
+		if got := queryPlan(t, s, q, args); !strings.Contains(got, "SEARCH o USING COVERING INDEX outcomes_funnel_v4 (schema_id=? AND version=? AND dead=? AND attempts=? AND class=? AND model=? AND first_model=?") {
+			t.Errorf("funnel, filter %+v: plan %q, want a search of outcomes_funnel_v4 by the grouped columns", f, got)
+		}
+		q, args = clusterCountsQuery(f)
+		got := queryPlan(t, s, q, args)
+		if f.Model != "" {
+			if n := strings.Count(got, "SCAN outcomes"); n != 1 {
+				t.Errorf("cluster counts, filter %+v: plan %q reads outcomes %d times, want once", f, got, n)
+			}
+			continue
+		}
+		if n := strings.Count(got, "SEARCH failures USING COVERING INDEX failures_by_cluster (cluster=?"); n != 2 {
+			t.Errorf("cluster counts, filter %+v: plan %q has %d searches of failures_by_cluster by cluster, want 2", f, got, n)
+		}
+	}
 }

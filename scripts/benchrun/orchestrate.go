@@ -335,6 +335,12 @@ func printCase(w io.Writer, r caseResult) {
 	if r.MeanInFlight > 0 {
 		fmt.Fprintf(w, " in-flight=%.0f", r.MeanInFlight)
 	}
+	if r.HandlerMs > 0 && r.JobsPerSec > 0 {
+		// The slot's cycle and its split, as in the latency tables; the
+		// store runs beside the slot's next job.
+		cycle := float64(r.K) / r.JobsPerSec * 1000
+		fmt.Fprintf(w, " cycle=%.1fms (handler %.1f, between jobs %.1f; handler->stored %.1f)", cycle, r.HandlerMs, cycle-r.HandlerMs, r.StoreMs)
+	}
 	fmt.Fprintf(w, " cpu=%.3fms/job wait=%.1fs rss=%.0fMB", r.CPUPerJob*1000, r.CPUWait, r.PeakRSSMB)
 	if r.ServerCPUSeconds > 0 {
 		fmt.Fprintf(w, " server cpu=%.3fms/job rss=%.0fMB", r.ServerCPUSeconds/float64(max(r.Jobs, 1))*1000, r.ServerRSSMB)

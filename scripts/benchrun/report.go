@@ -166,7 +166,7 @@ func renderMarkdown(r *benchRun) string {
 		p("No faults (one model call per job), the built-in `invoice` schema, jobs in multiples of K (about %v of rounds, at least %d jobs for K >= 64). ", r.Opts.Duration, r.Opts.MinJobs)
 		p("jobs/s = jobs / (first fetch .. last outcome stored in its stream); CPU is the whole process (embedded nats-server, simulator, workers, sink) over the run, per job.\n\n")
 		p(slotNote)
-		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | handler→stored ms | rest ms | CPU ms/job | CPU cores | CPU wait s | peak RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | between jobs ms | handler→stored ms | CPU ms/job | CPU cores | CPU wait s | peak RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.Latency {
 			if c.Err != "" {
 				p("| %d | %d | failed: %s | | | | | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
@@ -174,14 +174,14 @@ func renderMarkdown(r *benchRun) string {
 			}
 			cycle := float64(c.K) / c.JobsPerSec * 1000
 			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.2f | %.1f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
-				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000, c.CPUSeconds/c.Seconds, c.CPUWait, c.PeakRSSMB, c.Seconds)
+				cycle, c.HandlerMs, cycle-c.HandlerMs, c.StoreMs, c.CPUPerJob*1000, c.CPUSeconds/c.Seconds, c.CPUWait, c.PeakRSSMB, c.Seconds)
 		}
 		p("\n")
 	}
 	if len(r.HTTP) > 0 {
 		p("## 2. HTTP path: llm.NewOpenAI against a local OpenAI-compatible server, L = %v\n\n", r.Opts.HTTPLatency)
 		p("The server is a child process on 127.0.0.1 (real chat-completions wire format, a valid invoice per answer); its CPU and RSS are its own, from its rusage.\n\n")
-		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | handler→stored ms | rest ms | CPU ms/job | server CPU ms/job | CPU wait s | peak RSS MB | server RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | between jobs ms | handler→stored ms | CPU ms/job | server CPU ms/job | CPU wait s | peak RSS MB | server RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, c := range r.HTTP {
 			if c.Err != "" {
 				p("| %d | %d | failed: %s | | | | | | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
@@ -189,7 +189,7 @@ func renderMarkdown(r *benchRun) string {
 			}
 			cycle := float64(c.K) / c.JobsPerSec * 1000
 			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.1f | %.0f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
-				cycle, c.HandlerMs, c.StoreMs, cycle-c.HandlerMs-c.StoreMs, c.CPUPerJob*1000,
+				cycle, c.HandlerMs, cycle-c.HandlerMs, c.StoreMs, c.CPUPerJob*1000,
 				c.ServerCPUSeconds/float64(max(c.Jobs, 1))*1000, c.CPUWait, c.PeakRSSMB, c.ServerRSSMB, c.Seconds)
 		}
 		p("\n")
@@ -256,7 +256,8 @@ func renderMarkdown(r *benchRun) string {
 }
 
 // slotNote explains the latency tables' breakdown of a slot's cycle.
-const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate), handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps, over a sample of about 1000 jobs) and the rest (ack, fetch, dispatch, and the run's start and tail spread over its jobs). " +
+const slotNote = "A slot's cycle (K / jobs/s) splits into: in handler (model call, sanitize, validate) and between jobs (the wait for a fetched job, its ledger read and parse, and the run's start and tail spread over its jobs). " +
+	"Handler→stored (encode the outcome, publish, the stream's ack; from RESULTS timestamps, over a sample of about 1000 jobs) is not part of it: settler goroutines store and ack the outcome while the slot runs its next job. " +
 	"CPU cores is the process's CPU time (the sink's flush after the last result included) over the run's seconds. CPU wait is the time the process's threads were runnable but waited for a CPU held by other processes (schedstat): when it is large against the CPU used, the machine's other load, not the pipeline, held the run back.\n\n"
 
 func orDash(s string) string {
