@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -211,6 +212,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 			e.validateCommand(),
 			e.schemasCommand(),
 			e.uiCommand(),
+			e.configCommand(),
 			e.versionCommand(),
 			e.helpCommand(),
 		},
@@ -222,6 +224,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 	}
 	setUsageErrors(app.Commands)
 	refuseLateFlags(app.Commands)
+	applyConfig(app.Commands)
 	e.watchConns(app.Commands)
 	return app
 }
@@ -316,6 +319,31 @@ func refuseLateFlags(cmds []*cli.Command) {
 					return fail(exitUsage, "flag %s after the argument %q: put flags before arguments (%s [flags] %s)",
 						a, args[0], c.Command.HelpName, strings.TrimSpace(c.Command.ArgsUsage))
 				}
+			}
+			return action(c)
+		}
+	}
+}
+
+// applyConfig gives every command --config FILE ($PIPELINE_CONFIG) and
+// wraps its action: the file is checked against every command (an unknown
+// key or a wrong value is a usage error naming FILE:LINE), and its values
+// set the flags that neither the command line nor the environment set.
+func applyConfig(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		applyConfig(cmd.Subcommands)
+		action := cmd.Action
+		if action == nil || cmd.Name == "help" || len(cmd.Subcommands) > 0 {
+			continue
+		}
+		cmd.Flags = append(cmd.Flags, config.ConfigFlag())
+		cmd.Action = func(c *cli.Context) error {
+			f, err := config.FileOf(c)
+			if err == nil {
+				err = config.Apply(c, f)
+			}
+			if err != nil {
+				return withCode(exitUsage, err)
 			}
 			return action(c)
 		}

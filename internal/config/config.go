@@ -1,0 +1,187 @@
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Config is every setting a command reads, by section. A field's tag names
+// its flag (the file's key); a command fills the fields of the flags it
+// has, and leaves the others at their zero value.
+type Config struct {
+	Broker  Broker
+	Store   Store
+	Schemas Schemas
+	Log     Log
+	Workers Workers
+	Model   Model
+	Heal    Heal
+	Budget  Budget
+	Batch   Batch
+	Console Console
+
+	set map[string]bool
+}
+
+// Broker is the NATS connection and the streams' settings.
+type Broker struct {
+	DataDir         string        `flag:"data-dir"`
+	URL             string        `flag:"nats-url"`
+	Listen          string        `flag:"nats-listen"`
+	Creds           string        `flag:"nats-creds"`
+	TLSCert         string        `flag:"nats-tls-cert"`
+	TLSKey          string        `flag:"nats-tls-key"`
+	TLSCA           string        `flag:"nats-tls-ca"`
+	Replicas        int           `flag:"replicas"`
+	SyncAlways      bool          `flag:"nats-sync-always"`
+	DuplicateWindow time.Duration `flag:"duplicate-window"`
+	StreamMaxAge    time.Duration `flag:"stream-max-age"`
+	StreamMaxBytes  string        `flag:"stream-max-bytes"`
+}
+
+// Store is the SQLite index and its retention.
+type Store struct {
+	DB      string        `flag:"db"`
+	MaxAge  time.Duration `flag:"dlq-max-age"`
+	MaxRows int           `flag:"dlq-max-rows"`
+	Sink    bool          `flag:"sink"`
+}
+
+// Schemas is where the schemas come from and the limits a file keeps.
+type Schemas struct {
+	Dir        string `flag:"schemas"`
+	SkipBroken bool   `flag:"skip-broken-schemas"`
+	MaxBytes   string `flag:"schema-max-bytes"`
+	MaxDepth   int    `flag:"schema-max-depth"`
+}
+
+// Log is the logger on stderr.
+type Log struct {
+	Level  string `flag:"log-level"`
+	Format string `flag:"log-format"`
+}
+
+// Workers is the worker runtime of `run`.
+type Workers struct {
+	Concurrency   int           `flag:"concurrency"`
+	UntilIdle     bool          `flag:"until-idle"`
+	ShutdownGrace time.Duration `flag:"shutdown-grace"`
+	AckWait       time.Duration `flag:"ack-wait"`
+	MaxDeliver    int           `flag:"max-deliver"`
+	MaxJobBytes   string        `flag:"max-job-bytes"`
+	MemoryLimit   string        `flag:"memory-limit"`
+	MetricsAddr   string        `flag:"metrics-addr"`
+}
+
+// Model is the model provider, its transport, its limits and the
+// simulator.
+type Model struct {
+	Spec             string        `flag:"model"`
+	Headers          []string      `flag:"llm-header"`
+	URL              string        `flag:"llm-url"`
+	ResponseFormat   string        `flag:"response-format"`
+	MaxTokens        int           `flag:"max-tokens"`
+	RequestTimeout   time.Duration `flag:"request-timeout"`
+	TransportRetries int           `flag:"transport-retries"`
+	MaxRetryAfter    time.Duration `flag:"max-retry-after"`
+	RPM              int           `flag:"rpm"`
+	TPM              int           `flag:"tpm"`
+	RateWindow       time.Duration `flag:"rate-window"`
+	BreakerThreshold int           `flag:"breaker-threshold"`
+	BreakerCooldown  time.Duration `flag:"breaker-cooldown"`
+	SimLatency       time.Duration `flag:"sim-latency"`
+	SimSeed          int64         `flag:"sim-seed"`
+	SimFixRate       float64       `flag:"sim-fix-rate"`
+	SimFaultScale    float64       `flag:"sim-fault-scale"`
+	SimForce         string        `flag:"sim-force"`
+}
+
+// Heal is the heal loop.
+type Heal struct {
+	MaxAttempts      int     `flag:"max-attempts"`
+	Temperature      float64 `flag:"temperature"`
+	TemperatureStep  float64 `flag:"temperature-step"`
+	TemperatureFloor float64 `flag:"temperature-floor"`
+	History          string  `flag:"heal-history"`
+	MaxDiagnostics   int     `flag:"max-diagnostics"`
+}
+
+// Budget is the run's prices, spending limits and fallback models.
+type Budget struct {
+	Prices           string   `flag:"prices"`
+	USD              float64  `flag:"budget-usd"`
+	Tokens           int64    `flag:"budget-tokens"`
+	FallbackModels   []string `flag:"fallback-model"`
+	FallbackAttempts int      `flag:"fallback-attempts"`
+}
+
+// Batch is `run --batch`.
+type Batch struct {
+	Enabled bool          `flag:"batch"`
+	Size    int           `flag:"batch-size"`
+	Wait    time.Duration `flag:"batch-wait"`
+	Poll    time.Duration `flag:"batch-poll"`
+	Heal    string        `flag:"batch-heal"`
+}
+
+// Console is the operators' console (`ui`, `run --ui-addr`).
+type Console struct {
+	Addr     string   `flag:"ui-addr"`
+	Token    string   `flag:"ui-token"`
+	Hosts    []string `flag:"ui-host"`
+	ReadOnly bool     `flag:"ui-read-only"`
+}
+
+// IsSet reports whether the setting name was given (by flag, environment
+// variable or file), not left at its default.
+func (c *Config) IsSet(name string) bool { return c.set[name] }
+
+// FromContext fills a Config from the running command's flags, after
+// Apply put the file's values on them: the one place settings are read by
+// their flag's name.
+func FromContext(c *cli.Context) (*Config, error) {
+	cfg := &Config{set: map[string]bool{}}
+	has := map[string]bool{}
+	for _, f := range c.Command.Flags {
+		has[f.Names()[0]] = true
+	}
+	sections := reflect.ValueOf(cfg).Elem()
+	for i := 0; i < sections.NumField(); i++ {
+		sec := sections.Field(i)
+		if sec.Kind() != reflect.Struct {
+			continue
+		}
+		for j := 0; j < sec.NumField(); j++ {
+			name := sec.Type().Field(j).Tag.Get("flag")
+			if name == "" || !has[name] {
+				continue
+			}
+			if c.IsSet(name) {
+				cfg.set[name] = true
+			}
+			field := sec.Field(j)
+			switch field.Interface().(type) {
+			case string:
+				field.SetString(c.String(name))
+			case int:
+				field.SetInt(int64(c.Int(name)))
+			case int64:
+				field.SetInt(c.Int64(name))
+			case bool:
+				field.SetBool(c.Bool(name))
+			case float64:
+				field.SetFloat(c.Float64(name))
+			case time.Duration:
+				field.SetInt(int64(c.Duration(name)))
+			case []string:
+				field.Set(reflect.ValueOf(c.StringSlice(name)))
+			default:
+				return nil, fmt.Errorf("config: field for --%s has an unsupported type %s", name, field.Type())
+			}
+		}
+	}
+	return cfg, nil
+}
