@@ -21,44 +21,28 @@ import (
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
-// Exit codes, documented in the README and in `pipeline --help`.
+// Exit codes, documented in the README and in `pipeline --help` (package exit).
 const (
-	exitOK       = 0 // success
-	exitNegative = 1 // the command ran and the answer is no: invalid output, refusal, lint findings, rejected lines, jobs left
-	exitUsage    = 2 // bad flag, argument or input file
-	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile, no such model endpoint or model
-	exitAuth     = 4 // the model provider rejected the credentials; the worker stopped
-	exitBudget   = 5 // run: the budget (--budget-usd, --budget-tokens) is reached; the jobs not started stay queued
-	exitNoCredit = 6 // run: the provider account has no credit (429 insufficient_quota, 402 billing_error); the worker stopped, the jobs stay queued
+	exitOK       = exit.OK
+	exitNegative = exit.Negative
+	exitUsage    = exit.Usage
+	exitRuntime  = exit.Runtime
+	exitAuth     = exit.Auth
+	exitBudget   = exit.Budget
+	exitNoCredit = exit.NoCredit
 )
 
 // exitError carries an exit code through urfave/cli.
-type exitError struct {
-	code int
-	err  error
-}
+type exitError = exit.Error
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+func fail(code int, format string, args ...any) error { return exit.Fail(code, format, args...) }
 
-func fail(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
-}
-
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return exit.WithCode(code, err) }
 
 // Main runs the CLI with the given arguments and streams and returns the
 // exit code. Tests call it directly.
@@ -84,7 +68,7 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	code := exitRuntime
 	var ee *exitError
 	if errors.As(err, &ee) {
-		code = ee.code
+		code = ee.Code
 	} else if isUsageError(err) {
 		code = exitUsage
 	}
@@ -184,7 +168,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &exitError{code: exitUsage, err: err}
+			return &exitError{Code: exitUsage, Err: err}
 		},
 		// Bare `pipeline` prints the help on stderr and exits 2; a first
 		// argument that is no command is an unknown command (exit 2).
@@ -383,7 +367,7 @@ func (e *env) lostErr() error {
 // usageError turns urfave/cli's flag errors into a one-line error with exit
 // code 2, instead of the whole help text on stdout.
 func usageError(c *cli.Context, err error, _ bool) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, c.Command.HelpName)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (see '%s --help')", err, c.Command.HelpName)}
 }
 
 func setUsageErrors(cmds []*cli.Command) {

@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
@@ -34,7 +35,7 @@ func batchFlags() []cli.Flag {
 // without --metrics-addr) and the run's status (the progress line).
 type batchReport struct {
 	reg    *prometheus.Registry
-	status *runStatus
+	status *app.Status
 }
 
 // serveBatch runs the workers with a batch runner as their handler. With
@@ -73,7 +74,7 @@ func (e *env) serveBatch(ctx context.Context, c *cli.Context, conn *ingest.Conn,
 		}
 	}
 	if rep.status != nil {
-		rep.status.census.Store(&census)
+		rep.status.SetCensus(census)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -187,7 +188,7 @@ func (e *env) batchesCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				bm, err := e.buildModel(c, log, nil, newRunStatus(time.Now()))
+				bm, err := e.buildModel(c, log, nil, app.NewStatus(time.Now()))
 				if err != nil {
 					return err
 				}

@@ -24,6 +24,7 @@ import (
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/ratelimit"
 	"github.com/llmpipeline/pipeline/llm/sim"
@@ -130,7 +131,7 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopMetrics()
 	}
-	status := newRunStatus(time.Now())
+	status := app.NewStatus(time.Now())
 	bm, err := e.buildModel(c, log, metrics, status)
 	if err != nil {
 		return err
@@ -222,10 +223,10 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 			MaxJobBytes:   jobLimit,
 			Logger:        log,
 			// The status counts from the workers' own outcomes.
-			Stored:      status.stored,
-			Repeated:    status.repeatedOutcome,
-			AlreadyDone: func(string) { status.alreadyDone.Add(1) },
-			HandedBack:  func(n int) { status.handedBack.Add(int64(n)) },
+			Stored:      status.Stored,
+			Repeated:    status.Repeated,
+			AlreadyDone: status.AlreadyDone,
+			HandedBack:  status.HandedBack,
 		},
 		NoWorkers:     c.Int("concurrency") == 0,
 		RetainMaxAge:  c.Duration("dlq-max-age"),
@@ -255,11 +256,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		}
 		defer stopUI()
 	}
-	stopProgress := e.showProgress(ctx, e.stderr, status, conn.Pending)
+	stopProgress := app.ShowProgress(ctx, e.stderr, e.terminal(e.stderr), status, conn.Pending)
 	if c.Bool("batch") {
-		err = e.serveBatch(ctx, c, conn, status.handler(h), bm, cfg, models.batchPaid(metrics, name), batchReport{reg: promReg, status: status}, log)
+		err = e.serveBatch(ctx, c, conn, status.Handler(h), bm, cfg, models.batchPaid(metrics, name), batchReport{reg: promReg, status: status}, log)
 	} else {
-		err = worker.Serve(ctx, conn, status.handler(h), cfg)
+		err = worker.Serve(ctx, conn, status.Handler(h), cfg)
 	}
 	stopProgress()
 	if err == nil && !cfg.NoWorkers {
@@ -275,9 +276,9 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		// The end of the run, on stderr: what was handed back when it was
 		// stopped, and the summary line.
 		if ctx.Err() != nil {
-			fmt.Fprintf(e.stderr, "stopped: %d jobs handed back\n", status.handedBack.Load())
+			fmt.Fprintf(e.stderr, "stopped: %d jobs handed back\n", status.HandedBackCount())
 		}
-		fmt.Fprintln(e.stderr, summaryLine(status.snapshot(time.Now())))
+		fmt.Fprintln(e.stderr, app.SummaryLine(status.Snapshot(time.Now())))
 	}
 	if err == nil {
 		return nil
@@ -287,11 +288,11 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	}
 	switch heal.KindOf(err) {
 	case heal.KindAuth:
-		return &exitError{code: exitAuth, err: fmt.Errorf("stopped taking jobs: %w", err)}
+		return &exitError{Code: exitAuth, Err: fmt.Errorf("stopped taking jobs: %w", err)}
 	case heal.KindNoCredit:
-		return &exitError{code: exitNoCredit, err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
+		return &exitError{Code: exitNoCredit, Err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
 	case heal.KindNotFound:
-		return &exitError{code: exitRuntime, err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
+		return &exitError{Code: exitRuntime, Err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
 	}
 	return withCode(exitRuntime, err)
 }
@@ -386,13 +387,13 @@ func shareLimit(ctx context.Context, conn *ingest.Conn, bm builtModel, log *slog
 
 // buildModel makes the model from --model and its flags. Keys come from the
 // environment only, never from flags (flags end up in shell history and ps).
-func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (builtModel, error) {
+func (e *env) buildModel(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *app.Status) (builtModel, error) {
 	return e.buildModelSpec(c, c.String("model"), log, metrics, status)
 }
 
 // buildModelSpec makes the model of one spec (--model's or a
 // --fallback-model's) with the model flags.
-func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metrics *worker.Metrics, status *runStatus) (builtModel, error) {
+func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metrics *worker.Metrics, status *app.Status) (builtModel, error) {
 	provider, name, err := llm.Parse(spec)
 	if err != nil {
 		return builtModel{}, fail(exitUsage, "--model %q: %w", spec, err)
@@ -508,7 +509,7 @@ func (e *env) buildModelSpec(c *cli.Context, spec string, log *slog.Logger, metr
 			}
 			metrics.SetBreaker(provider, state)
 			if spec == c.String("model") {
-				status.breaker.Store(state) // the progress line shows the primary's
+				status.SetBreaker(state) // the progress line shows the primary's
 			}
 		},
 	})

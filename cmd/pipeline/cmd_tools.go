@@ -154,7 +154,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				}
 			}
 			if !v.Valid {
-				return &exitError{code: exitNegative, err: fmt.Errorf("invalid against %s (%s)", sc.ID, v.Class)}
+				return &exitError{Code: exitNegative, Err: fmt.Errorf("invalid against %s (%s)", sc.ID, v.Class)}
 			}
 			return nil
 		},

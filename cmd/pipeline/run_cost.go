@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/price"
 	"github.com/llmpipeline/pipeline/worker"
@@ -51,7 +52,7 @@ type chain struct {
 
 // buildChain prices the primary model (built by buildModel) and builds
 // and prices the fallbacks of --fallback-model.
-func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *runStatus, primary heal.Model, spec string, breaker *llm.Breaker) (*chain, error) {
+func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metrics, status *app.Status, primary heal.Model, spec string, breaker *llm.Breaker) (*chain, error) {
 	table := price.Builtin()
 	if p := c.String("prices"); p != "" {
 		t, err := price.Load(p)
@@ -111,7 +112,7 @@ func (e *env) buildChain(c *cli.Context, log *slog.Logger, metrics *worker.Metri
 		if err != nil {
 			var ee *exitError
 			if errors.As(err, &ee) {
-				return nil, fail(ee.code, "--fallback-model: %w", ee.err)
+				return nil, fail(ee.Code, "--fallback-model: %w", ee.Err)
 			}
 			return nil, fmt.Errorf("--fallback-model: %w", err)
 		}
@@ -148,5 +149,5 @@ func budgetExit(err error) error {
 	if !errors.As(err, &be) {
 		return nil
 	}
-	return &exitError{code: exitBudget, err: fmt.Errorf("%w; the jobs not started stay queued for the next run", be)}
+	return &exitError{Code: exitBudget, Err: fmt.Errorf("%w; the jobs not started stay queued for the next run", be)}
 }
