@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 func (e *env) demoCommand() *cli.Command {
@@ -54,10 +55,10 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			jc, src := newJobCheck(reg, ingest.DefaultMaxJobBytes), bytesSource(examples.Jobs())
-			defer jc.close()
+			jc, src := app.NewJobCheck(reg, ingest.DefaultMaxJobBytes), app.BytesSource(examples.Jobs())
+			defer jc.Close()
 			var bad []string
-			err = jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
+			err = jc.ScanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
 			if err != nil || len(bad) > 0 {
 				return fail(exitRuntime, "example jobs do not match the schemas (%d bad lines: %v): %v", len(bad), bad, err)
 			}
@@ -65,7 +66,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			stats, err := submitChecked(ctx, conn, jc, src, rerunNone, e.progress("submitted", jc.valid))
+			stats, err := app.SubmitChecked(ctx, conn, jc, src, app.RerunNone, e.progress("submitted", jc.Valid))
 			conn.Close()
 			if err != nil {
 				return withCode(exitRuntime, err)

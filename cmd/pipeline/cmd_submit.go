@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/escape"
 )
 
@@ -77,13 +78,13 @@ rejected without --skip-invalid.`,
 			defer cleanup()
 			// First pass: check every line, the ids on disk, so memory
 			// stays flat whatever the size.
-			jc := newJobCheck(reg, limit)
+			jc := app.NewJobCheck(reg, limit)
 			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
-				jc.where = src.String()
+				jc.Where = src.String()
 			}
-			defer jc.close()
+			defer jc.Close()
 			bad := 0
-			err = jc.scanFrom(open, func(n int, reason string) {
+			err = jc.ScanFrom(open, func(n int, reason string) {
 				if bad < c.Int("max-errors") {
 					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
@@ -97,10 +98,10 @@ rejected without --skip-invalid.`,
 			}
 			if bad > 0 && !c.Bool("skip-invalid") {
 				e.printSubmit(c, ingest.SubmitStats{}, bad)
-				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.valid)
+				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.Valid)
 			}
 			var stats ingest.SubmitStats
-			if jc.valid > 0 {
+			if jc.Valid > 0 {
 				conn, err := e.connect(c.Context, c, log)
 				if err != nil {
 					return err
@@ -117,14 +118,14 @@ rejected without --skip-invalid.`,
 					return err
 				}
 				// Second pass: read the input again and publish it.
-				rerun := rerunNone
+				rerun := app.RerunNone
 				switch {
 				case c.Bool("rerun"):
-					rerun = rerunAll
+					rerun = app.RerunAll
 				case c.Bool("rerun-changed"):
-					rerun = rerunChanged
+					rerun = app.RerunChanged
 				}
-				stats, err = submitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.valid))
+				stats, err = app.SubmitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.Valid))
 				if err != nil {
 					return withCode(exitRuntime, fmt.Errorf("%s: %w", name, err))
 				}
