@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +16,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/exit"
@@ -85,6 +84,10 @@ func plural(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
+
+// conf is the running command's settings, typed (config.FromContext):
+// flags, environment variables and the --config file, resolved.
+func conf(c *cli.Context) *config.Config { return config.FromContext(c) }
 
 // isUsageError recognises urfave/cli's own flag and argument errors.
 func isUsageError(err error) bool {
@@ -472,87 +475,13 @@ func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
 }
 
 func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
-	cfg := ingest.Config{
-		URL:        c.String("nats-url"),
-		DataDir:    c.String("data-dir"),
-		Listen:     c.String("nats-listen"),
-		CredsFile:  c.String("nats-creds"),
-		TLSCert:    c.String("nats-tls-cert"),
-		TLSKey:     c.String("nats-tls-key"),
-		TLSCA:      c.String("nats-tls-ca"),
-		Replicas:   c.Int("replicas"),
-		SyncAlways: c.Bool("nats-sync-always"),
-		Logger:     log,
-	}
-	if c.IsSet("duplicate-window") {
-		// Unset, the streams keep the window they have (2m when created).
-		cfg.DuplicateWindow = c.Duration("duplicate-window")
-	}
-	limits, err := streamLimits(c)
+	conn, err := app.Connect(ctx, conf(c), log)
 	if err != nil {
 		return nil, err
-	}
-	cfg.StreamLimits = limits
-	if cfg.URL == "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, fail(exitRuntime, "creating --data-dir: %w", err)
-		}
-	}
-	conn, err := ingest.Connect(ctx, cfg)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
 	}
 	e.learnConnSecrets(conn)
 	e.track(ctx, conn)
 	return conn, nil
-}
-
-func dbPath(c *cli.Context) string {
-	if p := c.String("db"); p != "" {
-		return p
-	}
-	return filepath.Join(c.String("data-dir"), "pipeline.db")
-}
-
-// openStore opens the SQLite index. Read-only commands refuse to create an
-// index that is not there, so a wrong --data-dir is an error, not an empty report.
-func openStore(c *cli.Context, create bool) (*dlq.Store, error) {
-	p := dbPath(c)
-	if !create {
-		if _, err := os.Stat(p); err != nil {
-			if c.String("db") == "" {
-				return nil, noData(c.String("data-dir"))
-			}
-			return nil, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db): %w", p, err)
-		}
-	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, fail(exitRuntime, "creating %s: %w", filepath.Dir(p), err)
-	}
-	st, err := dlq.Open(p)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("opening index %s: %w", p, err))
-	}
-	return st, nil
-}
-
-// noData is the error of a read-only command on a data dir without any
-// pipeline data (exit 3): most often a wrong --data-dir.
-func noData(dir string) error {
-	return fail(exitRuntime, "no pipeline data in %s (run `pipeline submit` first, or pass --data-dir)", dir)
-}
-
-// requireStore refuses, before connecting, a read-only command on the
-// embedded server of a data dir that holds no NATS store: connecting would
-// create one, and an empty answer would hide the wrong --data-dir.
-func requireStore(c *cli.Context) error {
-	if c.String("nats-url") != "" {
-		return nil
-	}
-	dir := c.String("data-dir")
-	if _, err := os.Stat(filepath.Join(dir, "nats")); err != nil {
-		return noData(dir)
-	}
-	return nil
 }
 
 // schemaLimitFlags are the limits a schema file must keep to load. Commands
@@ -564,94 +493,6 @@ func schemaLimitFlags() []cli.Flag {
 		&cli.IntFlag{Name: "schema-max-depth", EnvVars: []string{"PIPELINE_SCHEMA_MAX_DEPTH"}, Value: schemas.DefaultMaxDepth,
 			Usage: "refuse a schema file whose arrays and objects nest deeper than this"},
 	}
-}
-
-// schemaConfig reads the schema limits from the command's flags or, for a
-// command without them, from their environment variables.
-func schemaConfig(c *cli.Context) (schemas.Config, error) {
-	var cfg schemas.Config
-	maxBytes, maxDepth := os.Getenv("PIPELINE_SCHEMA_MAX_BYTES"), os.Getenv("PIPELINE_SCHEMA_MAX_DEPTH")
-	if c.IsSet("schema-max-bytes") {
-		maxBytes = c.String("schema-max-bytes")
-	}
-	if c.IsSet("schema-max-depth") {
-		maxDepth = strconv.Itoa(c.Int("schema-max-depth"))
-	}
-	if maxBytes != "" {
-		n, err := parseBytes(maxBytes)
-		if err != nil || n <= 0 {
-			return cfg, fail(exitUsage, "--schema-max-bytes %q: want a positive size (e.g. 16MiB)", maxBytes)
-		}
-		cfg.MaxFileBytes = n
-	}
-	if maxDepth != "" {
-		n, err := strconv.Atoi(maxDepth)
-		if err != nil || n <= 0 {
-			return cfg, fail(exitUsage, "--schema-max-depth %q: want a positive number of levels", maxDepth)
-		}
-		cfg.MaxDepth = n
-	}
-	return cfg, nil
-}
-
-// loadRegistry loads the command's schema directory (resolveSchemas:
-// --schemas, else the one remembered for the data dir, else the built-in
-// examples). Files that do not load are in the registry's Broken list; the
-// error is for a directory that cannot be read or bad limits.
-func loadRegistry(c *cli.Context) (*schemas.Registry, error) {
-	cfg, err := schemaConfig(c)
-	if err != nil {
-		return nil, err
-	}
-	src, err := resolveSchemas(c)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := schemas.LoadWith(src.dir, cfg)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
-	}
-	return reg, nil
-}
-
-// loadSchemas is loadRegistry for commands that only need the schemas that
-// load: each broken file is a warning on stderr, and its schema is unknown.
-func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
-	reg, err := loadRegistry(c)
-	if err != nil {
-		return nil, err
-	}
-	for _, ce := range reg.Broken() {
-		fmt.Fprintf(c.App.ErrWriter, "pipeline: warning: %v (schema %q is unknown to this command)\n", oneLine(ce.Error()), ce.ID)
-	}
-	return reg, nil
-}
-
-// refuseBroken is what `run` does with schema files that did not load:
-// refuse to start, naming each, unless skip; then a warning per file (the
-// workers dead-letter the jobs of a broken schema, naming its error).
-func refuseBroken(reg *schemas.Registry, skip bool, log *slog.Logger) error {
-	broken := reg.Broken()
-	if len(broken) == 0 {
-		return nil
-	}
-	if !skip {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d schema file(s) did not load (fix them, or start anyway with --skip-broken-schemas: their jobs are then dead-lettered):", len(broken))
-		for _, ce := range broken {
-			fmt.Fprintf(&b, "\n  %s", oneLine(ce.Error()))
-		}
-		return fail(exitRuntime, "%s", b.String())
-	}
-	for _, ce := range broken {
-		log.Warn("schema file did not load; its jobs are dead-lettered", "file", ce.File, "schema", ce.ID, "err", oneLine(ce.Err.Error()))
-	}
-	return nil
-}
-
-// oneLine folds a multi-line error (a compiler's list of causes) into one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // readInput opens the command's FILE argument, or stdin for "-" or none.

@@ -51,7 +51,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
@@ -79,7 +79,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			}
 			fmt.Fprintf(e.stdout, "processed in %s\n\n", time.Since(start).Round(time.Millisecond))
 
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -63,7 +64,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					f.IncludeReplayed = c.Bool("replayed")
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -100,7 +101,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if c.NArg() != 1 {
 						return fail(exitUsage, "show takes one JOB_ID")
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -143,7 +144,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if actions.EmptyFilter(f) && !c.Bool("all") {
 						return fail(exitUsage, "purge needs a filter (--before, --schema, --class, ...) or --all")
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -185,7 +186,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -209,7 +210,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					defer conn.Close()
-					st, err := openStore(c, true)
+					st, err := app.OpenStore(conf(c), true)
 					if err != nil {
 						return err
 					}
@@ -258,7 +259,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if actions.EmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}

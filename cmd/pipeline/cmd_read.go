@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -38,7 +39,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			&cli.BoolFlag{Name: "latest", Usage: "only each job's latest run: leave out a result whose job ran again later (--rerun, --rerun-changed, dlq replay), as the job ledger says"},
 		}, logFlags()),
 		Action: func(c *cli.Context) error {
-			if err := requireStore(c); err != nil {
+			if err := app.RequireStore(conf(c)); err != nil {
 				return err
 			}
 			conn, _, err := e.dial(c)
@@ -100,10 +101,10 @@ counts at zero and "queued": N).`,
 		ArgsUsage: " ",
 		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}, natsFlags(), logFlags()),
 		Action: func(c *cli.Context) error {
-			if _, err := os.Stat(dbPath(c)); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
+			if _, err := os.Stat(app.DBPath(conf(c))); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
 				return e.printQueued(c)
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}
@@ -155,7 +156,7 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 // printQueued is stats before any outcome is indexed: the jobs waiting on
 // the jobs stream (a data dir without a NATS store is no pipeline data).
 func (e *env) printQueued(c *cli.Context) error {
-	if err := requireStore(c); err != nil {
+	if err := app.RequireStore(conf(c)); err != nil {
 		return err
 	}
 	conn, _, err := e.dial(c)
@@ -233,11 +234,11 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 			default:
 				return fail(exitUsage, "--format %q: use table, json, markdown or html", format)
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}

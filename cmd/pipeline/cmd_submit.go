@@ -21,15 +21,6 @@ func maxJobBytesFlag() cli.Flag {
 		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + ingest.BucketPayloads}
 }
 
-// maxJobBytes reads --max-job-bytes.
-func maxJobBytes(c *cli.Context) (int64, error) {
-	n, err := parseBytes(c.String("max-job-bytes"))
-	if err != nil || n <= 0 {
-		return 0, fail(exitUsage, "--max-job-bytes %q: a positive size (e.g. 64MiB, 500KB, or bytes)", c.String("max-job-bytes"))
-	}
-	return n, nil
-}
-
 func (e *env) submitCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "submit",
@@ -63,11 +54,11 @@ rejected without --skip-invalid.`,
 			if err != nil {
 				return err
 			}
-			limit, err := maxJobBytes(c)
+			limit, err := app.MaxJobBytes(conf(c))
 			if err != nil {
 				return err
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
@@ -79,7 +70,7 @@ rejected without --skip-invalid.`,
 			// First pass: check every line, the ids on disk, so memory
 			// stays flat whatever the size.
 			jc := app.NewJobCheck(reg, limit)
-			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
+			if src, err := app.ResolveSchemas(conf(c)); err == nil { // it just resolved without error
 				jc.Where = src.String()
 			}
 			defer jc.Close()
@@ -111,10 +102,10 @@ rejected without --skip-invalid.`,
 					// The server's duplicate index lives in this process.
 					defer limitSubmitMemory()()
 				}
-				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
+				if err := app.WarnStreamLoss(c.Context, conf(c), conn, log); err != nil {
 					return err
 				}
-				if err := reconcileLedger(c.Context, c, conn, nil, log); err != nil {
+				if err := app.ReconcileLedger(c.Context, conf(c), conn, nil, log); err != nil {
 					return err
 				}
 				// Second pass: read the input again and publish it.

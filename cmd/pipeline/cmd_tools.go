@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -89,7 +91,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
 		}, schemaLimitFlags()),
 		Action: func(c *cli.Context) error {
-			reg, err := loadRegistry(c)
+			reg, err := app.LoadRegistry(conf(c))
 			if err != nil {
 				return err
 			}
@@ -98,7 +100,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
 					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
 				}
-				src, _ := resolveSchemas(c) // it just resolved without error
+				src, _ := app.ResolveSchemas(conf(c)) // it just resolved without error
 				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", c.String("schema"), src, strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
@@ -177,7 +179,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
 				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					reg, err := loadRegistry(c)
+					reg, err := app.LoadRegistry(conf(c))
 					if err != nil {
 						return err
 					}
@@ -195,7 +197,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						rows = append(rows, row{ID: s.ID, Version: s.Version, File: s.File, Uses: s.Uses})
 					}
 					for _, ce := range reg.Broken() {
-						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: oneLine(ce.Err.Error())})
+						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: app.OneLine(ce.Err.Error())})
 					}
 					sort.SliceStable(rows, func(i, j int) bool { return rows[i].File < rows[j].File })
 					if c.Bool("json") {
@@ -235,18 +237,18 @@ compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
 				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					src, err := resolveSchemas(c)
+					src, err := app.ResolveSchemas(conf(c))
 					if err != nil {
 						return err
 					}
-					dir := src.dir
+					dir := src.Dir
 					if c.NArg() > 1 {
 						return fail(exitUsage, "lint takes at most one DIR")
 					}
 					if c.NArg() == 1 {
 						dir = c.Args().First()
 					}
-					cfg, err := schemaConfig(c)
+					cfg, err := app.SchemaConfig(conf(c))
 					if err != nil {
 						return err
 					}
@@ -265,7 +267,7 @@ compile_error. Exit 1 when there are findings.`,
 							continue
 						}
 						l := escape.Line
-						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(firstNonEmpty(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
+						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(cmp.Or(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
 					}
 					if len(findings) > 0 {
 						return fail(exitNegative, "%s", plural(len(findings), "finding"))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/ui"
@@ -64,7 +65,7 @@ console inside the workers' process.`,
 				return err
 			}
 			defer conn.Close()
-			st, err := openStore(c, createIndex)
+			st, err := app.OpenStore(conf(c), createIndex)
 			if err != nil {
 				return err
 			}
@@ -93,14 +94,14 @@ type uiSettings struct {
 // but no index yet: the console serves an empty index (created here) that
 // the sink of a later `run` fills.
 func uiIndex(c *cli.Context) (create bool, err error) {
-	p := dbPath(c)
+	p := app.DBPath(conf(c))
 	if _, err := os.Stat(p); err == nil {
 		return false, nil
 	}
 	if c.String("db") != "" {
 		return false, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db)", p)
 	}
-	if err := requireStore(c); err != nil {
+	if err := app.RequireStore(conf(c)); err != nil {
 		return false, fail(exitRuntime, "no pipeline data in %s yet: nothing to show (run `pipeline submit` and `pipeline run` first, or pass --data-dir)", c.String("data-dir"))
 	}
 	return true, nil
@@ -129,7 +130,7 @@ func (e *env) startUI(c *cli.Context, s uiSettings, st *dlq.Store, conn *ingest.
 	srv, err := ui.New(ui.Config{
 		Store:       st,
 		Conn:        conn,
-		LoadSchemas: func() (*schemas.Registry, error) { return loadRegistry(c) },
+		LoadSchemas: func() (*schemas.Registry, error) { return app.LoadRegistry(conf(c)) },
 		Secrets:     e.secrets,
 		Token:       s.token,
 		Addr:        s.addr,
@@ -166,7 +167,7 @@ func (e *env) runUI(c *cli.Context, st *dlq.Store, conn *ingest.Conn, breaker *l
 	closeStore := func() {}
 	if st == nil {
 		var err error
-		if st, err = openStore(c, true); err != nil {
+		if st, err = app.OpenStore(conf(c), true); err != nil {
 			return nil, err
 		}
 		closeStore = func() { _ = st.Close() } // read-only use; nothing to lose

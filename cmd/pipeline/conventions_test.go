@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 func TestVersion(t *testing.T) {
@@ -143,7 +145,7 @@ func TestHelpAgreesWithCode(t *testing.T) {
 		t.Errorf("--ack-wait's help does not say what ackWait computes:\n%s", grepLine(help, "--ack-wait"))
 	}
 	for _, tc := range []struct{ timeout, want time.Duration }{{10 * time.Second, 30 * time.Second}, {120 * time.Second, time.Minute}} {
-		if d := ackWaitFor(0, tc.timeout); d != tc.want {
+		if d := app.AckWait(0, tc.timeout); d != tc.want {
 			t.Errorf("ack wait with --request-timeout %v = %v, want %v", tc.timeout, d, tc.want)
 		}
 	}

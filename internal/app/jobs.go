@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -338,4 +340,13 @@ func readLines(r io.Reader, limit int64, fn func(n int, line []byte, size int64)
 			return nil
 		}
 	}
+}
+
+// MaxJobBytes reads --max-job-bytes.
+func MaxJobBytes(cfg *config.Config) (int64, error) {
+	n, err := ParseBytes(cfg.Workers.MaxJobBytes)
+	if err != nil || n <= 0 {
+		return 0, exit.Fail(exit.Usage, "--max-job-bytes %q: a positive size (e.g. 64MiB, 500KB, or bytes)", cfg.Workers.MaxJobBytes)
+	}
+	return n, nil
 }

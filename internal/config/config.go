@@ -23,6 +23,9 @@ type Config struct {
 	Batch   Batch
 	Console Console
 
+	// Command is the name of the command the settings are for ("run").
+	Command string
+
 	set map[string]bool
 }
 
@@ -141,9 +144,10 @@ func (c *Config) IsSet(name string) bool { return c.set[name] }
 
 // FromContext fills a Config from the running command's flags, after
 // Apply put the file's values on them: the one place settings are read by
-// their flag's name.
-func FromContext(c *cli.Context) (*Config, error) {
-	cfg := &Config{set: map[string]bool{}}
+// their flag's name. A field of a type it cannot fill is a programming
+// error: it panics (the package's tests fill every field).
+func FromContext(c *cli.Context) *Config {
+	cfg := &Config{Command: c.Command.Name, set: map[string]bool{}}
 	has := map[string]bool{}
 	for _, f := range c.Command.Flags {
 		has[f.Names()[0]] = true
@@ -179,9 +183,9 @@ func FromContext(c *cli.Context) (*Config, error) {
 			case []string:
 				field.Set(reflect.ValueOf(c.StringSlice(name)))
 			default:
-				return nil, fmt.Errorf("config: field for --%s has an unsupported type %s", name, field.Type())
+				panic(fmt.Sprintf("config: field for --%s has an unsupported type %s", name, field.Type()))
 			}
 		}
 	}
-	return cfg, nil
+	return cfg
 }

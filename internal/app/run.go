@@ -1,0 +1,234 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/llmpipeline/pipeline/batch"
+	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/heal"
+	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/internal/exit"
+	"github.com/llmpipeline/pipeline/internal/secret"
+	"github.com/llmpipeline/pipeline/llm"
+	"github.com/llmpipeline/pipeline/worker"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Runtime is what Run needs from the program that runs it besides the
+// settings: its logger, where its notices and progress go, the secrets to
+// redact from stored outcomes, and how it connects to NATS and serves the
+// console (the CLI tracks the connections it opens).
+type Runtime struct {
+	Log    *slog.Logger
+	Stderr io.Writer
+	// Terminal reports whether Stderr is a terminal: the progress bar is
+	// drawn only on one.
+	Terminal bool
+	Secrets  *secret.Redactor
+	// Connect connects to NATS (Connect, when nil).
+	Connect func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error)
+	// StartUI serves the console with --ui-addr until the function it
+	// returns is called; nil: no console.
+	StartUI func(st *dlq.Store, conn *ingest.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error)
+}
+
+// Run is `pipeline run`: it wires schemas, model, heal loop, NATS, the
+// index and the workers from cfg, and runs them until idle or until ctx is
+// done. Its error carries the exit code (package exit).
+func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
+	log := rt.Log
+	reg, err := LoadRegistry(cfg)
+	if err != nil {
+		return err
+	}
+	if err := RefuseBroken(reg, cfg.Schemas.SkipBroken, log); err != nil {
+		return err
+	}
+	var metrics *worker.Metrics
+	var promReg *prometheus.Registry
+	if addr := cfg.Workers.MetricsAddr; addr != "" {
+		promReg = prometheus.NewRegistry()
+		promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = worker.NewMetrics(promReg)
+		stopMetrics, err := ServeMetrics(addr, promReg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	status := NewStatus(time.Now())
+	deps := Deps{Log: log, Metrics: metrics, Status: status, Notice: rt.Stderr}
+	bm, err := BuildModel(cfg, cfg.Model.Spec, deps)
+	if err != nil {
+		return err
+	}
+	model, name, breaker := bm.Model, bm.Name, bm.Breaker
+	if cfg.Batch.Enabled {
+		model = &batch.Replay{Sync: model} // attempts go through provider batches (cmd_batches.go)
+	}
+	models, err := BuildChain(cfg, deps, model, name, breaker)
+	if err != nil {
+		return err
+	}
+	if cfg.Batch.Enabled && cfg.Model.ResponseFormat == llm.FormatJSONSchema {
+		// The batches' answers are replayed, not read by the client with
+		// their request: they are mapped back from the strict schema here.
+		models.Primary = llm.StrictAnswers(models.Primary, bm.Provider)
+	}
+	loop, err := heal.New(models.Primary, heal.Config{
+		MaxAttempts:      cfg.Heal.MaxAttempts,
+		Temperature:      cfg.Heal.Temperature,
+		TemperatureStep:  cfg.Heal.TemperatureStep,
+		TemperatureFloor: cfg.Heal.TemperatureFloor,
+		MaxTokens:        cfg.Model.MaxTokens,
+		History:          heal.History(cfg.Heal.History),
+		MaxDiagnostics:   cfg.Heal.MaxDiagnostics,
+		Logger:           log,
+		Model:            name,
+		Fallbacks:        models.Fallbacks,
+	})
+	if err != nil {
+		return exit.Fail(exit.Usage, "%w", err)
+	}
+	if err := SetMemoryLimit(cfg.Workers.MemoryLimit); err != nil {
+		return err
+	}
+	if cfg.Workers.Concurrency < 0 {
+		return exit.Fail(exit.Usage, "--concurrency must be at least 0, got %d", cfg.Workers.Concurrency)
+	}
+	if cfg.Workers.Concurrency == 0 && !cfg.Store.Sink {
+		return exit.Fail(exit.Usage, "--concurrency 0 with --sink=false would do nothing")
+	}
+	if cfg.Workers.MaxDeliver < 1 {
+		return exit.Fail(exit.Usage, "--max-deliver must be at least 1, got %d", cfg.Workers.MaxDeliver)
+	}
+	jobLimit, err := MaxJobBytes(cfg)
+	if err != nil {
+		return err
+	}
+
+	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: rt.Secrets,
+		Cost: models.Table.Cost, BatchCost: models.Table.BatchCost, Budget: models.Budget})
+	if err != nil {
+		return err
+	}
+	connect := rt.Connect
+	if connect == nil {
+		connect = func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return Connect(ctx, cfg, log) }
+	}
+	conn, err := connect(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ShareParams(ctx, conn, log, append([]BuiltModel{bm}, models.Limited...))
+	if cfg.Workers.Concurrency > 0 {
+		// Limits apply per model: the fleet shares each model's, the
+		// fallbacks' too.
+		limited := models.Limited
+		if bm.Limiter != nil {
+			limited = append([]BuiltModel{bm}, limited...)
+		}
+		for _, m := range limited {
+			leave, err := ShareLimit(ctx, conn, m, log)
+			if err != nil {
+				return err
+			}
+			defer leave()
+		}
+	}
+	if !cfg.Store.Sink {
+		if err := WarnStreamLoss(ctx, cfg, conn, log); err != nil {
+			return err
+		}
+	}
+
+	sc := worker.ServeConfig{
+		Workers: ingest.WorkerConfig{
+			Concurrency:   cfg.Workers.Concurrency,
+			AckWait:       AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
+			MaxDeliver:    cfg.Workers.MaxDeliver,
+			ShutdownGrace: cfg.Workers.ShutdownGrace,
+			UntilIdle:     cfg.Workers.UntilIdle,
+			MaxJobBytes:   jobLimit,
+			Logger:        log,
+			// The status counts from the workers' own outcomes.
+			Stored:      status.Stored,
+			Repeated:    status.Repeated,
+			AlreadyDone: status.AlreadyDone,
+			HandedBack:  status.HandedBack,
+		},
+		NoWorkers:     cfg.Workers.Concurrency == 0,
+		RetainMaxAge:  cfg.Store.MaxAge,
+		RetainMaxRows: cfg.Store.MaxRows,
+		Metrics:       metrics,
+		Logger:        log,
+	}
+	sc.Workers.Gate = models.Gate // the breakers': fetch while any model of the chain takes calls
+	sc.Budget = models.Budget
+	if cfg.Store.Sink {
+		st, err := OpenStore(cfg, true)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		sc.Store = st
+	}
+	// Before any job is fetched: a ledger that misses ended runs would
+	// have them answered again.
+	if err := ReconcileLedger(ctx, cfg, conn, sc.Store, log); err != nil {
+		return err
+	}
+	if cfg.Console.Addr != "" && rt.StartUI != nil {
+		stopUI, err := rt.StartUI(sc.Store, conn, breaker, log)
+		if err != nil {
+			return err
+		}
+		defer stopUI()
+	}
+	stopProgress := ShowProgress(ctx, rt.Stderr, rt.Terminal, status, conn.Pending)
+	if cfg.Batch.Enabled {
+		err = ServeBatch(ctx, cfg, conn, status.Handler(h), bm, sc, models.BatchPaid(metrics, name), BatchReport{Registry: promReg, Status: status}, log)
+	} else {
+		err = worker.Serve(ctx, conn, status.Handler(h), sc)
+	}
+	stopProgress()
+	if err == nil && !sc.NoWorkers {
+		// Every outcome the workers stored is in the ledger: the next
+		// start's reconciliation reads only what comes after.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if merr := conn.AdvanceLedgerMarks(mctx); merr != nil {
+			log.Warn("the next start reads this run's outcomes again to reconcile the job ledger", "err", merr)
+		}
+		cancel()
+	}
+	if !sc.NoWorkers {
+		// The end of the run, on stderr: what was handed back when it was
+		// stopped, and the summary line.
+		if ctx.Err() != nil {
+			fmt.Fprintf(rt.Stderr, "stopped: %d jobs handed back\n", status.HandedBackCount())
+		}
+		fmt.Fprintln(rt.Stderr, SummaryLine(status.Snapshot(time.Now())))
+	}
+	if err == nil {
+		return nil
+	}
+	if be := BudgetExit(err); be != nil {
+		return be
+	}
+	switch heal.KindOf(err) {
+	case heal.KindAuth:
+		return &exit.Error{Code: exit.Auth, Err: fmt.Errorf("stopped taking jobs: %w", err)}
+	case heal.KindNoCredit:
+		return &exit.Error{Code: exit.NoCredit, Err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
+	case heal.KindNotFound:
+		return &exit.Error{Code: exit.Runtime, Err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
+	}
+	return exit.WithCode(exit.Runtime, err)
+}
