@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -22,7 +21,6 @@ import (
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
-	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // Exit codes, documented in the README and in `pipeline --help` (package exit).
@@ -383,49 +381,6 @@ func setUsageErrors(cmds []*cli.Command) {
 // Flags shared by several commands. Each is a constructor so every command
 // gets its own flag value.
 
-func dataDirFlag() cli.Flag {
-	return &cli.StringFlag{Name: "data-dir", EnvVars: []string{"PIPELINE_DATA_DIR"}, Value: "./pipeline-data",
-		Usage: "directory for the embedded NATS store and the SQLite index (pipeline.db)"}
-}
-
-func schemasFlag() cli.Flag {
-	return &cli.StringFlag{Name: "schemas", EnvVars: []string{"PIPELINE_SCHEMAS"},
-		Usage: "directory of JSON Schema files (id = file name without .json); submit and run remember it for --data-dir, where the other commands then use it unless given again ('' forgets it); without one, the built-in examples"}
-}
-
-func logFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "log-level", EnvVars: []string{"PIPELINE_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
-		&cli.StringFlag{Name: "log-format", EnvVars: []string{"PIPELINE_LOG_FORMAT"}, Value: "text", Usage: "text or json (on stderr)"},
-	}
-}
-
-func natsFlags() []cli.Flag {
-	return []cli.Flag{
-		dataDirFlag(),
-		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"NATS_URL"},
-			Usage: "NATS server or cluster URL(s), comma-separated; empty: the embedded server (started, or joined if another pipeline command on --data-dir runs one; it requires the credentials in <data-dir>/nats-auth.json, which every command reads)"},
-		&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"PIPELINE_NATS_LISTEN"},
-			Usage: "address of the embedded server, loopback only as it has no TLS (default 127.0.0.1 on the port the last server on --data-dir used, else a free one)"},
-		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"NATS_CREDS"}, Usage: "NATS credentials file"},
-		&cli.StringFlag{Name: "nats-tls-cert", EnvVars: []string{"NATS_TLS_CERT"}, Usage: "client TLS certificate"},
-		&cli.StringFlag{Name: "nats-tls-key", EnvVars: []string{"NATS_TLS_KEY"}, Usage: "client TLS key"},
-		&cli.StringFlag{Name: "nats-tls-ca", EnvVars: []string{"NATS_TLS_CA"}, Usage: "CA certificate to verify the server"},
-		&cli.IntFlag{Name: "replicas", EnvVars: []string{"PIPELINE_REPLICAS"}, Value: 1, Usage: "stream replicas (3 on a cluster)"},
-		&cli.BoolFlag{Name: "nats-sync-always", EnvVars: []string{"PIPELINE_NATS_SYNC_ALWAYS"},
-			Usage: "embedded server: fsync every write before acknowledging it (survives power loss; about 40x slower publishes). Off: acknowledged data survives a kill -9 of the process, and is fsynced every 2 minutes"},
-		&cli.DurationFlag{Name: "duplicate-window", EnvVars: []string{"PIPELINE_DUPLICATE_WINDOW"}, Value: 2 * time.Minute,
-			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op); unset: the streams keep their current window (2m when created); RESULTS and DLQ at most --stream-max-age"},
-	}
-}
-
-func dbFlags() []cli.Flag {
-	return []cli.Flag{
-		dataDirFlag(),
-		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
-	}
-}
-
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON (one object per line for lists)"}
 }
@@ -482,17 +437,6 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 	e.learnConnSecrets(conn)
 	e.track(ctx, conn)
 	return conn, nil
-}
-
-// schemaLimitFlags are the limits a schema file must keep to load. Commands
-// without these flags still honour their environment variables.
-func schemaLimitFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "schema-max-bytes", EnvVars: []string{"PIPELINE_SCHEMA_MAX_BYTES"}, Value: "16MiB",
-			Usage: "refuse a schema file larger than this (e.g. 16MiB, 512KB, or bytes)"},
-		&cli.IntFlag{Name: "schema-max-depth", EnvVars: []string{"PIPELINE_SCHEMA_MAX_DEPTH"}, Value: schemas.DefaultMaxDepth,
-			Usage: "refuse a schema file whose arrays and objects nest deeper than this"},
-	}
 }
 
 // readInput opens the command's FILE argument, or stdin for "-" or none.

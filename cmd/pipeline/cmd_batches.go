@@ -9,27 +9,16 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 )
-
-// batchFlags are run's batch-mode flags.
-func batchFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.BoolFlag{Name: "batch", EnvVars: []string{"PIPELINE_BATCH"},
-			Usage: "send attempts through the provider's Batch API (OpenAI Batch, Anthropic Message Batches) at its discount, answered within 24 h; in-flight batches are kept on JetStream and resumed by any 'pipeline run --batch'"},
-		&cli.IntFlag{Name: "batch-size", Usage: "most requests per batch (0: the provider's limit or 1,000, whichever is lower; always under the provider's byte limit)"},
-		&cli.DurationFlag{Name: "batch-wait", Value: batch.DefaultWait, Usage: "the longest a gathered request waits before its batch is submitted"},
-		&cli.DurationFlag{Name: "batch-poll", Value: batch.DefaultPoll, Usage: "how often each batch's status is read"},
-		&cli.StringFlag{Name: "batch-heal", Value: batch.HealBatch, Usage: "where heal turns go: batch (the next batch, at the discount) or sync (the ordinary endpoint, at full price, sooner)"},
-	}
-}
 
 func (e *env) batchesCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "batches",
 		Usage: "list the provider batches in flight and ended in the last 24 hours (batch mode)",
-		Flags: flags(natsFlags(), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "one JSON object per batch per line"}}, logFlags()),
+		Flags: flags(config.BrokerFlags(), []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "one JSON object per batch per line"}}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
 			if err != nil {
@@ -79,7 +68,7 @@ func (e *env) batchesCommand() *cli.Command {
 			Name:      "cancel",
 			Usage:     "cancel a batch at its provider (its unanswered requests go into later batches)",
 			ArgsUsage: "ID",
-			Flags:     flags(natsFlags(), modelFlags(), logFlags()),
+			Flags:     flags(config.BrokerFlags(), config.ModelFlags(), config.LogFlags()),
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return fail(exitUsage, "batches cancel takes one batch id")

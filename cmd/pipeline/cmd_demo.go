@@ -12,10 +12,11 @@ import (
 	"github.com/llmpipeline/pipeline/examples"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 )
 
 func (e *env) demoCommand() *cli.Command {
-	fs := flags(natsFlags(), workerFlags(), budgetFlags(), modelFlags(), costFlags(), []cli.Flag{schemasFlag()}, logFlags())
+	fs := flags(config.BrokerFlags(), config.WorkerFlags(), config.BudgetFlags(), config.ModelFlags(), config.CostFlags(), []cli.Flag{config.SchemasFlag()}, config.LogFlags())
 	setDefault(fs, "data-dir", "")
 	setDefault(fs, "concurrency", 64)
 	setDefault(fs, "sim-latency", 50*time.Millisecond)

@@ -14,6 +14,7 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -57,7 +58,7 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list dead letters, newest first",
 				ArgsUsage: " ",
-				Flags:     flags(dbFlags(), filterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
+				Flags:     flags(config.StoreFlags(), filterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
 				Action: func(c *cli.Context) error {
 					f, err := readFilter(c)
 					if err != nil {
@@ -96,7 +97,7 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show one job's whole transcript: the job, every attempt's raw output, repairs and diagnostics",
 				ArgsUsage: "JOB_ID",
-				Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
+				Flags:     flags(config.StoreFlags(), []cli.Flag{jsonFlag()}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return fail(exitUsage, "show takes one JOB_ID")
@@ -126,11 +127,11 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "purge",
 				Usage:     "delete dead letters from the index and their messages (with their bodies) from the DLQ stream",
 				ArgsUsage: " ",
-				Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
+				Flags: flags(config.BrokerFlags(), config.StoreFlags(), filterFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
 					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
-				}, logFlags()),
+				}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
 					f, err := readFilter(c)
 					if err != nil {
@@ -180,7 +181,7 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "export",
 				Usage:     "write dead letters as JSONL (the whole outcome with its trace), to stdout",
 				ArgsUsage: " ",
-				Flags:     flags(dbFlags(), filterFlags()),
+				Flags:     flags(config.StoreFlags(), filterFlags()),
 				Action: func(c *cli.Context) error {
 					f, err := readFilter(c)
 					if err != nil {
@@ -203,7 +204,7 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "rebuild",
 				Usage:     "re-create the SQLite index from the RESULTS and DLQ streams",
 				ArgsUsage: " ",
-				Flags:     flags(natsFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, logFlags()),
+				Flags:     flags(config.BrokerFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
 					conn, log, err := e.dial(c)
 					if err != nil {
@@ -246,10 +247,10 @@ func (e *env) replayCommand() *cli.Command {
 letter is marked replayed; its new outcome is indexed as run n. With --dry-run only the count and
 the ids are printed. Failures are printed per job; exit 1 if any job could not be replayed.`,
 		ArgsUsage: "[JOB_ID...]",
-		Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
+		Flags: flags(config.BrokerFlags(), config.StoreFlags(), filterFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"},
 			&cli.GenericFlag{Name: "id", Value: &idList{}, Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			f, err := readFilter(c)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -34,10 +35,10 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 --latest leaves out the results of runs a later run of the same job superseded (a rerun or a
 replay that ended), so an edited file run again with submit --rerun-changed prints each job once.`,
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), []cli.Flag{jsonFlag(),
+		Flags: flags(config.BrokerFlags(), []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 			&cli.BoolFlag{Name: "latest", Usage: "only each job's latest run: leave out a result whose job ran again later (--rerun, --rerun-changed, dlq replay), as the job ledger says"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			if err := app.RequireStore(conf(c)); err != nil {
 				return err
@@ -99,7 +100,7 @@ func (e *env) statsCommand() *cli.Command {
 stream instead and says how many jobs are queued: "N jobs queued, no outcomes yet" (--json: the
 counts at zero and "queued": N).`,
 		ArgsUsage: " ",
-		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}, natsFlags(), logFlags()),
+		Flags:     flags(config.StoreFlags(), []cli.Flag{jsonFlag()}, config.BrokerFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			if _, err := os.Stat(app.DBPath(conf(c))); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
 				return e.printQueued(c)
@@ -213,7 +214,7 @@ When a model's price was known, or a fallback model answered, a "cost and models
 funnel: the cost, the cost per succeeded job (the failures paid for included), the share spent on
 healing, the jobs healed only by a fallback model, and the jobs per model of their final answer.`,
 		ArgsUsage: " ",
-		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(config.StoreFlags(), []cli.Flag{config.SchemasFlag(),
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 			&cli.StringFlag{Name: "schema", Usage: "only this schema"},

@@ -8,18 +8,9 @@ import (
 
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 )
-
-// defaultMaxJobBytes is --max-job-bytes' default.
-const defaultMaxJobBytes = "64MiB"
-
-// maxJobBytesFlag bounds one job, on submit (a longer line is rejected) and
-// on run (a bigger message is dead-lettered invalid_job).
-func maxJobBytesFlag() cli.Flag {
-	return &cli.StringFlag{Name: "max-job-bytes", EnvVars: []string{"PIPELINE_MAX_JOB_BYTES"}, Value: defaultMaxJobBytes,
-		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + ingest.BucketPayloads}
-}
 
 func (e *env) submitCommand() *cli.Command {
 	return &cli.Command{
@@ -43,12 +34,12 @@ not published;
 --rerun-changed publishes those, and only those, as a new run. A job id already in the stream
 within the duplicate window is counted as a duplicate, not published again. Exit 1 when lines were
 rejected without --skip-invalid.`,
-		Flags: flags(natsFlags(), streamLimitFlags(), []cli.Flag{schemasFlag(), jsonFlag(), maxJobBytesFlag(),
+		Flags: flags(config.BrokerFlags(), config.StreamLimitFlags(), []cli.Flag{config.SchemasFlag(), jsonFlag(), config.MaxJobBytesFlag(),
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "publish the valid lines and report the bad ones"},
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -86,10 +87,10 @@ the files it references.
 Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
 3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
-		Flags: flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag(),
+		Flags: flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
-		}, schemaLimitFlags()),
+		}, config.SchemaLimitFlags()),
 		Action: func(c *cli.Context) error {
 			reg, err := app.LoadRegistry(conf(c))
 			if err != nil {
@@ -177,7 +178,7 @@ shows it, or "broken"), file, and for a broken file its error; with
 "uses" lists the other files of the directory a schema references (its version covers them).
 Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
-				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag()}, config.SchemaLimitFlags()),
 				Action: func(c *cli.Context) error {
 					reg, err := app.LoadRegistry(conf(c))
 					if err != nil {
@@ -235,7 +236,7 @@ reported too: bad_file_name (the name cannot be a schema id), over_limit (--sche
 --schema-max-depth), invalid_json, duplicate_id, bad_ref (a $ref outside the directory) or
 compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
-				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag()}, config.SchemaLimitFlags()),
 				Action: func(c *cli.Context) error {
 					src, err := app.ResolveSchemas(conf(c))
 					if err != nil {

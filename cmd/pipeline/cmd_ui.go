@@ -17,14 +17,11 @@ import (
 	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/ui"
 )
-
-const uiTokenUsage = "access token of the console, required (at least 16 characters) to listen on an address that is not loopback; every request must carry it (the login form, or Authorization: Bearer)"
-
-const uiHostUsage = "a further name the console answers to, as the Host of a request (a reverse proxy's, the machine's DNS name); repeat it for several. Requests naming another host are refused (421): a page of another site cannot reach the console by rebinding its name"
 
 func (e *env) uiCommand() *cli.Command {
 	return &cli.Command{
@@ -39,12 +36,12 @@ needs --token (16 characters at least). It answers only requests addressed to it
 names when bound to loopback, and names given with --ui-host. Secrets the process knows are never shown. 'pipeline run --ui-addr' serves the same
 console inside the workers' process.`,
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), dbFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(config.BrokerFlags(), config.StoreFlags(), []cli.Flag{config.SchemasFlag(),
 			&cli.StringFlag{Name: "addr", Aliases: []string{"ui-addr"}, EnvVars: []string{"PIPELINE_UI_ADDR"}, Value: "127.0.0.1:8080", Usage: "address to serve the console on"},
-			&cli.StringFlag{Name: "token", Aliases: []string{"ui-token"}, EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
-			&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
+			&cli.StringFlag{Name: "token", Aliases: []string{"ui-token"}, EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: config.ConsoleTokenUsage},
+			&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: config.ConsoleHostUsage},
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ui-read-only"}, EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "show everything, allow no replay or purge"},
-		}, schemaLimitFlags(), logFlags()),
+		}, config.SchemaLimitFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "ui takes no arguments, got %q", c.Args().First())
@@ -105,16 +102,6 @@ func uiIndex(c *cli.Context) (create bool, err error) {
 		return false, fail(exitRuntime, "no pipeline data in %s yet: nothing to show (run `pipeline submit` and `pipeline run` first, or pass --data-dir)", c.String("data-dir"))
 	}
 	return true, nil
-}
-
-// uiFlags are run's flags that serve the console inside the workers' process.
-func uiFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "ui-addr", Usage: "also serve the operators' console (as 'pipeline ui') on this address, e.g. 127.0.0.1:8080"},
-		&cli.StringFlag{Name: "ui-token", EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
-		&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
-		&cli.BoolFlag{Name: "ui-read-only", EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "the console allows no replay or purge"},
-	}
 }
 
 // startUI serves the console until the returned function is called. It

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 )
 
 func TestVersion(t *testing.T) {
@@ -170,7 +171,7 @@ func TestHelpAgreesWithCode(t *testing.T) {
 // environment variable, and the README's table names it.
 func TestConnectionFlagsHaveEnvVars(t *testing.T) {
 	readme := string(mustRead(t, "../../README.md"))
-	for _, f := range natsFlags() {
+	for _, f := range config.BrokerFlags() {
 		name := f.Names()[0]
 		ev, ok := f.(interface{ GetEnvVars() []string })
 		if !ok || len(ev.GetEnvVars()) == 0 {
