@@ -9,11 +9,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
-	"github.com/llmpipeline/pipeline/llm"
 )
 
 func (e *env) runCommand() *cli.Command {
@@ -37,15 +35,12 @@ func (e *env) runCommand() *cli.Command {
 }
 
 // serve runs the workers (and the sink) with the command's settings
-// (app.Run), its connections tracked and its console served by the CLI.
+// (app.Run), its connections tracked by the CLI.
 func (e *env) serve(ctx context.Context, c *cli.Context) error {
 	log, err := e.logger(c)
 	if err != nil {
 		return err
 	}
-	return app.Run(ctx, conf(c), app.Runtime{Log: log, Stderr: e.stderr, Terminal: e.terminal(e.stderr), Secrets: e.secrets,
-		Connect: func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return e.connect(ctx, c, log) },
-		StartUI: func(st *dlq.Store, conn *ingest.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error) {
-			return e.runUI(c, st, conn, breaker, log)
-		}})
+	return app.Run(ctx, conf(c), app.Runtime{Log: log, Stdout: e.stdout, Stderr: e.stderr, Terminal: e.terminal(e.stderr), Secrets: e.secrets,
+		Connect: func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return e.connect(ctx, c, log) }})
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/config"
@@ -22,8 +21,8 @@ import (
 
 // Runtime is what Run needs from the program that runs it besides the
 // settings: its logger, where its notices and progress go, the secrets to
-// redact from stored outcomes, and how it connects to NATS and serves the
-// console (the CLI tracks the connections it opens).
+// redact from stored outcomes, and how it connects to NATS (the CLI
+// tracks the connections it opens).
 type Runtime struct {
 	Log    *slog.Logger
 	Stderr io.Writer
@@ -33,9 +32,8 @@ type Runtime struct {
 	Secrets  *secret.Redactor
 	// Connect connects to NATS (Connect, when nil).
 	Connect func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error)
-	// StartUI serves the console with --ui-addr until the function it
-	// returns is called; nil: no console.
-	StartUI func(st *dlq.Store, conn *ingest.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error)
+	// Stdout is where the console's address is printed (--ui-addr).
+	Stdout io.Writer
 }
 
 // Run is `pipeline run`: it wires schemas, model, heal loop, NATS, the
@@ -185,8 +183,8 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	if err := ReconcileLedger(ctx, cfg, conn, sc.Store, log); err != nil {
 		return err
 	}
-	if cfg.Console.Addr != "" && rt.StartUI != nil {
-		stopUI, err := rt.StartUI(sc.Store, conn, breaker, log)
+	if cfg.Console.Addr != "" {
+		stopUI, err := RunConsole(cfg, sc.Store, conn, breaker, rt.Secrets, rt.Stdout, log)
 		if err != nil {
 			return err
 		}

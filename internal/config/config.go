@@ -150,7 +150,9 @@ func FromContext(c *cli.Context) *Config {
 	cfg := &Config{Command: c.Command.Name, set: map[string]bool{}}
 	has := map[string]bool{}
 	for _, f := range c.Command.Flags {
-		has[f.Names()[0]] = true
+		for _, n := range f.Names() {
+			has[n] = true // an alias fills its field too: ui's --addr is --ui-addr
+		}
 	}
 	sections := reflect.ValueOf(cfg).Elem()
 	for i := 0; i < sections.NumField(); i++ {
