@@ -19,36 +19,6 @@ import (
 	"github.com/llmpipeline/pipeline/worker"
 )
 
-func filterFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "schema", Usage: "only this schema"},
-		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, refused, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
-		&cli.StringFlag{Name: "path", Usage: "only dead letters that failed on this field path (array indices as *, e.g. /items/*/price)"},
-		&cli.StringFlag{Name: "cluster", Usage: "only dead letters in this report cluster (its id)"},
-		&cli.StringFlag{Name: "model", Usage: "only this model (as given to --model)"},
-		&cli.StringFlag{Name: "since", Usage: "only dead letters since (RFC 3339, 2006-01-02, or a duration ago: 24h, 7d)"},
-		&cli.StringFlag{Name: "until", Usage: "only dead letters before (same forms as --since)"},
-		&cli.IntFlag{Name: "limit", Value: 0, Usage: "at most this many (0: all)"},
-	}
-}
-
-func readFilter(c *cli.Context) (dlq.Filter, error) {
-	now := time.Now()
-	since, err := dlq.ParseTime(c.String("since"), now)
-	if err != nil {
-		return dlq.Filter{}, fail(exitUsage, "--since: %w", err)
-	}
-	until, err := dlq.ParseTime(c.String("until"), now)
-	if err != nil {
-		return dlq.Filter{}, fail(exitUsage, "--until: %w", err)
-	}
-	return dlq.Filter{
-		Schema: c.String("schema"), Class: c.String("class"), Path: c.String("path"),
-		Cluster: c.String("cluster"), Model: c.String("model"),
-		Since: since, Until: until, Limit: c.Int("limit"),
-	}, nil
-}
-
 func (e *env) dlqCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dlq",
@@ -58,9 +28,9 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list dead letters, newest first",
 				ArgsUsage: " ",
-				Flags:     flags(config.StoreFlags(), filterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
+				Flags:     flags(config.StoreFlags(), config.FilterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
@@ -127,13 +97,13 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "purge",
 				Usage:     "delete dead letters from the index and their messages (with their bodies) from the DLQ stream",
 				ArgsUsage: " ",
-				Flags: flags(config.BrokerFlags(), config.StoreFlags(), filterFlags(), []cli.Flag{
+				Flags: flags(config.BrokerFlags(), config.StoreFlags(), config.FilterFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
 					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
 				}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
@@ -181,9 +151,9 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "export",
 				Usage:     "write dead letters as JSONL (the whole outcome with its trace), to stdout",
 				ArgsUsage: " ",
-				Flags:     flags(config.StoreFlags(), filterFlags()),
+				Flags:     flags(config.StoreFlags(), config.FilterFlags()),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
@@ -247,12 +217,12 @@ func (e *env) replayCommand() *cli.Command {
 letter is marked replayed; its new outcome is indexed as run n. With --dry-run only the count and
 the ids are printed. Failures are printed per job; exit 1 if any job could not be replayed.`,
 		ArgsUsage: "[JOB_ID...]",
-		Flags: flags(config.BrokerFlags(), config.StoreFlags(), filterFlags(), []cli.Flag{
+		Flags: flags(config.BrokerFlags(), config.StoreFlags(), config.FilterFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"},
 			&cli.GenericFlag{Name: "id", Value: &idList{}, Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
 		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
-			f, err := readFilter(c)
+			f, err := app.Filter(conf(c).Filter)
 			if err != nil {
 				return err
 			}
@@ -269,7 +239,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if err != nil {
 				return withCode(exitRuntime, err)
 			}
-			if err := replayMatched(f, entries); err != nil {
+			if err := app.ReplayMatched(f, entries); err != nil {
 				return err
 			}
 			if c.Bool("dry-run") {
@@ -303,55 +273,6 @@ type idList struct{ ids []string }
 
 func (l *idList) Set(v string) error { l.ids = append(l.ids, v); return nil }
 func (l *idList) String() string     { return strings.Join(l.ids, ", ") }
-
-// replayMatched refuses (exit 1) a replay whose filter matched no dead
-// letter, or whose job ids name jobs that have none to replay, saying which.
-func replayMatched(f dlq.Filter, entries []dlq.Entry) error {
-	if len(f.IDs) > 0 {
-		found := make(map[string]bool, len(entries))
-		for _, en := range entries {
-			found[en.JobID] = true
-		}
-		var missing []string
-		for _, id := range f.IDs {
-			if !found[id] {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) > 0 {
-			return fail(exitNegative, "no dead letter to replay for job id(s) %s (not in the index, already replayed, or outside the other filters)", strings.Join(missing, ", "))
-		}
-	}
-	if len(entries) == 0 {
-		return fail(exitNegative, "no dead letter matches %s (already replayed ones are left out; see 'pipeline dlq list --replayed')", describeFilter(f))
-	}
-	return nil
-}
-
-// describeFilter names the filter flags set, as a user typed them.
-func describeFilter(f dlq.Filter) string {
-	var parts []string
-	add := func(flag, v string) {
-		if v != "" {
-			parts = append(parts, "--"+flag+" "+v)
-		}
-	}
-	add("schema", f.Schema)
-	add("class", f.Class)
-	add("path", f.Path)
-	add("cluster", f.Cluster)
-	add("model", f.Model)
-	if !f.Since.IsZero() {
-		add("since", f.Since.Format(time.RFC3339))
-	}
-	if !f.Until.IsZero() {
-		add("until", f.Until.Format(time.RFC3339))
-	}
-	if len(parts) == 0 {
-		return "the filter"
-	}
-	return strings.Join(parts, " ")
-}
 
 // truncate cuts s to n characters (not bytes: a cut through a character
 // would print a byte that is no UTF-8), the last one an ellipsis.

@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/dlq"
@@ -79,10 +78,10 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 				}{o.JobID, o.Schema, o.Attempts, o.Data})
 			}
 			if c.Bool("latest") {
-				latest := &latestFilter{conn: conn, emit: emit, batch: latestBatch}
-				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.add(c.Context, m) })
+				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)
+				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.Add(c.Context, m) })
 				if err == nil {
-					err = latest.flush(c.Context)
+					err = latest.Flush(c.Context)
 				}
 			} else {
 				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, emit)
@@ -283,46 +282,4 @@ func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, 
 		w = escape.JSONWriter(w) // Render writes the JSON in one Write
 	}
 	return withCode(exitRuntime, r.Render(w, format))
-}
-
-// latestFilter passes on the results of each job's latest run, in stream
-// order: it holds up to batch results, asks the ledger which of them
-// a later run superseded (one gathered read for all), and prints the rest.
-type latestFilter struct {
-	conn  *ingest.Conn
-	emit  func(ingest.SinkMsg) error
-	batch int // results held per ledger read
-	held  []ingest.SinkMsg
-	runs  []ingest.JobRun
-}
-
-const latestBatch = 256
-
-func (l *latestFilter) add(ctx context.Context, m ingest.SinkMsg) error {
-	l.held = append(l.held, m)
-	l.runs = append(l.runs, ingest.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
-	if len(l.held) < l.batch {
-		return nil
-	}
-	return l.flush(ctx)
-}
-
-func (l *latestFilter) flush(ctx context.Context) error {
-	if len(l.held) == 0 {
-		return nil
-	}
-	later, err := l.conn.Superseded(ctx, l.runs)
-	if err != nil {
-		return err
-	}
-	for i, m := range l.held {
-		if !later[i] {
-			if err := l.emit(m); err != nil {
-				return err
-			}
-		}
-	}
-	clear(l.held)
-	l.held, l.runs = l.held[:0], l.runs[:0]
-	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/llmpipeline/pipeline/ingest"
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // externalServer starts a nats-server in this process with JetStream and
@@ -540,13 +541,13 @@ func TestResubmitEditedFile(t *testing.T) {
 	// held results are let go and checked batch by batch.
 	c := connFor(t, common)
 	var one []string
-	lf := &latestFilter{conn: c, batch: 1, emit: func(m ingest.SinkMsg) error {
+	lf := app.NewLatestFilter(c, 1, func(m ingest.SinkMsg) error {
 		one = append(one, fmt.Sprintf("%s/%d", gjson.GetBytes(m.Data, "job_id"), gjson.GetBytes(m.Data, "run").Int()))
 		return nil
-	}}
-	err := c.ReadStream(t.Context(), ingest.StreamResults, "", func(m ingest.SinkMsg) error { return lf.add(t.Context(), m) })
+	})
+	err := c.ReadStream(t.Context(), ingest.StreamResults, "", func(m ingest.SinkMsg) error { return lf.Add(t.Context(), m) })
 	if err == nil {
-		err = lf.flush(t.Context())
+		err = lf.Flush(t.Context())
 	}
 	c.Close()
 	if err != nil {

@@ -22,6 +22,7 @@ type Config struct {
 	Budget  Budget
 	Batch   Batch
 	Console Console
+	Filter  Filter
 
 	// Command is the name of the command the settings are for ("run").
 	Command string
@@ -136,6 +137,18 @@ type Console struct {
 	Token    string   `flag:"ui-token"`
 	Hosts    []string `flag:"ui-host"`
 	ReadOnly bool     `flag:"ui-read-only"`
+}
+
+// Filter is the dead-letter filter of dlq list, purge, export and replay.
+type Filter struct {
+	Schema  string `flag:"schema"`
+	Class   string `flag:"class"`
+	Path    string `flag:"path"`
+	Cluster string `flag:"cluster"`
+	Model   string `flag:"model"`
+	Since   string `flag:"since"`
+	Until   string `flag:"until"`
+	Limit   int    `flag:"limit"`
 }
 
 // IsSet reports whether the setting name was given (by flag, environment

@@ -198,3 +198,17 @@ func MaxJobBytesFlag() cli.Flag {
 	return &cli.StringFlag{Name: "max-job-bytes", EnvVars: []string{"PIPELINE_MAX_JOB_BYTES"}, Value: DefaultMaxJobBytes,
 		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + ingest.BucketPayloads}
 }
+
+// FilterFlags are the dead-letter filters of dlq list, purge, export and replay (Filter).
+func FilterFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "schema", Usage: "only this schema"},
+		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, refused, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
+		&cli.StringFlag{Name: "path", Usage: "only dead letters that failed on this field path (array indices as *, e.g. /items/*/price)"},
+		&cli.StringFlag{Name: "cluster", Usage: "only dead letters in this report cluster (its id)"},
+		&cli.StringFlag{Name: "model", Usage: "only this model (as given to --model)"},
+		&cli.StringFlag{Name: "since", Usage: "only dead letters since (RFC 3339, 2006-01-02, or a duration ago: 24h, 7d)"},
+		&cli.StringFlag{Name: "until", Usage: "only dead letters before (same forms as --since)"},
+		&cli.IntFlag{Name: "limit", Value: 0, Usage: "at most this many (0: all)"},
+	}
+}
