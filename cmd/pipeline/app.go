@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -106,26 +105,24 @@ type env struct {
 	// is drawn only on one, and a submit reading a terminal says so.
 	terminal func(stream any) bool
 
-	// mu guards conns and cancel: the NATS connections the running command
-	// opened, and the cancel of its context. A connection that loses the
-	// embedded server (its owner went away and it could not take over)
-	// cancels the command, which then exits with the reason (exit 3).
-	mu     sync.Mutex
-	conns  []*ingest.Conn
-	cancel context.CancelCauseFunc
+	// watch holds the NATS connections the running command opened: one
+	// that loses the embedded server (its owner went away and it could
+	// not take over) cancels the command, which then exits with the
+	// reason (exit 3).
+	watch app.Watch
 
 	// secrets holds every secret the command knows of; logs and stored
 	// outcomes pass through it.
 	secrets *secret.Redactor
 }
 
-// jsonEncoder writes JSON to stdout as the stored outcomes are written:
+// jsonEncoder writes JSON to w (stdout) as the stored outcomes are written:
 // < > & as they are (encoding/json escapes them for HTML by default, so a
 // model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D),
 // and the controls encoding/json leaves raw (DEL, C1, bidi overrides) as
 // \u escapes (escape.JSON): the same values, safe on a terminal.
-func (e *env) jsonEncoder() *json.Encoder {
-	enc := json.NewEncoder(escape.JSONWriter(e.stdout))
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(escape.JSONWriter(w))
 	enc.SetEscapeHTML(false)
 	return enc
 }
@@ -199,7 +196,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 			e.uiCommand(),
 			e.configCommand(),
 			e.versionCommand(),
-			e.helpCommand(),
+			helpCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {
@@ -210,7 +207,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 	setUsageErrors(app.Commands)
 	refuseLateFlags(app.Commands)
 	applyConfig(app.Commands)
-	e.watchConns(app.Commands)
+	watchConns(&e.watch, app.Commands)
 	return app
 }
 
@@ -218,9 +215,9 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 // NATS connection it opened is lost (ingest.Conn.Lost), and then the
 // command fails with that reason, whatever the action returned (a run
 // stopped by its context would otherwise exit 0 for work it did not do).
-func (e *env) watchConns(cmds []*cli.Command) {
+func watchConns(w *app.Watch, cmds []*cli.Command) {
 	for _, cmd := range cmds {
-		e.watchConns(cmd.Subcommands)
+		watchConns(w, cmd.Subcommands)
 		action := cmd.Action
 		if action == nil {
 			continue
@@ -229,11 +226,9 @@ func (e *env) watchConns(cmds []*cli.Command) {
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)
 			c.Context = ctx
-			e.mu.Lock()
-			e.cancel = cancel
-			e.mu.Unlock()
+			w.Start(cancel)
 			err := action(c)
-			if lost := e.lostErr(); lost != nil {
+			if lost := w.Lost(); lost != nil {
 				return withCode(exitRuntime, fmt.Errorf("connection to NATS lost: %w", lost))
 			}
 			return err
@@ -243,7 +238,7 @@ func (e *env) watchConns(cmds []*cli.Command) {
 
 // helpCommand is `pipeline help [COMMAND [SUBCOMMAND]]`: the same text as
 // `pipeline COMMAND --help`; a name that is no command exits 2.
-func (e *env) helpCommand() *cli.Command {
+func helpCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "help",
 		Aliases:   []string{"h"},
@@ -335,36 +330,6 @@ func applyConfig(cmds []*cli.Command) {
 	}
 }
 
-// track registers a connection of the running command; it cancels the
-// command when the connection is lost.
-func (e *env) track(ctx context.Context, conn *ingest.Conn) {
-	e.mu.Lock()
-	e.conns = append(e.conns, conn)
-	cancel := e.cancel
-	e.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	go func() {
-		select {
-		case <-conn.Lost():
-			cancel(conn.Err())
-		case <-ctx.Done():
-		}
-	}()
-}
-
-func (e *env) lostErr() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, c := range e.conns {
-		if err := c.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // usageError turns urfave/cli's flag errors into a one-line error with exit
 // code 2, instead of the whole help text on stdout.
 func usageError(c *cli.Context, err error, _ bool) error {
@@ -385,38 +350,14 @@ func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON (one object per line for lists)"}
 }
 
-func flags(groups ...[]cli.Flag) []cli.Flag {
-	var out []cli.Flag
-	seen := map[string]bool{}
-	for _, g := range groups {
-		for _, f := range g {
-			n := f.Names()[0]
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
+// flags is the flags of groups, each name once (config.Flags).
+func flags(groups ...[]cli.Flag) []cli.Flag { return config.Flags(groups...) }
 
+// logger is the command's logger on stderr (app.Logger), its secrets redacted.
 func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, fail(exitUsage, "--log-level %q: use debug, info, warn or error", c.String("log-level"))
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler
-	switch c.String("log-format") {
-	case "text", "":
-		h = slog.NewTextHandler(e.stderr, opts)
-	case "json":
-		h = slog.NewJSONHandler(e.stderr, opts)
-	default:
-		return nil, fail(exitUsage, "--log-format %q: use text or json", c.String("log-format"))
-	}
-	e.learnSecrets(c)
-	return slog.New(e.secrets.Handler(h)), nil
+	cfg := conf(c)
+	app.LearnSecrets(e.secrets, cfg)
+	return app.Logger(cfg.Log, e.stderr, e.secrets)
 }
 
 // dial makes the command's logger and connects to NATS with its flags.
@@ -434,8 +375,8 @@ func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*i
 	if err != nil {
 		return nil, err
 	}
-	e.learnConnSecrets(conn)
-	e.track(ctx, conn)
+	e.secrets.Add(conn.Secrets()...) // the embedded server's password
+	e.watch.Track(ctx, conn)
 	return conn, nil
 }
 

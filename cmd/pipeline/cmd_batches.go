@@ -38,7 +38,7 @@ func (e *env) batchesCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				enc := e.jsonEncoder()
+				enc := jsonEncoder(e.stdout)
 				for _, r := range recs {
 					r.Requests = nil
 					if err := enc.Encode(r); err != nil {

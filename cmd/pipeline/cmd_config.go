@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/secret"
 )
@@ -63,7 +64,7 @@ func (e *env) configShow(c *cli.Context) error {
 		settings[i].Value = red.String(settings[i].Value)
 	}
 	if c.Bool("json") {
-		enc := e.jsonEncoder()
+		enc := jsonEncoder(e.stdout)
 		for _, s := range settings {
 			if err := enc.Encode(s); err != nil {
 				return err
@@ -79,11 +80,11 @@ func (e *env) configShow(c *cli.Context) error {
 	return tw.Flush()
 }
 
-// showRedactor knows the secrets settings hold (as learnSecrets does for a
+// showRedactor knows the secrets settings hold (as app.LearnSecrets does for a
 // running command): the console's token, header values, URLs' user info.
 func showRedactor(settings []config.Setting) *secret.Redactor {
 	red := secret.New()
-	for _, k := range secretEnv {
+	for _, k := range app.SecretEnv() {
 		red.Add(os.Getenv(k))
 	}
 	for _, s := range settings {

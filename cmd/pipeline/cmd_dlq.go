@@ -45,7 +45,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return withCode(exitRuntime, err)
 					}
 					if c.Bool("json") {
-						enc := e.jsonEncoder()
+						enc := jsonEncoder(e.stdout)
 						for _, en := range entries {
 							if err := enc.Encode(en); err != nil {
 								return err
@@ -85,7 +85,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return withCode(exitRuntime, err)
 					}
 					if c.Bool("json") {
-						enc := e.jsonEncoder()
+						enc := jsonEncoder(e.stdout)
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}

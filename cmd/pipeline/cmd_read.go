@@ -51,7 +51,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			if s := c.String("schema"); s != "" {
 				filter = ingest.SchemaSubject(ingest.SubjectResults, s)
 			}
-			enc := e.jsonEncoder()
+			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
 			emit := func(m ingest.SinkMsg) error {
 				if c.Bool("json") {
@@ -120,7 +120,7 @@ func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error 
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
 	if asJSON {
-		return e.jsonEncoder().Encode(s)
+		return jsonEncoder(e.stdout).Encode(s)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)
@@ -170,7 +170,7 @@ func (e *env) printQueued(c *cli.Context) error {
 	}
 	queued := p.Pending + uint64(p.AckPending)
 	if c.Bool("json") {
-		return e.jsonEncoder().Encode(struct {
+		return jsonEncoder(e.stdout).Encode(struct {
 			dlq.Stats
 			Queued uint64 `json:"queued"`
 		}{dlq.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]dlq.SchemaStats{}}, queued})

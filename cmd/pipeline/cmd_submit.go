@@ -91,7 +91,7 @@ rejected without --skip-invalid.`,
 				defer conn.Close()
 				if conn.Embedded() {
 					// The server's duplicate index lives in this process.
-					defer limitSubmitMemory()()
+					defer app.LimitSubmitMemory()()
 				}
 				if err := app.WarnStreamLoss(c.Context, conf(c), conn, log); err != nil {
 					return err

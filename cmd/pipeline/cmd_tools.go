@@ -139,7 +139,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				}
 			}
 			if c.Bool("json") {
-				if err := e.jsonEncoder().Encode(v); err != nil {
+				if err := jsonEncoder(e.stdout).Encode(v); err != nil {
 					return err
 				}
 			} else {

@@ -15,24 +15,24 @@ import (
 )
 
 func TestVersion(t *testing.T) {
-	want := "pipeline version " + buildVersion().String() + "\n"
+	want := "pipeline version " + app.BuildVersion().String() + "\n"
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, errs, code := runCLI(t, "", args...)
 		if code != exitOK || out != want {
 			t.Errorf("pipeline %v: exit %d, stdout %q, want %q (stderr %q)", args, code, out, want, errs)
 		}
 	}
-	var v version
+	var v app.Version
 	if err := json.Unmarshal([]byte(mustCLI(t, "", "version", "--json")), &v); err != nil || v.Module == "" || v.Version == "" || v.Go == "" {
 		t.Errorf("version --json: %+v, %v", v, err)
 	}
 
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/llmpipeline/pipeline", Version: "v1.4.0"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}
-	if got, want := versionFrom(bi).String(), "v1.4.0 (rev 0123456789ab, modified, go1.26.8)"; got != want {
+	if got, want := app.VersionFrom(bi).String(), "v1.4.0 (rev 0123456789ab, modified, go1.26.8)"; got != want {
 		t.Errorf("versionFrom = %q, want %q", got, want)
 	}
-	if got := versionFrom(nil).Version; got != "unknown" {
+	if got := app.VersionFrom(nil).Version; got != "unknown" {
 		t.Errorf("versionFrom(nil).Version = %q, want unknown", got)
 	}
 }

@@ -212,3 +212,20 @@ func FilterFlags() []cli.Flag {
 		&cli.IntFlag{Name: "limit", Value: 0, Usage: "at most this many (0: all)"},
 	}
 }
+
+// Flags is the flags of groups, each name once: the first of a name wins
+// (several sections share --data-dir and --db).
+func Flags(groups ...[]cli.Flag) []cli.Flag {
+	var out []cli.Flag
+	seen := map[string]bool{}
+	for _, g := range groups {
+		for _, f := range g {
+			n := f.Names()[0]
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
