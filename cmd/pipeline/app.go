@@ -148,6 +148,12 @@ clusters failures by field path. Without --nats-url every command uses (or joins
 server with its store under --data-dir. 'pipeline demo' shows it all on the built-in simulator.
 'pipeline --version' (or 'pipeline version') prints the module version and VCS revision.
 
+Settings: flags, then environment variables, then a YAML file given by --config FILE or
+PIPELINE_CONFIG (keys are the long flag names: at the top level for every command, under a
+command's name for its own, e.g. 'run:' then 'max-attempts: 3'), then the defaults. An unknown key
+or a wrong value in the file is a usage error naming FILE:LINE. 'pipeline config show [--command
+NAME] [--json]' prints every setting in effect and where it came from.
+
 Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
 (NATS, SQLite, a schema that does not compile, a model URL or model name the provider does not

@@ -67,7 +67,7 @@ dlq:
 	want := map[string]any{
 		"data-dir": cfg.Broker.DataDir == "/from/file", "concurrency (section over top level)": cfg.Workers.Concurrency == 4,
 		"max-attempts (flag over file)": cfg.Heal.MaxAttempts == 5, "rpm (env)": cfg.Model.RPM == 120,
-		"fallback-model": reflect.DeepEqual(cfg.Budget.FallbackModels, []string{"openai:a", "openai:b"}),
+		"fallback-model":  reflect.DeepEqual(cfg.Budget.FallbackModels, []string{"openai:a", "openai:b"}),
 		"request-timeout": cfg.Model.RequestTimeout == 5*time.Second, "temperature": cfg.Heal.Temperature == 0.3,
 		"batch": cfg.Batch.Enabled, "sim-seed": cfg.Model.SimSeed == 42, "default": cfg.Model.Spec == "sim",
 		"IsSet of a file's value": cfg.IsSet("request-timeout"), "IsSet of a default": !cfg.IsSet("rate-window"),
@@ -88,14 +88,14 @@ dlq:
 
 func TestFileMistakes(t *testing.T) {
 	for text, want := range map[string]string{
-		"run:\n  concurency: 3\n":           `:2: unknown key "run.concurency"`,
+		"run:\n  concurency: 3\n":          `:2: unknown key "run.concurency"`,
 		"dlq:\n  list:\n    limt: 3\n":     `:3: unknown key "dlq.list.limt"`,
 		"dlq:\n  lst:\n    limit: 3\n":     `:2: unknown key "dlq.lst"`,
 		"concurrency: 3\nconcurrency: 4\n": `:2: key "concurrency" written twice (first on line 1)`,
-		"run:\n  max-attempts: [1, x]\n":    `:2: key "run.max-attempts": invalid value "x"`,
-		"run:\n  until-idle: maybe\n":       `:2: key "run.until-idle": invalid value "maybe"`,
-		"run: [\n":                          `c.yaml: `,
-		"config: other.yaml\n":              `:1: unknown key "config"`,
+		"run:\n  max-attempts: [1, x]\n":   `:2: key "run.max-attempts": invalid value "x"`,
+		"run:\n  until-idle: maybe\n":      `:2: key "run.until-idle": invalid value "maybe"`,
+		"run: [\n":                         `c.yaml: `,
+		"config: other.yaml\n":             `:1: unknown key "config"`,
 	} {
 		p := write(t, text)
 		var cfg *Config
