@@ -19,10 +19,7 @@ func (e *env) runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "run workers (and the sink) on the jobs stream",
 		ArgsUsage: " ",
-		Flags: flags(config.BrokerFlags(), config.StreamLimitFlags(), config.WorkerFlags(), config.BudgetFlags(), config.ModelFlags(), config.CostFlags(), []cli.Flag{config.SchemasFlag(),
-			&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
-				Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
-		}, config.SchemaLimitFlags(), config.ConsoleFlags(), config.BatchFlags(), config.LogFlags()),
+		Flags:     config.RunFlags(),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "run takes no arguments, got %q", c.Args().First())

@@ -7,13 +7,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/ingest"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
-	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -62,38 +60,12 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	}
 	status := NewStatus(time.Now())
 	deps := Deps{Log: log, Metrics: metrics, Status: status, Notice: rt.Stderr}
-	bm, err := BuildModel(cfg, cfg.Model.Spec, deps)
+	stack, err := BuildStack(cfg, reg, deps, rt.Secrets)
 	if err != nil {
 		return err
 	}
-	model, name, breaker := bm.Model, bm.Name, bm.Breaker
-	if cfg.Batch.Enabled {
-		model = &batch.Replay{Sync: model} // attempts go through provider batches (cmd_batches.go)
-	}
-	models, err := BuildChain(cfg, deps, model, name, breaker)
-	if err != nil {
-		return err
-	}
-	if cfg.Batch.Enabled && cfg.Model.ResponseFormat == llm.FormatJSONSchema {
-		// The batches' answers are replayed, not read by the client with
-		// their request: they are mapped back from the strict schema here.
-		models.Primary = llm.StrictAnswers(models.Primary, bm.Provider)
-	}
-	loop, err := heal.New(models.Primary, heal.Config{
-		MaxAttempts:      cfg.Heal.MaxAttempts,
-		Temperature:      cfg.Heal.Temperature,
-		TemperatureStep:  cfg.Heal.TemperatureStep,
-		TemperatureFloor: cfg.Heal.TemperatureFloor,
-		MaxTokens:        cfg.Model.MaxTokens,
-		History:          heal.History(cfg.Heal.History),
-		MaxDiagnostics:   cfg.Heal.MaxDiagnostics,
-		Logger:           log,
-		Model:            name,
-		Fallbacks:        models.Fallbacks,
-	})
-	if err != nil {
-		return exit.Fail(exit.Usage, "%w", err)
-	}
+	bm, models, h := stack.Model, stack.Chain, stack.Handler
+	name, breaker := bm.Name, bm.Breaker
 	if err := SetMemoryLimit(cfg.Workers.MemoryLimit); err != nil {
 		return err
 	}
@@ -111,11 +83,6 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 		return err
 	}
 
-	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Metrics: metrics, Logger: log, Secrets: rt.Secrets,
-		Cost: models.Table.Cost, BatchCost: models.Table.BatchCost, Budget: models.Budget})
-	if err != nil {
-		return err
-	}
 	connect := rt.Connect
 	if connect == nil {
 		connect = func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return Connect(ctx, cfg, log) }

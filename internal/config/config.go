@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -203,4 +205,37 @@ func FromContext(c *cli.Context) *Config {
 		}
 	}
 	return cfg
+}
+
+// Resolve is the Config of a command named name with flags, given args
+// (flags only), as a run of it would have it: args, then the environment,
+// then the file of --config or $PIPELINE_CONFIG (checked against this one
+// command), then the defaults. Programs other than the CLI (the bench)
+// use it to run what the CLI runs.
+func Resolve(name string, flags []cli.Flag, args []string) (*Config, error) {
+	var cfg *Config
+	if !slices.ContainsFunc(flags, func(f cli.Flag) bool { return f.Names()[0] == FlagName }) {
+		flags = append(flags, ConfigFlag())
+	}
+	app := &cli.App{Name: "pipeline", Writer: io.Discard, ErrWriter: io.Discard, HideHelp: true,
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands: []*cli.Command{{Name: name, Flags: flags, HideHelp: true, Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("%s: unexpected argument %q", name, c.Args().First())
+			}
+			f, err := FileOf(c)
+			if err == nil {
+				err = Apply(c, f)
+			}
+			if err != nil {
+				return err
+			}
+			cfg = FromContext(c)
+			return nil
+		}}},
+	}
+	if err := app.Run(append([]string{"pipeline", name}, args...)); err != nil {
+		return nil, err
+	}
+	return cfg, nil
 }

@@ -229,3 +229,12 @@ func Flags(groups ...[]cli.Flag) []cli.Flag {
 	}
 	return out
 }
+
+// RunFlags are the flags of `pipeline run`, every section's: the bench
+// resolves them too, to run with run's defaults.
+func RunFlags() []cli.Flag {
+	return Flags(BrokerFlags(), StreamLimitFlags(), WorkerFlags(), BudgetFlags(), ModelFlags(), CostFlags(), []cli.Flag{SchemasFlag(),
+		&cli.BoolFlag{Name: "skip-broken-schemas", EnvVars: []string{"PIPELINE_SKIP_BROKEN_SCHEMAS"},
+			Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
+	}, SchemaLimitFlags(), ConsoleFlags(), BatchFlags(), LogFlags())
+}
