@@ -37,7 +37,7 @@ func (e *env) batchesCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if c.Bool("json") {
+			if conf(c).Output.JSON {
 				enc := jsonEncoder(e.stdout)
 				for _, r := range recs {
 					r.Requests = nil

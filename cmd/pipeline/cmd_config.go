@@ -38,10 +38,10 @@ func (e *env) configShow(c *cli.Context) error {
 	}
 	// A fresh program: its flags hold only their defaults.
 	app := newApp(e.stdin, e.stdout, e.stderr)
-	path := strings.Fields(c.String("command"))
+	path := strings.Fields(conf(c).Tools.Command)
 	cmd := findCommand(app.Commands, path)
 	if cmd == nil || cmd.Action == nil || len(cmd.Subcommands) > 0 {
-		return fail(exitUsage, "--command %q: no such command (see 'pipeline --help')", c.String("command"))
+		return fail(exitUsage, "--command %q: no such command (see 'pipeline --help')", conf(c).Tools.Command)
 	}
 	f, err := config.FileOf(c)
 	if err != nil {
@@ -63,7 +63,7 @@ func (e *env) configShow(c *cli.Context) error {
 		}
 		settings[i].Value = red.String(settings[i].Value)
 	}
-	if c.Bool("json") {
+	if conf(c).Output.JSON {
 		enc := jsonEncoder(e.stdout)
 		for _, s := range settings {
 			if err := enc.Encode(s); err != nil {

@@ -32,7 +32,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 		ArgsUsage: " ",
 		Flags:     fs,
 		Action: func(c *cli.Context) error {
-			if c.String("data-dir") == "" {
+			if conf(c).Broker.DataDir == "" {
 				dir, err := os.MkdirTemp("", "pipeline-demo-")
 				if err != nil {
 					return fail(exitRuntime, "creating a data directory: %w", err)
@@ -46,7 +46,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintf(e.stdout, "data dir: %s\n", c.String("data-dir"))
+			fmt.Fprintf(e.stdout, "data dir: %s\n", conf(c).Broker.DataDir)
 
 			log, err := e.logger(c)
 			if err != nil {
@@ -92,7 +92,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err := e.printReport(c, st, reg, "table"); err != nil {
 				return err
 			}
-			dir := c.String("data-dir")
+			dir := conf(c).Broker.DataDir
 			fmt.Fprintf(e.stdout, "\nexplore: pipeline ui --data-dir %s   (the console in a browser)\n"+
 				"         pipeline dlq list --data-dir %s   |   pipeline report --format html --data-dir %s > report.html\n",
 				dir, dir, dir)

@@ -34,7 +34,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					f.IncludeReplayed = c.Bool("replayed")
+					f.IncludeReplayed = conf(c).Actions.Replayed
 					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
@@ -44,7 +44,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
-					if c.Bool("json") {
+					if conf(c).Output.JSON {
 						enc := jsonEncoder(e.stdout)
 						for _, en := range entries {
 							if err := enc.Encode(en); err != nil {
@@ -84,7 +84,7 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
-					if c.Bool("json") {
+					if conf(c).Output.JSON {
 						enc := jsonEncoder(e.stdout)
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
@@ -107,12 +107,12 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					if b := c.String("before"); b != "" {
+					if b := conf(c).Actions.Before; b != "" {
 						if f.Until, err = dlq.ParseTime(b, time.Now()); err != nil {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}
-					if actions.EmptyFilter(f) && !c.Bool("all") {
+					if actions.EmptyFilter(f) && !conf(c).Actions.All {
 						return fail(exitUsage, "purge needs a filter (--before, --schema, --class, ...) or --all")
 					}
 					st, err := app.OpenStore(conf(c), false)
@@ -121,25 +121,25 @@ func (e *env) dlqCommand() *cli.Command {
 					}
 					defer st.Close()
 					var ids []string
-					if c.Bool("dry-run") {
-						ids, err = actions.Purge(c.Context, st, f, true, c.Bool("all"))
+					if conf(c).Actions.DryRun {
+						ids, err = actions.Purge(c.Context, st, f, true, conf(c).Actions.All)
 					} else {
 						conn, _, derr := e.dial(c)
 						if derr != nil {
 							return derr
 						}
 						defer conn.Close()
-						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, c.Bool("all"))
+						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, conf(c).Actions.All)
 					}
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
 					verb := "purged"
-					if c.Bool("dry-run") {
+					if conf(c).Actions.DryRun {
 						verb = "would purge"
 					}
 					fmt.Fprintf(e.stdout, "%s %d dead letters\n", verb, len(ids))
-					if c.Bool("dry-run") {
+					if conf(c).Actions.DryRun {
 						for _, id := range ids {
 							fmt.Fprintln(e.stdout, escape.Line(id))
 						}
@@ -226,7 +226,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if err != nil {
 				return err
 			}
-			f.IDs = append(slices.Clone(c.Generic("id").(*idList).ids), c.Args().Slice()...)
+			f.IDs = append(conf(c).Actions.IDs, c.Args().Slice()...)
 			if actions.EmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
@@ -242,7 +242,7 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if err := app.ReplayMatched(f, entries); err != nil {
 				return err
 			}
-			if c.Bool("dry-run") {
+			if conf(c).Actions.DryRun {
 				fmt.Fprintf(e.stdout, "would replay %d jobs\n", len(entries))
 				for _, en := range entries {
 					fmt.Fprintln(e.stdout, escape.Line(en.JobID))
@@ -273,6 +273,9 @@ type idList struct{ ids []string }
 
 func (l *idList) Set(v string) error { l.ids = append(l.ids, v); return nil }
 func (l *idList) String() string     { return strings.Join(l.ids, ", ") }
+
+// Value is the ids given (config.Actions.IDs).
+func (l *idList) Value() []string { return slices.Clone(l.ids) }
 
 // truncate cuts s to n characters (not bytes: a cut through a character
 // would print a byte that is no UTF-8), the last one an ellipsis.

@@ -48,13 +48,13 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			}
 			defer conn.Close()
 			filter := ingest.SubjectResults + ".>"
-			if s := c.String("schema"); s != "" {
+			if s := conf(c).Filter.Schema; s != "" {
 				filter = ingest.SchemaSubject(ingest.SubjectResults, s)
 			}
 			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
 			emit := func(m ingest.SinkMsg) error {
-				if c.Bool("json") {
+				if conf(c).Output.JSON {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
 					// included
@@ -77,7 +77,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					Data     json.RawMessage `json:"data"`
 				}{o.JobID, o.Schema, o.Attempts, o.Data})
 			}
-			if c.Bool("latest") {
+			if conf(c).Report.Latest {
 				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)
 				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.Add(c.Context, m) })
 				if err == nil {
@@ -101,7 +101,7 @@ counts at zero and "queued": N).`,
 		ArgsUsage: " ",
 		Flags:     flags(config.StoreFlags(), []cli.Flag{jsonFlag()}, config.BrokerFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
-			if _, err := os.Stat(app.DBPath(conf(c))); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
+			if _, err := os.Stat(app.DBPath(conf(c))); errors.Is(err, fs.ErrNotExist) && conf(c).Store.DB == "" {
 				return e.printQueued(c)
 			}
 			st, err := app.OpenStore(conf(c), false)
@@ -109,7 +109,7 @@ counts at zero and "queued": N).`,
 				return err
 			}
 			defer st.Close()
-			return e.printStats(c.Context, st, c.Bool("json"))
+			return e.printStats(c.Context, st, conf(c).Output.JSON)
 		},
 	}
 }
@@ -169,7 +169,7 @@ func (e *env) printQueued(c *cli.Context) error {
 		return withCode(exitRuntime, fmt.Errorf("reading the jobs stream: %w", err))
 	}
 	queued := p.Pending + uint64(p.AckPending)
-	if c.Bool("json") {
+	if conf(c).Output.JSON {
 		return jsonEncoder(e.stdout).Encode(struct {
 			dlq.Stats
 			Queued uint64 `json:"queued"`
@@ -225,8 +225,8 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters listed, the ones that kill the most jobs first (0 for all); the report says how many there are in all"},
 		}),
 		Action: func(c *cli.Context) error {
-			format := c.String("format")
-			if c.Bool("json") {
+			format := conf(c).Output.Format
+			if conf(c).Output.JSON {
 				format = "json"
 			}
 			switch format {
@@ -249,22 +249,22 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 }
 
 func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
-	since, err := dlq.ParseTime(c.String("since"), time.Now())
+	since, err := dlq.ParseTime(conf(c).Filter.Since, time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}
-	model := c.String("model")
+	model := conf(c).Filter.Model
 	if c.Command.Name != "report" {
 		model = "" // demo's --model is the model it runs, not a filter
 	}
 	opts := report.Options{
-		Schema:      c.String("schema"),
+		Schema:      conf(c).Filter.Schema,
 		Model:       model,
-		Version:     c.String("version"),
+		Version:     conf(c).Report.Version,
 		Since:       since,
-		MinJobs:     c.Int("min-jobs"),
-		MaxHealRate: c.Float64("max-heal-rate"),
-		Top:         c.Int("top"),
+		MinJobs:     conf(c).Report.MinJobs,
+		MaxHealRate: conf(c).Report.MaxHealRate,
+		Top:         conf(c).Report.Top,
 		Source:      st.Path(),
 	}
 	for _, f := range reg.Lint() {

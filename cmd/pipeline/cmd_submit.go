@@ -67,7 +67,7 @@ rejected without --skip-invalid.`,
 			defer jc.Close()
 			bad := 0
 			err = jc.ScanFrom(open, func(n int, reason string) {
-				if bad < c.Int("max-errors") {
+				if bad < conf(c).Submit.MaxErrors {
 					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
 				bad++
@@ -75,10 +75,10 @@ rejected without --skip-invalid.`,
 			if err != nil {
 				return fail(exitUsage, "reading %s: %w", name, err)
 			}
-			if bad > c.Int("max-errors") {
-				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-c.Int("max-errors"))
+			if bad > conf(c).Submit.MaxErrors {
+				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-conf(c).Submit.MaxErrors)
 			}
-			if bad > 0 && !c.Bool("skip-invalid") {
+			if bad > 0 && !conf(c).Submit.SkipInvalid {
 				e.printSubmit(c, ingest.SubmitStats{}, bad)
 				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.Valid)
 			}
@@ -102,9 +102,9 @@ rejected without --skip-invalid.`,
 				// Second pass: read the input again and publish it.
 				rerun := app.RerunNone
 				switch {
-				case c.Bool("rerun"):
+				case conf(c).Submit.Rerun:
 					rerun = app.RerunAll
-				case c.Bool("rerun-changed"):
+				case conf(c).Submit.RerunChanged:
 					rerun = app.RerunChanged
 				}
 				stats, err = app.SubmitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.Valid))
@@ -113,7 +113,7 @@ rejected without --skip-invalid.`,
 				}
 			}
 			for i, id := range stats.ChangedIDs {
-				if i == c.Int("max-errors") {
+				if i == conf(c).Submit.MaxErrors {
 					fmt.Fprintf(e.stderr, "%s: ... and %d more changed jobs\n", name, stats.Changed-i)
 					break
 				}
@@ -126,7 +126,7 @@ rejected without --skip-invalid.`,
 }
 
 func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
-	if c.Bool("json") {
+	if conf(c).Output.JSON {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
 			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})
 		fmt.Fprintf(e.stdout, "%s\n", b)

@@ -62,7 +62,7 @@ Exit codes: 0 cleaned; 1 refused (stderr says "truncated" or "no JSON"); 2 unrea
 				return err
 			}
 			res, err := sanitize.Clean(raw)
-			if c.Bool("explain") {
+			if conf(c).Tools.Explain {
 				if len(res.Stages) == 0 && err == nil {
 					fmt.Fprintln(e.stderr, "stages: none (already valid JSON)")
 				} else {
@@ -96,13 +96,13 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			if err != nil {
 				return err
 			}
-			sc, ok := reg.Get(c.String("schema"))
+			sc, ok := reg.Get(conf(c).Tools.Schema)
 			if !ok {
-				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
-					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
+				if ce, broken := reg.BrokenSchema(conf(c).Tools.Schema); broken {
+					return fail(exitRuntime, "--schema %q: %w", conf(c).Tools.Schema, ce)
 				}
 				src, _ := app.ResolveSchemas(conf(c)) // it just resolved without error
-				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", c.String("schema"), src, strings.Join(reg.IDs(), ", "))
+				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", conf(c).Tools.Schema, src, strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
 			if err != nil {
@@ -127,7 +127,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			case cerr != nil:
 				v.Class, v.Error = "grammar", cerr.Error()
 			default:
-				ds, omitted, err := sc.Validate(res.JSON, c.Int("max-diagnostics"))
+				ds, omitted, err := sc.Validate(res.JSON, conf(c).Heal.MaxDiagnostics)
 				if err != nil {
 					v.Class, v.Error = "grammar", err.Error()
 				} else {
@@ -138,7 +138,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 					}
 				}
 			}
-			if c.Bool("json") {
+			if conf(c).Output.JSON {
 				if err := jsonEncoder(e.stdout).Encode(v); err != nil {
 					return err
 				}
@@ -201,7 +201,7 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: app.OneLine(ce.Err.Error())})
 					}
 					sort.SliceStable(rows, func(i, j int) bool { return rows[i].File < rows[j].File })
-					if c.Bool("json") {
+					if conf(c).Output.JSON {
 						for _, r := range rows {
 							b, err := json.Marshal(r)
 							if err != nil {
@@ -262,7 +262,7 @@ compile_error. Exit 1 when there are findings.`,
 					}
 					findings := reg.Lint()
 					for _, f := range findings {
-						if c.Bool("json") {
+						if conf(c).Output.JSON {
 							b, _ := json.Marshal(f)
 							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 							continue
@@ -273,7 +273,7 @@ compile_error. Exit 1 when there are findings.`,
 					if len(findings) > 0 {
 						return fail(exitNegative, "%s", plural(len(findings), "finding"))
 					}
-					if !c.Bool("json") {
+					if !conf(c).Output.JSON {
 						fmt.Fprintln(e.stdout, "no findings")
 					}
 					return nil

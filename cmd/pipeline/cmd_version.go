@@ -16,7 +16,7 @@ func (e *env) versionCommand() *cli.Command {
 		Flags:     []cli.Flag{jsonFlag()},
 		Action: func(c *cli.Context) error {
 			v := app.BuildVersion()
-			if c.Bool("json") {
+			if conf(c).Output.JSON {
 				b, err := json.Marshal(v)
 				if err != nil {
 					return err

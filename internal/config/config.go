@@ -25,6 +25,11 @@ type Config struct {
 	Batch   Batch
 	Console Console
 	Filter  Filter
+	Output  Output
+	Submit  Submit
+	Report  Report
+	Actions Actions
+	Tools   Tools
 
 	// Command is the name of the command the settings are for ("run").
 	Command string
@@ -153,6 +158,45 @@ type Filter struct {
 	Limit   int    `flag:"limit"`
 }
 
+// Output is how a command prints.
+type Output struct {
+	JSON   bool   `flag:"json"`
+	Format string `flag:"format"`
+}
+
+// Submit is what `submit` does with the lines of its file.
+type Submit struct {
+	MaxErrors    int  `flag:"max-errors"`
+	SkipInvalid  bool `flag:"skip-invalid"`
+	Rerun        bool `flag:"rerun"`
+	RerunChanged bool `flag:"rerun-changed"`
+}
+
+// Report is what the failure report and results show.
+type Report struct {
+	Top         int     `flag:"top"`
+	MinJobs     int     `flag:"min-jobs"`
+	MaxHealRate float64 `flag:"max-heal-rate"`
+	Version     string  `flag:"version"`
+	Latest      bool    `flag:"latest"`
+}
+
+// Actions is the operators' actions on dead letters (replay, purge).
+type Actions struct {
+	DryRun   bool     `flag:"dry-run"`
+	All      bool     `flag:"all"`
+	Before   string   `flag:"before"`
+	Replayed bool     `flag:"replayed"`
+	IDs      []string `flag:"id"`
+}
+
+// Tools is the settings of sanitize, validate and config show.
+type Tools struct {
+	Schema  string `flag:"schema"`
+	Explain bool   `flag:"explain"`
+	Command string `flag:"command"`
+}
+
 // IsSet reports whether the setting name was given (by flag, environment
 // variable or file), not left at its default.
 func (c *Config) IsSet(name string) bool { return c.set[name] }
@@ -198,7 +242,13 @@ func FromContext(c *cli.Context) *Config {
 			case time.Duration:
 				field.SetInt(int64(c.Duration(name)))
 			case []string:
-				field.Set(reflect.ValueOf(c.StringSlice(name)))
+				// A slice flag, or a repeatable flag of its own (dlq's
+				// --id) with the same Value method.
+				var list []string
+				if l, ok := c.Generic(name).(interface{ Value() []string }); ok {
+					list = l.Value()
+				}
+				field.Set(reflect.ValueOf(list))
 			default:
 				panic(fmt.Sprintf("config: field for --%s has an unsupported type %s", name, field.Type()))
 			}
