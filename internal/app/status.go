@@ -41,6 +41,7 @@ type Status struct {
 	dead map[string]int // dead letters by class
 }
 
+// NewStatus is a status of a run started at now, its breaker closed.
 func NewStatus(now time.Time) *Status {
 	s := &Status{start: now, dead: map[string]int{}}
 	s.breaker.Store(llm.StateClosed)
@@ -182,6 +183,7 @@ func (s Snapshot) held() int64 {
 	return int64(s.Batches.InBatches + s.Batches.Queued)
 }
 
+// Snapshot is the status at now.
 func (s *Status) Snapshot(now time.Time) Snapshot {
 	snap := Snapshot{
 		Elapsed: now.Sub(s.start), Succeeded: s.succeeded.Load(), AlreadyDone: s.alreadyDone.Load(), Repeated: s.repeated.Load(),

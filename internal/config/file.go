@@ -57,6 +57,7 @@ type Error struct {
 	Msg  string
 }
 
+// Error is "FILE:LINE: message".
 func (e *Error) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s", e.Path, e.Line, e.Msg)

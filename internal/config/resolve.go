@@ -32,6 +32,8 @@ type Source struct {
 	Line int
 }
 
+// String is the source as config show prints it: flag, env NAME,
+// file FILE:LINE or default.
 func (s Source) String() string {
 	switch s.Kind {
 	case "env":

@@ -25,7 +25,10 @@ type Error struct {
 	Err  error
 }
 
+// Error is the wrapped error's message.
 func (e *Error) Error() string { return e.Err.Error() }
+
+// Unwrap is the wrapped error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Fail is a new error with code.
