@@ -259,8 +259,8 @@ func FromContext(c *cli.Context) *Config {
 
 // Resolve is the Config of a command named name with flags, given args
 // (flags only), as a run of it would have it: args, then the environment,
-// then the file of --config or $PIPELINE_CONFIG (checked against this one
-// command), then the defaults. Programs other than the CLI (the bench)
+// then the file of --config or $PIPELINE_CONFIG (its keys for this
+// command; the CLI checks the others), then the defaults. Programs other than the CLI (the bench)
 // use it to run what the CLI runs.
 func Resolve(name string, flags []cli.Flag, args []string) (*Config, error) {
 	var cfg *Config
@@ -273,11 +273,14 @@ func Resolve(name string, flags []cli.Flag, args []string) (*Config, error) {
 			if c.NArg() > 0 {
 				return fmt.Errorf("%s: unexpected argument %q", name, c.Args().First())
 			}
-			f, err := FileOf(c)
-			if err == nil {
-				err = Apply(c, f)
+			var f *File
+			if p := c.String(FlagName); p != "" {
+				var err error
+				if f, err = Load(p); err != nil {
+					return err
+				}
 			}
-			if err != nil {
+			if err := Apply(c, f); err != nil {
 				return err
 			}
 			cfg = FromContext(c)
