@@ -14,8 +14,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/exit"
@@ -218,7 +217,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 }
 
 // watchConns wraps every command's action: its context is cancelled when a
-// NATS connection it opened is lost (ingest.Conn.Lost), and then the
+// NATS connection it opened is lost (broker.Conn.Lost), and then the
 // command fails with that reason, whatever the action returned (a run
 // stopped by its context would otherwise exit 0 for work it did not do).
 func watchConns(w *app.Watch, cmds []*cli.Command) {
@@ -367,7 +366,7 @@ func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
 }
 
 // dial makes the command's logger and connects to NATS with its flags.
-func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
+func (e *env) dial(c *cli.Context) (*broker.Conn, *slog.Logger, error) {
 	log, err := e.logger(c)
 	if err != nil {
 		return nil, nil, err
@@ -376,7 +375,7 @@ func (e *env) dial(c *cli.Context) (*ingest.Conn, *slog.Logger, error) {
 	return conn, log, err
 }
 
-func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*ingest.Conn, error) {
+func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*broker.Conn, error) {
 	conn, err := app.Connect(ctx, conf(c), log)
 	if err != nil {
 		return nil, err

@@ -10,8 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/examples"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 )
 
@@ -56,7 +55,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			jc, src := app.NewJobCheck(reg, ingest.DefaultMaxJobBytes), app.BytesSource(examples.Jobs())
+			jc, src := app.NewJobCheck(reg, queue.DefaultMaxJobBytes), app.BytesSource(examples.Jobs())
 			defer jc.Close()
 			var bad []string
 			err = jc.ScanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })

@@ -11,9 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/actions"
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/worker"
@@ -78,7 +77,7 @@ func (e *env) dlqCommand() *cli.Command {
 					}
 					defer st.Close()
 					o, err := st.Get(c.Context, c.Args().First())
-					if errors.Is(err, dlq.ErrNotFound) {
+					if errors.Is(err, index.ErrNotFound) {
 						return fail(exitNegative, "job %q is not in the index", c.Args().First())
 					}
 					if err != nil {
@@ -89,7 +88,7 @@ func (e *env) dlqCommand() *cli.Command {
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}
-					return dlq.WriteTranscript(e.stdout, o)
+					return index.WriteTranscript(e.stdout, o)
 				},
 			},
 			e.replayCommand(),
@@ -108,7 +107,7 @@ func (e *env) dlqCommand() *cli.Command {
 						return err
 					}
 					if b := conf(c).Actions.Before; b != "" {
-						if f.Until, err = dlq.ParseTime(b, time.Now()); err != nil {
+						if f.Until, err = index.ParseTime(b, time.Now()); err != nil {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}
@@ -191,13 +190,13 @@ func (e *env) dlqCommand() *cli.Command {
 					}
 					// The sink reads the streams from their start into the
 					// empty index, as it would catch up after a crash.
-					if err := conn.NewSink(worker.Index(st, log), ingest.SinkConfig{Batch: 1000, UntilIdle: true, Logger: log}).Run(c.Context); err != nil {
+					if err := sink.New(conn, worker.Index(st, log), sink.Config{Batch: 1000, UntilIdle: true, Logger: log}).Run(c.Context); err != nil {
 						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
 					if err := c.Context.Err(); err != nil {
 						return withCode(exitRuntime, fmt.Errorf("rebuilding the index: %w", err))
 					}
-					s, err := st.Stats(c.Context, dlq.Filter{IncludeReplayed: true})
+					s, err := st.Stats(c.Context, index.Filter{IncludeReplayed: true})
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}

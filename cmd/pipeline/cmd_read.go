@@ -14,9 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/report"
@@ -47,13 +46,13 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 				return err
 			}
 			defer conn.Close()
-			filter := ingest.SubjectResults + ".>"
+			filter := broker.SubjectResults + ".>"
 			if s := conf(c).Filter.Schema; s != "" {
-				filter = ingest.SchemaSubject(ingest.SubjectResults, s)
+				filter = broker.SchemaSubject(broker.SubjectResults, s)
 			}
 			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
-			emit := func(m ingest.SinkMsg) error {
+			emit := func(m sink.Msg) error {
 				if conf(c).Output.JSON {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
@@ -66,7 +65,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					_, err := e.stdout.Write(escape.JSON(line.Bytes()))
 					return err
 				}
-				o, err := dlq.DecodeOutcome(m.Data)
+				o, err := job.DecodeOutcome(m.Data)
 				if err != nil {
 					return fmt.Errorf("message on %s: %w", m.Subject, err)
 				}
@@ -79,12 +78,12 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			}
 			if conf(c).Report.Latest {
 				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)
-				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, func(m ingest.SinkMsg) error { return latest.Add(c.Context, m) })
+				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, func(m sink.Msg) error { return latest.Add(c.Context, m) })
 				if err == nil {
 					err = latest.Flush(c.Context)
 				}
 			} else {
-				err = conn.ReadStream(c.Context, ingest.StreamResults, filter, emit)
+				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, emit)
 			}
 			return withCode(exitRuntime, err)
 		},
@@ -114,8 +113,8 @@ counts at zero and "queued": N).`,
 	}
 }
 
-func (e *env) printStats(ctx context.Context, st *dlq.Store, asJSON bool) error {
-	s, err := st.Stats(ctx, dlq.Filter{})
+func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) error {
+	s, err := st.Stats(ctx, index.Filter{})
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
@@ -164,16 +163,16 @@ func (e *env) printQueued(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	p, err := conn.Pending(c.Context)
+	p, err := queue.Pending(c.Context, conn)
 	if err != nil {
 		return withCode(exitRuntime, fmt.Errorf("reading the jobs stream: %w", err))
 	}
 	queued := p.Pending + uint64(p.AckPending)
 	if conf(c).Output.JSON {
 		return jsonEncoder(e.stdout).Encode(struct {
-			dlq.Stats
+			index.Stats
 			Queued uint64 `json:"queued"`
-		}{dlq.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]dlq.SchemaStats{}}, queued})
+		}{index.Stats{ByAttempt: map[int]int{}, ByClass: map[string]int{}, BySchema: map[string]index.SchemaStats{}}, queued})
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s queued, no outcomes yet ('pipeline run' processes them)\n", plural(int(queued), "job"))
 	return err
@@ -248,8 +247,8 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 	}
 }
 
-func (e *env) printReport(c *cli.Context, st *dlq.Store, reg *schemas.Registry, format string) error {
-	since, err := dlq.ParseTime(conf(c).Filter.Since, time.Now())
+func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry, format string) error {
+	since, err := index.ParseTime(conf(c).Filter.Since, time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}

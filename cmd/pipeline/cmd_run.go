@@ -9,8 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 )
 
@@ -39,5 +38,5 @@ func (e *env) serve(ctx context.Context, c *cli.Context) error {
 		return err
 	}
 	return app.Run(ctx, conf(c), app.Runtime{Log: log, Stdout: e.stdout, Stderr: e.stderr, Terminal: e.terminal(e.stderr), Secrets: e.secrets,
-		Connect: func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return e.connect(ctx, c, log) }})
+		Connect: func(ctx context.Context, log *slog.Logger) (*broker.Conn, error) { return e.connect(ctx, c, log) }})
 }

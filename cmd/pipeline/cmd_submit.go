@@ -6,8 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 )
@@ -26,7 +25,7 @@ server itself, that server's duplicate index, about 94 bytes per job id publishe
 --duplicate-window, lives in its process: start run first, or use --nats-url, to keep it out); stdin
 is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
-bucket ` + ingest.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
+bucket ` + broker.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
 window) is counted as already done and not published; --rerun publishes it again as a new run
 (message id <job id>~r<n>). A job id whose first and last runs both ran another input (schema, input
 or instructions differ; the ledger keeps a digest of them) is counted as changed, named on stderr and
@@ -79,10 +78,10 @@ rejected without --skip-invalid.`,
 				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-conf(c).Submit.MaxErrors)
 			}
 			if bad > 0 && !conf(c).Submit.SkipInvalid {
-				e.printSubmit(c, ingest.SubmitStats{}, bad)
+				e.printSubmit(c, queue.SubmitStats{}, bad)
 				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.Valid)
 			}
-			var stats ingest.SubmitStats
+			var stats queue.SubmitStats
 			if jc.Valid > 0 {
 				conn, err := e.connect(c.Context, c, log)
 				if err != nil {
@@ -125,7 +124,7 @@ rejected without --skip-invalid.`,
 	}
 }
 
-func (e *env) printSubmit(c *cli.Context, s ingest.SubmitStats, rejected int) {
+func (e *env) printSubmit(c *cli.Context, s queue.SubmitStats, rejected int) {
 	if conf(c).Output.JSON {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
 			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})

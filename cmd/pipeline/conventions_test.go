@@ -132,7 +132,7 @@ func TestJobErrorsInUserTerms(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errs)
 		}
 	}
-	for _, goish := range []string{"Go value", "Go struct", "ingest.Job", "unmarshal"} {
+	for _, goish := range []string{"Go value", "Go struct", "job.Job", "unmarshal"} {
 		if strings.Contains(errs, goish) {
 			t.Errorf("stderr names Go internals (%q):\n%s", goish, errs)
 		}

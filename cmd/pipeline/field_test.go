@@ -12,8 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // TestStatsRightAfterSubmit: before any run, stats says how many jobs are
@@ -48,7 +47,7 @@ func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
 	dir := t.TempDir()
 	file, _ := jobsFile(t, 6)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
-	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +63,7 @@ func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if p, err := conn.Pending(t.Context()); err == nil && p.AckPending >= 2 && strings.Contains(errs.String(), "in flight") {
+		if p, err := queue.Pending(t.Context(), conn); err == nil && p.AckPending >= 2 && strings.Contains(errs.String(), "in flight") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -16,8 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidwall/gjson"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // externalServer starts a nats-server in this process with JetStream and
@@ -39,9 +38,9 @@ func externalServer(t *testing.T) string {
 
 // connFor connects the test to the store the commands used: the external
 // server, or the data dir's embedded server (the commands have exited).
-func connFor(t *testing.T, conn []string) *ingest.Conn {
+func connFor(t *testing.T, conn []string) *broker.Conn {
 	t.Helper()
-	cfg := ingest.Config{}
+	cfg := broker.Config{}
 	for i := 0; i+1 < len(conn); i += 2 {
 		switch conn[i] {
 		case "--nats-url":
@@ -52,7 +51,7 @@ func connFor(t *testing.T, conn []string) *ingest.Conn {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := ingest.Connect(ctx, cfg)
+	c, err := broker.Connect(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +66,9 @@ func bigJob(id, schema string, n int) string {
 }
 
 // jobObjects lists the job bodies left in the payload object store.
-func jobObjects(t *testing.T, c *ingest.Conn) []string {
+func jobObjects(t *testing.T, c *broker.Conn) []string {
 	t.Helper()
-	obs, err := c.JetStream().ObjectStore(t.Context(), ingest.BucketPayloads)
+	obs, err := c.JetStream().ObjectStore(t.Context(), payload.Bucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +136,7 @@ func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
 
 			c := connFor(t, conn)
 			defer c.Close()
-			p, err := c.Pending(t.Context())
+			p, err := queue.Pending(t.Context(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,8 +148,8 @@ func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
 			}
 			// The big dead letter went through the object store.
 			var offloaded int
-			if err := c.ReadStream(t.Context(), ingest.StreamDLQ, "", func(m ingest.SinkMsg) error {
-				if len(m.Data) > c.InlineLimit() {
+			if err := sink.ReadStream(t.Context(), c, broker.StreamDLQ, "", func(m sink.Msg) error {
+				if len(m.Data) > c.Payloads().InlineLimit() {
 					offloaded++
 				}
 				return nil
@@ -238,7 +237,7 @@ func TestSubmitMaxJobBytes(t *testing.T) {
 		t.Errorf("stdout %s", out)
 	}
 	c := connFor(t, []string{"--data-dir", dir})
-	p, err := c.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), c)
 	c.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -261,14 +260,14 @@ func TestWorkerDeadLettersJobOverLimit(t *testing.T) {
 	dir := t.TempDir()
 	c := connFor(t, []string{"--data-dir", dir})
 	inline := bigJob("inline-big", "invoice", 600<<10)
-	m := nats.NewMsg(ingest.SubjectJobs + ".invoice")
+	m := nats.NewMsg(broker.SubjectJobs + ".invoice")
 	m.Header.Set(jetstream.MsgIDHeader, "inline-big")
 	m.Data = []byte(inline)
 	if _, err := c.JetStream().PublishMsg(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
 	offloaded := bigJob("stored-big", "invoice", 3<<20)
-	if _, err := c.Submit(t.Context(), []ingest.SubmitItem{{Data: []byte(offloaded), Schema: "invoice", MsgID: "stored-big"}}, nil); err != nil {
+	if _, err := queue.Submit(t.Context(), c, []queue.SubmitItem{{Data: []byte(offloaded), Schema: "invoice", MsgID: "stored-big"}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
@@ -339,7 +338,7 @@ func TestResubmitAfterDuplicateWindow(t *testing.T) {
 
 	// A copy published past submit (another producer) is not answered twice.
 	c := connFor(t, common)
-	m := nats.NewMsg(ingest.SubjectJobs + ".person")
+	m := nats.NewMsg(broker.SubjectJobs + ".person")
 	m.Header.Set(jetstream.MsgIDHeader, "p:0@x")
 	m.Data = []byte(`{"id":"p:0@x","schema":"person","input":"person 0"}`)
 	ack, err := c.JetStream().PublishMsg(t.Context(), m)
@@ -541,11 +540,11 @@ func TestResubmitEditedFile(t *testing.T) {
 	// held results are let go and checked batch by batch.
 	c := connFor(t, common)
 	var one []string
-	lf := app.NewLatestFilter(c, 1, func(m ingest.SinkMsg) error {
+	lf := app.NewLatestFilter(c, 1, func(m sink.Msg) error {
 		one = append(one, fmt.Sprintf("%s/%d", gjson.GetBytes(m.Data, "job_id"), gjson.GetBytes(m.Data, "run").Int()))
 		return nil
 	})
-	err := c.ReadStream(t.Context(), ingest.StreamResults, "", func(m ingest.SinkMsg) error { return lf.Add(t.Context(), m) })
+	err := sink.ReadStream(t.Context(), c, broker.StreamResults, "", func(m sink.Msg) error { return lf.Add(t.Context(), m) })
 	if err == nil {
 		err = lf.Flush(t.Context())
 	}

@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
-)
+	)
 
 // TestRunEndsWithSummaryLine: without a terminal, no progress is drawn and
 // `run --until-idle` ends with one summary line on stderr that agrees with
@@ -70,7 +69,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
 	// This connection runs the embedded server; the run joins it, so it
 	// outlives the run for the checks below.
-	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +85,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		p, err := conn.Pending(t.Context())
+		p, err := queue.Pending(t.Context(), conn)
 		if err == nil && p.AckPending >= 2 {
 			break
 		}
@@ -108,7 +107,7 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no 'stopped: N jobs handed back' line:\n%s", errs.String())
 	}
-	p, err := conn.Pending(t.Context())
+	p, err := queue.Pending(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -111,7 +110,7 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := 0
-	if err := jc.ItemsFrom(src, app.RerunNone, func(it ingest.SubmitItem) error {
+	if err := jc.ItemsFrom(src, app.RerunNone, func(it queue.SubmitItem) error {
 		published++
 		return nil
 	}); err != nil {

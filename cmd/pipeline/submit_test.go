@@ -13,8 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/schemas"
 )
 
@@ -46,7 +45,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	conn, err := ingest.Connect(t.Context(), ingest.Config{DataDir: dir})
+	conn, err := broker.Connect(t.Context(), broker.Config{DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +60,14 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 		t.Fatalf("publish pass: %+v, %v; opened %d times (want 2), progress ended at %d", stats, err, opens, last)
 	}
 	// The stream holds 2500 jobs; j-7's is the first line's, not the repeat.
-	jobs, err := conn.JetStream().Stream(t.Context(), ingest.StreamJobs)
+	jobs, err := conn.JetStream().Stream(t.Context(), broker.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := jobs.CachedInfo().State.Msgs; n != 2500 {
 		t.Errorf("%d jobs on the stream, want 2500", n)
 	}
-	m, err := jobs.GetLastMsgForSubject(t.Context(), ingest.SubjectJobs+".invoice")
+	m, err := jobs.GetLastMsgForSubject(t.Context(), broker.SubjectJobs+".invoice")
 	if err != nil || !strings.Contains(string(m.Data), `"text 2499"`) {
 		t.Errorf("last job on the stream: %v; want j-2499's line", err)
 	}
@@ -190,7 +189,7 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 		t.Fatalf("BOM and CRLF: %d valid, refused %q; want 2 valid", jc.Valid, bad)
 	}
 	var got []string
-	if err := jc.ItemsFrom(app.BytesSource([]byte(in)), app.RerunNone, func(it ingest.SubmitItem) error {
+	if err := jc.ItemsFrom(app.BytesSource([]byte(in)), app.RerunNone, func(it queue.SubmitItem) error {
 		got = append(got, string(it.Data))
 		return nil
 	}); err != nil {

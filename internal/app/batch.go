@@ -8,8 +8,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/worker"
@@ -26,7 +25,7 @@ type BatchReport struct {
 // ServeBatch runs the workers with a batch runner as their handler. With
 // --until-idle it returns once the jobs stream is idle and no job is held
 // by batch mode, every outcome indexed.
-func ServeBatch(ctx context.Context, cfg *config.Config, conn *ingest.Conn, h ingest.Handler, bm BuiltModel, sc worker.ServeConfig, paid func(heal.Usage), rep BatchReport, log *slog.Logger) error {
+func ServeBatch(ctx context.Context, cfg *config.Config, conn *broker.Conn, h queue.Handler, bm BuiltModel, sc worker.ServeConfig, paid func(model.Usage), rep BatchReport, log *slog.Logger) error {
 	b, err := llm.NewBatcher(bm.Provider, bm.LLM)
 	if err != nil {
 		return exit.Fail(exit.Usage, "--batch: %w", err)

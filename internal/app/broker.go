@@ -7,16 +7,15 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 )
 
 // StreamLimits reads the stream limit flags of the command: only those set
 // (by flag or env var) change the streams.
-func StreamLimits(cfg *config.Config) (ingest.StreamLimits, error) {
-	var lim ingest.StreamLimits
+func StreamLimits(cfg *config.Config) (broker.StreamLimits, error) {
+	var lim broker.StreamLimits
 	if cfg.IsSet("stream-max-age") {
 		d := cfg.Broker.StreamMaxAge
 		if d < 0 {
@@ -38,7 +37,7 @@ func StreamLimits(cfg *config.Config) (ingest.StreamLimits, error) {
 // the sink, compares the streams with the index on this data dir (when
 // there is one) and warns about outcomes the limits discarded before they
 // were indexed. The sink, where it runs, warns about them itself.
-func WarnStreamLoss(ctx context.Context, cfg *config.Config, conn *ingest.Conn, log *slog.Logger) error {
+func WarnStreamLoss(ctx context.Context, cfg *config.Config, conn *broker.Conn, log *slog.Logger) error {
 	if !cfg.IsSet("stream-max-age") && !cfg.IsSet("stream-max-bytes") {
 		return nil
 	}
@@ -47,7 +46,7 @@ func WarnStreamLoss(ctx context.Context, cfg *config.Config, conn *ingest.Conn, 
 		log.Warn("stream limits applied, and no index to compare them with: outcomes the sink has not read yet may be discarded", "index", p)
 		return nil
 	}
-	st, err := dlq.Open(p)
+	st, err := index.Open(p)
 	if err != nil {
 		return exit.WithCode(exit.Runtime, err)
 	}
@@ -56,14 +55,14 @@ func WarnStreamLoss(ctx context.Context, cfg *config.Config, conn *ingest.Conn, 
 	if err != nil {
 		return exit.WithCode(exit.Runtime, err)
 	}
-	_, err = conn.WarnUnindexedLoss(ctx, cur, log)
+	_, err = sink.WarnUnindexedLoss(ctx, conn, cur, log)
 	return exit.WithCode(exit.Runtime, err)
 }
 
 // Connect connects to NATS with the broker settings of cfg: the URL's
 // servers, or the embedded server on the data dir (started, or joined).
-func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*ingest.Conn, error) {
-	ic := ingest.Config{
+func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*broker.Conn, error) {
+	ic := broker.Config{
 		URL:        cfg.Broker.URL,
 		DataDir:    cfg.Broker.DataDir,
 		Listen:     cfg.Broker.Listen,
@@ -89,7 +88,7 @@ func Connect(ctx context.Context, cfg *config.Config, log *slog.Logger) (*ingest
 			return nil, exit.Fail(exit.Runtime, "creating --data-dir: %w", err)
 		}
 	}
-	conn, err := ingest.Connect(ctx, ic)
+	conn, err := broker.Connect(ctx, ic)
 	if err != nil {
 		return nil, exit.WithCode(exit.Runtime, fmt.Errorf("connecting to NATS: %w", err))
 	}
@@ -106,7 +105,7 @@ func DBPath(cfg *config.Config) string {
 
 // OpenStore opens the SQLite index. Read-only commands refuse to create an
 // index that is not there, so a wrong --data-dir is an error, not an empty report.
-func OpenStore(cfg *config.Config, create bool) (*dlq.Store, error) {
+func OpenStore(cfg *config.Config, create bool) (*index.Store, error) {
 	p := DBPath(cfg)
 	if !create {
 		if _, err := os.Stat(p); err != nil {
@@ -118,7 +117,7 @@ func OpenStore(cfg *config.Config, create bool) (*dlq.Store, error) {
 	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return nil, exit.Fail(exit.Runtime, "creating %s: %w", filepath.Dir(p), err)
 	}
-	st, err := dlq.Open(p)
+	st, err := index.Open(p)
 	if err != nil {
 		return nil, exit.WithCode(exit.Runtime, fmt.Errorf("opening index %s: %w", p, err))
 	}

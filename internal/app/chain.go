@@ -19,7 +19,7 @@ import (
 // the cost metric), and the gate that lets the workers fetch while any
 // model of the chain can take a call.
 type Chain struct {
-	Primary   heal.Model
+	Primary   model.Model
 	Fallbacks []heal.Fallback
 	Gate      func(context.Context) error
 	Table     *price.Table
@@ -32,7 +32,7 @@ type Chain struct {
 // BuildChain prices the primary model (built by BuildModel) with --prices
 // and builds and prices the fallbacks of --fallback-model: every model
 // metered, its spending added to the run's budget.
-func BuildChain(cfg *config.Config, d Deps, primary heal.Model, spec string, breaker *llm.Breaker) (*Chain, error) {
+func BuildChain(cfg *config.Config, d Deps, primary model.Model, spec string, breaker *llm.Breaker) (*Chain, error) {
 	log, metrics := d.Log, d.Metrics
 	table := price.Builtin()
 	if p := cfg.Budget.Prices; p != "" {
@@ -50,7 +50,7 @@ func BuildChain(cfg *config.Config, d Deps, primary heal.Model, spec string, bre
 		return nil, exit.Fail(exit.Usage, "--fallback-attempts must be at least 1, got %d", n)
 	}
 	ch := &Chain{Table: table, Budget: budget}
-	meter := func(m heal.Model, spec string) heal.Model {
+	meter := func(m model.Model, spec string) model.Model {
 		provider, _, _ := llm.Parse(spec)
 		mt := price.NewMeter(m, spec, table, func(p price.Paid) {
 			budget.Add(p.CostUSD, p.Usage.Total())
@@ -113,9 +113,9 @@ func BuildChain(cfg *config.Config, d Deps, primary heal.Model, spec string, bre
 
 // BatchPaid adds one answer read from a provider batch to the budget and
 // the cost metric, priced with the model's batch discount.
-func (ch *Chain) BatchPaid(metrics *worker.Metrics, spec string) func(heal.Usage) {
+func (ch *Chain) BatchPaid(metrics *worker.Metrics, spec string) func(model.Usage) {
 	provider, _, _ := llm.Parse(spec)
-	return func(u heal.Usage) {
+	return func(u model.Usage) {
 		c, ok := ch.Table.BatchCost(spec, u)
 		ch.Budget.Add(c, u.Total())
 		if ok {

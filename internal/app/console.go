@@ -11,9 +11,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/llm"
@@ -44,7 +43,7 @@ func ConsoleIndex(cfg *config.Config) (create bool, err error) {
 // function is called. It refuses an address other than loopback without a
 // token, and prints the console's URL on stdout. Its schemas are cfg's,
 // loaded again for each page that shows them.
-func StartConsole(cfg *config.Config, s config.Console, st *dlq.Store, conn *ingest.Conn, breaker func() string, secrets *secret.Redactor, stdout io.Writer, log *slog.Logger) (func(), error) {
+func StartConsole(cfg *config.Config, s config.Console, st *index.Store, conn *broker.Conn, breaker func() string, secrets *secret.Redactor, stdout io.Writer, log *slog.Logger) (func(), error) {
 	if err := ui.CheckAddr(s.Addr, s.Token); err != nil {
 		return nil, exit.Fail(exit.Usage, "%w", err)
 	}
@@ -87,7 +86,7 @@ func StartConsole(cfg *config.Config, s config.Console, st *dlq.Store, conn *ing
 // RunConsole serves the console inside `run` (--ui-addr): over the sink's
 // index, or, with --sink=false, over the index file the sink of another
 // process writes; with this process's breaker.
-func RunConsole(cfg *config.Config, st *dlq.Store, conn *ingest.Conn, breaker *llm.Breaker, secrets *secret.Redactor, stdout io.Writer, log *slog.Logger) (func(), error) {
+func RunConsole(cfg *config.Config, st *index.Store, conn *broker.Conn, breaker *llm.Breaker, secrets *secret.Redactor, stdout io.Writer, log *slog.Logger) (func(), error) {
 	closeStore := func() {}
 	if st == nil {
 		var err error

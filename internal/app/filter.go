@@ -4,24 +4,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 )
 
 // Filter is the dlq filter of the filter flags: --since and --until read
 // as times (RFC 3339, a date, or a duration ago).
-func Filter(f config.Filter) (dlq.Filter, error) {
+func Filter(f config.Filter) (index.Filter, error) {
 	now := time.Now()
-	since, err := dlq.ParseTime(f.Since, now)
+	since, err := index.ParseTime(f.Since, now)
 	if err != nil {
-		return dlq.Filter{}, exit.Fail(exit.Usage, "--since: %w", err)
+		return index.Filter{}, exit.Fail(exit.Usage, "--since: %w", err)
 	}
-	until, err := dlq.ParseTime(f.Until, now)
+	until, err := index.ParseTime(f.Until, now)
 	if err != nil {
-		return dlq.Filter{}, exit.Fail(exit.Usage, "--until: %w", err)
+		return index.Filter{}, exit.Fail(exit.Usage, "--until: %w", err)
 	}
-	return dlq.Filter{
+	return index.Filter{
 		Schema: f.Schema, Class: f.Class, Path: f.Path,
 		Cluster: f.Cluster, Model: f.Model,
 		Since: since, Until: until, Limit: f.Limit,
@@ -30,7 +30,7 @@ func Filter(f config.Filter) (dlq.Filter, error) {
 
 // ReplayMatched refuses (exit 1) a replay whose filter matched no dead
 // letter, or whose job ids name jobs that have none to replay, saying which.
-func ReplayMatched(f dlq.Filter, entries []dlq.Entry) error {
+func ReplayMatched(f index.Filter, entries []index.Entry) error {
 	if len(f.IDs) > 0 {
 		found := make(map[string]bool, len(entries))
 		for _, en := range entries {
@@ -53,7 +53,7 @@ func ReplayMatched(f dlq.Filter, entries []dlq.Entry) error {
 }
 
 // describeFilter names the filter flags set, as a user typed them.
-func describeFilter(f dlq.Filter) string {
+func describeFilter(f index.Filter) string {
 	var parts []string
 	add := func(flag, v string) {
 		if v != "" {

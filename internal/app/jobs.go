@@ -11,8 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -70,15 +69,15 @@ func (jc *JobCheck) Close() {
 
 // parse checks one line on its own: size, JSON, fields, schema. It returns
 // the job and its bytes, nil bytes for a blank line, or why it is refused.
-func (jc *JobCheck) parse(raw []byte, size int64) (ingest.Job, []byte, string) {
+func (jc *JobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 	if size > jc.limit {
-		return ingest.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
+		return job.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
 	}
 	line := bytes.TrimSpace(raw)
 	if len(line) == 0 {
-		return ingest.Job{}, nil, ""
+		return job.Job{}, nil, ""
 	}
-	j, err := ingest.ParseJob(line)
+	j, err := job.Parse(line)
 	if err != nil {
 		return j, nil, err.Error()
 	}
@@ -194,7 +193,7 @@ const (
 // ItemsFrom is the second pass: each is called with every line the first
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
-func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(ingest.SubmitItem) error) error {
+func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(queue.SubmitItem) error) error {
 	if jc.ids == nil {
 		return errors.New("the input was not checked first")
 	}
@@ -225,7 +224,7 @@ func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(ingest.Sub
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
-		return each(ingest.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ingest.InputDigest(j),
+		return each(queue.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
 			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged})
 	})
 	if err == nil && seen != jc.Valid {
@@ -237,9 +236,9 @@ func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(ingest.Sub
 // SubmitChecked publishes what the first pass accepted, reading the input
 // again, submitBatch jobs at a time. progress, if not nil, gets the count
 // published so far, and -1 at the end.
-func SubmitChecked(ctx context.Context, conn *ingest.Conn, jc *JobCheck, open Opener, rerun RerunMode, progress func(int)) (ingest.SubmitStats, error) {
-	var total ingest.SubmitStats
-	var batch []ingest.SubmitItem
+func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Opener, rerun RerunMode, progress func(int)) (queue.SubmitStats, error) {
+	var total queue.SubmitStats
+	var batch []queue.SubmitItem
 	done, size := 0, 0
 	flush := func() error {
 		if len(batch) == 0 {
@@ -250,7 +249,7 @@ func SubmitChecked(ctx context.Context, conn *ingest.Conn, jc *JobCheck, open Op
 			base := done
 			prog = func(n int) { progress(base + n) }
 		}
-		s, err := conn.Submit(ctx, batch, prog)
+		s, err := queue.Submit(ctx, conn, batch, prog)
 		total.Published += s.Published
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
@@ -264,7 +263,7 @@ func SubmitChecked(ctx context.Context, conn *ingest.Conn, jc *JobCheck, open Op
 		batch, size = batch[:0], 0
 		return err
 	}
-	err := jc.ItemsFrom(open, rerun, func(it ingest.SubmitItem) error {
+	err := jc.ItemsFrom(open, rerun, func(it queue.SubmitItem) error {
 		batch = append(batch, it)
 		size += len(it.Data)
 		if len(batch) < submitBatch && size < submitBatchBytes {

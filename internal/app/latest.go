@@ -3,19 +3,18 @@ package app
 import (
 	"context"
 
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/tidwall/gjson"
+		"github.com/tidwall/gjson"
 )
 
 // LatestFilter passes on the results of each job's latest run, in stream
 // order: it holds up to batch results, asks the ledger which of them
 // a later run superseded (one gathered read for all), and prints the rest.
 type LatestFilter struct {
-	conn  *ingest.Conn
-	emit  func(ingest.SinkMsg) error
+	conn  *broker.Conn
+	emit  func(sink.Msg) error
 	batch int // results held per ledger read
-	held  []ingest.SinkMsg
-	runs  []ingest.JobRun
+	held  []sink.Msg
+	runs  []ledger.JobRun
 }
 
 // LatestBatch is the results a LatestFilter holds per ledger read.
@@ -23,14 +22,14 @@ const LatestBatch = 256
 
 // NewLatestFilter passes to emit the results of each job's latest run, of
 // those given to Add, asking conn's ledger batch results at a time.
-func NewLatestFilter(conn *ingest.Conn, batch int, emit func(ingest.SinkMsg) error) *LatestFilter {
+func NewLatestFilter(conn *broker.Conn, batch int, emit func(sink.Msg) error) *LatestFilter {
 	return &LatestFilter{conn: conn, batch: batch, emit: emit}
 }
 
 // Add holds m, and passes on the results held once they are a batch.
-func (l *LatestFilter) Add(ctx context.Context, m ingest.SinkMsg) error {
+func (l *LatestFilter) Add(ctx context.Context, m sink.Msg) error {
 	l.held = append(l.held, m)
-	l.runs = append(l.runs, ingest.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
+	l.runs = append(l.runs, ledger.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
 	if len(l.held) < l.batch {
 		return nil
 	}
@@ -42,7 +41,7 @@ func (l *LatestFilter) Flush(ctx context.Context) error {
 	if len(l.held) == 0 {
 		return nil
 	}
-	later, err := l.conn.Superseded(ctx, l.runs)
+	later, err := ledger.New(l.conn).Superseded(ctx, l.runs)
 	if err != nil {
 		return err
 	}

@@ -7,9 +7,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 )
 
@@ -20,8 +19,8 @@ import (
 // it had to write are a warning naming how many, so a ledger that lost
 // its memory is never silent. st is the index the command has open (nil
 // for none: the one at --db or in the data dir is read, if there is one).
-func ReconcileLedger(ctx context.Context, cfg *config.Config, conn *ingest.Conn, st *dlq.Store, log *slog.Logger) error {
-	index := func(ctx context.Context, yield func(ingest.IndexedRun) bool) error {
+func ReconcileLedger(ctx context.Context, cfg *config.Config, conn *broker.Conn, st *index.Store, log *slog.Logger) error {
+	index := func(ctx context.Context, yield func(ledger.IndexedRun) bool) error {
 		s := st
 		if s == nil {
 			if _, err := os.Stat(DBPath(cfg)); errors.Is(err, fs.ErrNotExist) {
@@ -33,11 +32,11 @@ func ReconcileLedger(ctx context.Context, cfg *config.Config, conn *ingest.Conn,
 			}
 			defer s.Close()
 		}
-		return s.EndedRuns(ctx, func(r dlq.EndedRun) bool {
-			return yield(ingest.IndexedRun{JobID: r.JobID, Run: r.Run, Dead: r.Dead, At: r.At})
+		return s.EndedRuns(ctx, func(r index.EndedRun) bool {
+			return yield(ledger.IndexedRun{JobID: r.JobID, Run: r.Run, Dead: r.Dead, At: r.At})
 		})
 	}
-	r, err := conn.ReconcileLedger(ctx, index)
+	r, err := ledger.New(conn).Reconcile(ctx, index)
 	if err != nil {
 		return exit.WithCode(exit.Runtime, err)
 	}
@@ -46,7 +45,7 @@ func ReconcileLedger(ctx context.Context, cfg *config.Config, conn *ingest.Conn,
 		if r.Rebuild {
 			why = "the ledger was missing, emptied, or written by an earlier release"
 		}
-		log.Warn("job ledger "+ingest.BucketLedger+" rebuilt: it missed ended runs that the streams or the index hold; they are recorded now, so none is answered twice",
+		log.Warn("job ledger "+broker.BucketLedger+" rebuilt: it missed ended runs that the streams or the index hold; they are recorded now, so none is answered twice",
 			"entries_rebuilt", n, "from_streams", r.FromStreams, "from_index", r.FromIndex, "from_previous_format", r.Migrated,
 			"outcomes_read", r.Scanned, "why", why)
 	} else {

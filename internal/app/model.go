@@ -19,8 +19,7 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/ratelimit"
@@ -44,7 +43,7 @@ func AckWait(set, requestTimeout time.Duration) time.Duration {
 // breaker (the workers' fetch gate), and the limiter with the key its
 // fleet shares (nil for the simulator without --rpm or --tpm).
 type BuiltModel struct {
-	Model    heal.Model
+	Model    model.Model
 	Name     string
 	Breaker  *llm.Breaker
 	Limiter  *ratelimit.Limiter
@@ -67,7 +66,7 @@ type ParamSharer interface {
 // parameters their models refused (a KV bucket), so that no process sends
 // one that another was refused. Without it each process learns alone: a
 // warning, not a failure.
-func ShareParams(ctx context.Context, conn *ingest.Conn, log *slog.Logger, models []BuiltModel) {
+func ShareParams(ctx context.Context, conn *broker.Conn, log *slog.Logger, models []BuiltModel) {
 	var clients []ParamSharer
 	for _, m := range models {
 		if m.Params != nil {
@@ -90,12 +89,12 @@ func ShareParams(ctx context.Context, conn *ingest.Conn, log *slog.Logger, model
 }
 
 // The fleet shares the pauses a provider asks for.
-var _ ratelimit.Pauser = (*ingest.Fleet)(nil)
+var _ ratelimit.Pauser = (*broker.Fleet)(nil)
 
 // ShareLimit makes the limiter's budget the fleet's: this process joins
 // the members of its limit key on NATS and takes its share. leave returns
 // the share at once on the way out.
-func ShareLimit(ctx context.Context, conn *ingest.Conn, bm BuiltModel, log *slog.Logger) (leave func(), err error) {
+func ShareLimit(ctx context.Context, conn *broker.Conn, bm BuiltModel, log *slog.Logger) (leave func(), err error) {
 	fleet, err := conn.JoinFleet(ctx, bm.LimitKey)
 	if err != nil {
 		return nil, exit.WithCode(exit.Runtime, fmt.Errorf("sharing the model's rate limit: %w", err))
@@ -181,7 +180,7 @@ func BuildModel(cfg *config.Config, spec string, d Deps) (BuiltModel, error) {
 		}
 		lc.OnResponse = lim.Observe
 	}
-	var m heal.Model
+	var m model.Model
 	var shared ParamSharer
 	switch provider {
 	case "sim":

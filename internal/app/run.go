@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/heal"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/config"
+		"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/worker"
@@ -29,7 +28,7 @@ type Runtime struct {
 	Terminal bool
 	Secrets  *secret.Redactor
 	// Connect connects to NATS (Connect, when nil).
-	Connect func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error)
+	Connect func(ctx context.Context, log *slog.Logger) (*broker.Conn, error)
 	// Stdout is where the console's address is printed (--ui-addr).
 	Stdout io.Writer
 }
@@ -85,7 +84,7 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 
 	connect := rt.Connect
 	if connect == nil {
-		connect = func(ctx context.Context, log *slog.Logger) (*ingest.Conn, error) { return Connect(ctx, cfg, log) }
+		connect = func(ctx context.Context, log *slog.Logger) (*broker.Conn, error) { return Connect(ctx, cfg, log) }
 	}
 	conn, err := connect(ctx, log)
 	if err != nil {
@@ -115,7 +114,7 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	}
 
 	sc := worker.ServeConfig{
-		Workers: ingest.WorkerConfig{
+		Workers: queue.WorkerConfig{
 			Concurrency:   cfg.Workers.Concurrency,
 			AckWait:       AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
 			MaxDeliver:    cfg.Workers.MaxDeliver,
@@ -168,7 +167,7 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 		// Every outcome the workers stored is in the ledger: the next
 		// start's reconciliation reads only what comes after.
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if merr := conn.AdvanceLedgerMarks(mctx); merr != nil {
+		if merr := ledger.New(conn).AdvanceMarks(mctx); merr != nil {
 			log.Warn("the next start reads this run's outcomes again to reconcile the job ledger", "err", merr)
 		}
 		cancel()
@@ -187,12 +186,12 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	if be := BudgetExit(err); be != nil {
 		return be
 	}
-	switch heal.KindOf(err) {
-	case heal.KindAuth:
+	switch model.KindOf(err) {
+	case model.KindAuth:
 		return &exit.Error{Code: exit.Auth, Err: fmt.Errorf("stopped taking jobs: %w", err)}
-	case heal.KindNoCredit:
+	case model.KindNoCredit:
 		return &exit.Error{Code: exit.NoCredit, Err: fmt.Errorf("stopped taking jobs, none dead-lettered, the jobs stay queued for the next run: %w", err)}
-	case heal.KindNotFound:
+	case model.KindNotFound:
 		return &exit.Error{Code: exit.Runtime, Err: fmt.Errorf("stopped taking jobs, none dead-lettered: %w; check --llm-url (the base URL the path above starts with) and --model", err)}
 	}
 	return exit.WithCode(exit.Runtime, err)

@@ -13,9 +13,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/index"
+		"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/llm"
 )
 
@@ -49,8 +48,8 @@ func NewStatus(now time.Time) *Status {
 }
 
 // Handler wraps h to count the jobs in it.
-func (s *Status) Handler(h ingest.Handler) ingest.Handler {
-	return ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+func (s *Status) Handler(h queue.Handler) queue.Handler {
+	return queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		s.inHandle.Add(1)
 		defer s.inHandle.Add(-1)
 		return h.Handle(ctx, d)
@@ -58,14 +57,14 @@ func (s *Status) Handler(h ingest.Handler) ingest.Handler {
 }
 
 // Stored counts one result or dead letter the stream acknowledged
-// (ingest.WorkerConfig.Stored).
-func (s *Status) Stored(m ingest.SinkMsg) {
+// (queue.WorkerConfig.Stored).
+func (s *Status) Stored(m sink.Msg) {
 	o, ok := outcomeOf(m)
 	if !ok {
 		return // not an outcome: nothing to count
 	}
 	s.spent(o)
-	if o.Status == dlq.StatusSucceeded {
+	if o.Status == job.StatusSucceeded {
 		s.succeeded.Add(1)
 		return
 	}
@@ -75,11 +74,11 @@ func (s *Status) Stored(m ingest.SinkMsg) {
 }
 
 // AlreadyDone counts a job acked without a model call, the ledger saying
-// it ended (ingest.WorkerConfig.AlreadyDone).
+// it ended (queue.WorkerConfig.AlreadyDone).
 func (s *Status) AlreadyDone(string) { s.alreadyDone.Add(1) }
 
 // HandedBack counts n jobs handed back undone on shutdown
-// (ingest.WorkerConfig.HandedBack).
+// (queue.WorkerConfig.HandedBack).
 func (s *Status) HandedBack(n int) { s.handedBack.Add(int64(n)) }
 
 // HandedBackCount is the jobs handed back so far.
@@ -92,9 +91,9 @@ func (s *Status) SetBreaker(state string) { s.breaker.Store(state) }
 func (s *Status) SetCensus(census func() batch.Census) { s.census.Store(&census) }
 
 // Repeated counts a job the workers answered whose outcome was not
-// kept, the run's stored one standing (ingest.WorkerConfig.Repeated): its
+// kept, the run's stored one standing (queue.WorkerConfig.Repeated): its
 // model calls were made all the same.
-func (s *Status) Repeated(m ingest.SinkMsg) {
+func (s *Status) Repeated(m sink.Msg) {
 	s.repeated.Add(1)
 	if o, ok := outcomeOf(m); ok {
 		s.spent(o)
@@ -102,7 +101,7 @@ func (s *Status) Repeated(m ingest.SinkMsg) {
 }
 
 // spent counts an outcome's model calls and tokens.
-func (s *Status) spent(o dlq.Outcome) {
+func (s *Status) spent(o job.Outcome) {
 	s.calls.Add(int64(o.Attempts))
 	var tokens int64
 	for _, a := range o.Trace {
@@ -112,16 +111,16 @@ func (s *Status) spent(o dlq.Outcome) {
 }
 
 // outcomeOf is the outcome a worker handed over.
-func outcomeOf(m ingest.SinkMsg) (dlq.Outcome, bool) {
-	var o dlq.Outcome
+func outcomeOf(m sink.Msg) (job.Outcome, bool) {
+	var o job.Outcome
 	switch r := m.Record.(type) {
-	case *dlq.Outcome:
+	case *job.Outcome:
 		o = *r
-	case dlq.Outcome:
+	case job.Outcome:
 		o = r
 	default:
 		var err error
-		if o, err = dlq.DecodeOutcome(m.Data); err != nil {
+		if o, err = job.DecodeOutcome(m.Data); err != nil {
 			return o, false
 		}
 	}
@@ -292,7 +291,7 @@ func SummaryLine(s Snapshot) string {
 }
 
 // PendingFunc reads the jobs still waiting or unacked on the consumer.
-type PendingFunc func(ctx context.Context) (ingest.PendingInfo, error)
+type PendingFunc func(ctx context.Context) (queue.PendingInfo, error)
 
 // ShowProgress draws the status on a progress bar on w while the workers
 // run, if w is a terminal; it returns the function that stops it. Total is

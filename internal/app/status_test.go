@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/dlq"
-	"github.com/llmpipeline/pipeline/ingest"
-)
+	"github.com/llmpipeline/pipeline/index"
+	)
 
 func TestStatusLine(t *testing.T) {
 	cases := []struct {
@@ -52,8 +51,8 @@ func TestStatusLine(t *testing.T) {
 // a summary of "0 jobs ... 0 model calls" after 2 calls.
 func TestSummaryCountsRepeatedAnswers(t *testing.T) {
 	s := NewStatus(time.Now())
-	o := dlq.Outcome{JobID: "a", Status: dlq.StatusSucceeded, Attempts: 2, Trace: []dlq.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
-	s.Repeated(ingest.SinkMsg{MsgID: "a", Record: &o})
+	o := job.Outcome{JobID: "a", Status: job.StatusSucceeded, Attempts: 2, Trace: []job.Attempt{{PromptTokens: 10, CompletionTokens: 5}, {PromptTokens: 10, CompletionTokens: 5}}}
+	s.Repeated(sink.Msg{MsgID: "a", Record: &o})
 	snap := s.Snapshot(time.Now())
 	got := SummaryLine(snap)
 	for _, want := range []string{"run: 1 jobs in", "0 succeeded", "1 answered again", "2 model calls, 30 tokens"} {
@@ -90,14 +89,14 @@ func TestRunStatusInFlightCountsHandlers(t *testing.T) {
 	st := NewStatus(time.Now())
 	release := make(chan struct{})
 	entered := make(chan struct{}, 3)
-	h := st.Handler(ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	h := st.Handler(queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		entered <- struct{}{}
 		<-release
-		return ingest.Outcome{}
+		return queue.Outcome{}
 	}))
 	var wg sync.WaitGroup
 	for range 3 {
-		wg.Go(func() { h.Handle(t.Context(), &ingest.Delivery{}) })
+		wg.Go(func() { h.Handle(t.Context(), &queue.Delivery{}) })
 	}
 	for range 3 {
 		<-entered

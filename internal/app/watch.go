@@ -4,16 +4,15 @@ import (
 	"context"
 	"sync"
 
-	"github.com/llmpipeline/pipeline/ingest"
-)
+	)
 
 // Watch holds the NATS connections a command opened and the cancel of its
-// context: a connection that is lost (ingest.Conn.Lost) cancels the
+// context: a connection that is lost (broker.Conn.Lost) cancels the
 // command with its reason. Safe for concurrent use; the zero value is
 // ready.
 type Watch struct {
 	mu     sync.Mutex
-	conns  []*ingest.Conn
+	conns  []*broker.Conn
 	cancel context.CancelCauseFunc
 }
 
@@ -26,7 +25,7 @@ func (w *Watch) Start(cancel context.CancelCauseFunc) {
 
 // Track registers a connection of the running command; it cancels the
 // command when the connection is lost.
-func (w *Watch) Track(ctx context.Context, conn *ingest.Conn) {
+func (w *Watch) Track(ctx context.Context, conn *broker.Conn) {
 	w.mu.Lock()
 	w.conns = append(w.conns, conn)
 	cancel := w.cancel

@@ -4,8 +4,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/batch"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/llm"
+		"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/llm/sim"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/urfave/cli/v2"
@@ -196,7 +195,7 @@ func StreamLimitFlags() []cli.Flag {
 // on run (a bigger message is dead-lettered invalid_job).
 func MaxJobBytesFlag() cli.Flag {
 	return &cli.StringFlag{Name: "max-job-bytes", EnvVars: []string{"PIPELINE_MAX_JOB_BYTES"}, Value: DefaultMaxJobBytes,
-		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + ingest.BucketPayloads}
+		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + payload.Bucket}
 }
 
 // FilterFlags are the dead-letter filters of dlq list, purge, export and replay (Filter).

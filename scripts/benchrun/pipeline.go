@@ -17,10 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmpipeline/pipeline/dlq"
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/examples"
-	"github.com/llmpipeline/pipeline/ingest"
-	"github.com/llmpipeline/pipeline/internal/app"
+		"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/llm"
@@ -98,12 +97,12 @@ type caseResult struct {
 
 // benchJobs returns n invoice jobs cycling over the example inputs, with
 // their exact JSON and their mean size.
-func benchJobs(n int) ([]ingest.SubmitItem, int, error) {
-	var inputs []ingest.Job
+func benchJobs(n int) ([]queue.SubmitItem, int, error) {
+	var inputs []job.Job
 	sc := bufio.NewScanner(bytes.NewReader(examples.Jobs()))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		j, err := ingest.ParseJob(sc.Bytes())
+		j, err := job.Parse(sc.Bytes())
 		if err == nil && j.Schema == benchSchema {
 			inputs = append(inputs, j)
 		}
@@ -114,16 +113,16 @@ func benchJobs(n int) ([]ingest.SubmitItem, int, error) {
 	if len(inputs) == 0 {
 		return nil, 0, errors.New("no example invoice jobs")
 	}
-	items := make([]ingest.SubmitItem, n)
+	items := make([]queue.SubmitItem, n)
 	total := 0
 	for i := range items {
 		src := inputs[i%len(inputs)]
-		j := ingest.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: benchSchema, Input: src.Input, Instructions: src.Instructions}
+		j := job.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: benchSchema, Input: src.Input, Instructions: src.Instructions}
 		data, err := json.Marshal(j)
 		if err != nil {
 			return nil, 0, fmt.Errorf("encoding job: %w", err)
 		}
-		items[i] = ingest.SubmitItem{Data: data, Schema: benchSchema, MsgID: j.ID}
+		items[i] = queue.SubmitItem{Data: data, Schema: benchSchema, MsgID: j.ID}
 		total += len(data)
 	}
 	return items, total / max(n, 1), nil
@@ -189,12 +188,12 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return res, fmt.Errorf("building the model stack: %w", err)
 	}
 	h := stack.Handler
-	conn, err := ingest.Connect(ctx, ingest.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
+	conn, err := broker.Connect(ctx, broker.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
 	if err != nil {
 		return res, fmt.Errorf("connecting to NATS: %w", err)
 	}
 	defer conn.Close()
-	st, err := dlq.Open(filepath.Join(dir, "pipeline.db"))
+	st, err := index.Open(filepath.Join(dir, "pipeline.db"))
 	if err != nil {
 		return res, fmt.Errorf("opening index: %w", err)
 	}
@@ -205,7 +204,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return res, err
 	}
 	res.JobBytes = jobBytes
-	if _, err := conn.Submit(ctx, items, nil); err != nil {
+	if _, err := queue.Submit(ctx, conn, items, nil); err != nil {
 		return res, fmt.Errorf("submitting %d jobs: %w", len(items), err)
 	}
 	items = nil
@@ -247,7 +246,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if spec.NoIndex {
 		index = nil
 	}
-	timed := ingest.HandlerFunc(func(ctx context.Context, d *ingest.Delivery) ingest.Outcome {
+	timed := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		start := time.Now()
 		out := h.Handle(ctx, d)
 		end := time.Now()
@@ -260,7 +259,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return out
 	})
 	serr := worker.Serve(ctx, conn, timed, worker.ServeConfig{
-		Workers: ingest.WorkerConfig{
+		Workers: queue.WorkerConfig{
 			Concurrency:   cfg.Workers.Concurrency,
 			AckWait:       app.AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
 			MaxDeliver:    cfg.Workers.MaxDeliver,
@@ -292,9 +291,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
-	stats := dlq.Stats{Jobs: int(stored)}
+	stats := index.Stats{Jobs: int(stored)}
 	if !spec.NoIndex {
-		if stats, err = st.Stats(ctx, dlq.Filter{}); err != nil {
+		if stats, err = st.Stats(ctx, index.Filter{}); err != nil {
 			return res, fmt.Errorf("reading index stats: %w", err)
 		}
 	}
@@ -334,8 +333,8 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 
 // streamsEnd returns when the last outcome was stored in RESULTS or DLQ,
 // how many there are and their total size.
-func streamsEnd(ctx context.Context, conn *ingest.Conn) (last time.Time, msgs, size uint64, err error) {
-	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+func streamsEnd(ctx context.Context, conn *broker.Conn) (last time.Time, msgs, size uint64, err error) {
+	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		s, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
 			return last, 0, 0, fmt.Errorf("looking up stream %s: %w", name, err)
@@ -358,10 +357,10 @@ const storeSample = 1000
 
 // storeDelay is the mean time between a job leaving the handler and its
 // result being stored in RESULTS, over the jobs in ended.
-func storeDelay(ctx context.Context, conn *ingest.Conn, ended map[string]time.Time) (time.Duration, error) {
+func storeDelay(ctx context.Context, conn *broker.Conn, ended map[string]time.Time) (time.Duration, error) {
 	var sum time.Duration
 	n := 0
-	err := conn.ReadStream(ctx, ingest.StreamResults, "", func(m ingest.SinkMsg) error {
+	err := sink.ReadStream(ctx, conn, broker.StreamResults, "", func(m sink.Msg) error {
 		if end, ok := ended[m.MsgID]; ok && !m.Time.IsZero() {
 			sum += m.Time.Sub(end)
 			n++
@@ -388,7 +387,7 @@ type sample struct {
 // streams hold and how many the sink has stored in the index: the streams'
 // last sequences against the cursors the sink commits with its rows (every
 // message up to a cursor is indexed), two rows read from SQLite.
-func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time.Duration, log *slog.Logger) []sample {
+func sampleLag(ctx context.Context, conn *broker.Conn, st *index.Store, every time.Duration, log *slog.Logger) []sample {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var out []sample
@@ -407,9 +406,9 @@ func sampleLag(ctx context.Context, conn *ingest.Conn, st *dlq.Store, every time
 	}
 }
 
-func sinkProgress(ctx context.Context, conn *ingest.Conn, st *dlq.Store) (sample, error) {
+func sinkProgress(ctx context.Context, conn *broker.Conn, st *index.Store) (sample, error) {
 	s := sample{at: time.Now()}
-	for _, name := range []string{ingest.StreamResults, ingest.StreamDLQ} {
+	for _, name := range []string{broker.StreamResults, broker.StreamDLQ} {
 		str, err := conn.JetStream().Stream(ctx, name)
 		if err != nil {
 			return s, fmt.Errorf("looking up stream %s: %w", name, err)
