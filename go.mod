@@ -22,6 +22,7 @@ require (
 	golang.org/x/net v0.60.0
 	golang.org/x/text v0.43.0
 	golang.org/x/time v0.16.0
+	gopkg.in/yaml.v3 v3.0.1
 )
 
 require (

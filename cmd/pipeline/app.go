@@ -8,56 +8,37 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
+	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/secret"
-	"github.com/llmpipeline/pipeline/schemas"
 )
 
-// Exit codes, documented in the README and in `pipeline --help`.
+// Exit codes, documented in the README and in `pipeline --help` (package exit).
 const (
-	exitOK       = 0 // success
-	exitNegative = 1 // the command ran and the answer is no: invalid output, refusal, lint findings, rejected lines, jobs left
-	exitUsage    = 2 // bad flag, argument or input file
-	exitRuntime  = 3 // configuration or runtime failure: NATS, SQLite, a schema that does not compile, no such model endpoint or model
-	exitAuth     = 4 // the model provider rejected the credentials; the worker stopped
-	exitBudget   = 5 // run: the budget (--budget-usd, --budget-tokens) is reached; the jobs not started stay queued
-	exitNoCredit = 6 // run: the provider account has no credit (429 insufficient_quota, 402 billing_error); the worker stopped, the jobs stay queued
+	exitOK       = exit.OK
+	exitNegative = exit.Negative
+	exitUsage    = exit.Usage
+	exitRuntime  = exit.Runtime
+	exitAuth     = exit.Auth
+	exitBudget   = exit.Budget
+	exitNoCredit = exit.NoCredit
 )
 
 // exitError carries an exit code through urfave/cli.
-type exitError struct {
-	code int
-	err  error
-}
+type exitError = exit.Error
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+func fail(code int, format string, args ...any) error { return exit.Fail(code, format, args...) }
 
-func fail(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
-}
-
-func withCode(code int, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	return &exitError{code: code, err: err}
-}
+func withCode(code int, err error) error { return exit.WithCode(code, err) }
 
 // Main runs the CLI with the given arguments and streams and returns the
 // exit code. Tests call it directly.
@@ -83,7 +64,7 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	code := exitRuntime
 	var ee *exitError
 	if errors.As(err, &ee) {
-		code = ee.code
+		code = ee.Code
 	} else if isUsageError(err) {
 		code = exitUsage
 	}
@@ -100,6 +81,10 @@ func plural(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
+
+// conf is the running command's settings, typed (config.FromContext):
+// flags, environment variables and the --config file, resolved.
+func conf(c *cli.Context) *config.Config { return config.FromContext(c) }
 
 // isUsageError recognises urfave/cli's own flag and argument errors.
 func isUsageError(err error) bool {
@@ -120,26 +105,24 @@ type env struct {
 	// is drawn only on one, and a submit reading a terminal says so.
 	terminal func(stream any) bool
 
-	// mu guards conns and cancel: the NATS connections the running command
-	// opened, and the cancel of its context. A connection that loses the
-	// embedded server (its owner went away and it could not take over)
-	// cancels the command, which then exits with the reason (exit 3).
-	mu     sync.Mutex
-	conns  []*broker.Conn
-	cancel context.CancelCauseFunc
+	// watch holds the NATS connections the running command opened: one
+	// that loses the embedded server (its owner went away and it could
+	// not take over) cancels the command, which then exits with the
+	// reason (exit 3).
+	watch app.Watch
 
 	// secrets holds every secret the command knows of; logs and stored
 	// outcomes pass through it.
 	secrets *secret.Redactor
 }
 
-// jsonEncoder writes JSON to stdout as the stored outcomes are written:
+// jsonEncoder writes JSON to w (stdout) as the stored outcomes are written:
 // < > & as they are (encoding/json escapes them for HTML by default, so a
 // model's "<think>" or "R&D" would print as \u003cthink\u003e and R\u0026D),
 // and the controls encoding/json leaves raw (DEL, C1, bidi overrides) as
 // \u escapes (escape.JSON): the same values, safe on a terminal.
-func (e *env) jsonEncoder() *json.Encoder {
-	enc := json.NewEncoder(escape.JSONWriter(e.stdout))
+func jsonEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(escape.JSONWriter(w))
 	enc.SetEscapeHTML(false)
 	return enc
 }
@@ -165,6 +148,12 @@ clusters failures by field path. Without --nats-url every command uses (or joins
 server with its store under --data-dir. 'pipeline demo' shows it all on the built-in simulator.
 'pipeline --version' (or 'pipeline version') prints the module version and VCS revision.
 
+Settings: flags, then environment variables, then a YAML file given by --config FILE or
+PIPELINE_CONFIG (keys are the long flag names: at the top level for every command, under a
+command's name for its own, e.g. 'run:' then 'max-attempts: 3'), then the defaults. An unknown key
+or a wrong value in the file is a usage error naming FILE:LINE. 'pipeline config show [--command
+NAME] [--json]' prints every setting in effect and where it came from.
+
 Exit codes: 0 success; 1 the answer is no (invalid output, sanitizer refusal, lint findings,
 rejected job lines); 2 usage error (bad flag, argument or input); 3 runtime or configuration error
 (NATS, SQLite, a schema that does not compile, a model URL or model name the provider does not
@@ -183,7 +172,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 		EnableBashCompletion: false,
 		ExitErrHandler:       func(*cli.Context, error) {}, // Main decides the exit code
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return &exitError{code: exitUsage, err: err}
+			return &exitError{Code: exitUsage, Err: err}
 		},
 		// Bare `pipeline` prints the help on stderr and exits 2; a first
 		// argument that is no command is an unknown command (exit 2).
@@ -211,8 +200,9 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 			e.validateCommand(),
 			e.schemasCommand(),
 			e.uiCommand(),
+			e.configCommand(),
 			e.versionCommand(),
-			e.helpCommand(),
+			helpCommand(),
 		},
 	}
 	for _, cmd := range app.Commands {
@@ -222,7 +212,8 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 	}
 	setUsageErrors(app.Commands)
 	refuseLateFlags(app.Commands)
-	e.watchConns(app.Commands)
+	applyConfig(app.Commands)
+	watchConns(&e.watch, app.Commands)
 	return app
 }
 
@@ -230,9 +221,9 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 // NATS connection it opened is lost (broker.Conn.Lost), and then the
 // command fails with that reason, whatever the action returned (a run
 // stopped by its context would otherwise exit 0 for work it did not do).
-func (e *env) watchConns(cmds []*cli.Command) {
+func watchConns(w *app.Watch, cmds []*cli.Command) {
 	for _, cmd := range cmds {
-		e.watchConns(cmd.Subcommands)
+		watchConns(w, cmd.Subcommands)
 		action := cmd.Action
 		if action == nil {
 			continue
@@ -241,11 +232,9 @@ func (e *env) watchConns(cmds []*cli.Command) {
 			ctx, cancel := context.WithCancelCause(c.Context)
 			defer cancel(nil)
 			c.Context = ctx
-			e.mu.Lock()
-			e.cancel = cancel
-			e.mu.Unlock()
+			w.Start(cancel)
 			err := action(c)
-			if lost := e.lostErr(); lost != nil {
+			if lost := w.Lost(); lost != nil {
 				return withCode(exitRuntime, fmt.Errorf("connection to NATS lost: %w", lost))
 			}
 			return err
@@ -255,7 +244,7 @@ func (e *env) watchConns(cmds []*cli.Command) {
 
 // helpCommand is `pipeline help [COMMAND [SUBCOMMAND]]`: the same text as
 // `pipeline COMMAND --help`; a name that is no command exits 2.
-func (e *env) helpCommand() *cli.Command {
+func helpCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "help",
 		Aliases:   []string{"h"},
@@ -322,40 +311,35 @@ func refuseLateFlags(cmds []*cli.Command) {
 	}
 }
 
-// track registers a connection of the running command; it cancels the
-// command when the connection is lost.
-func (e *env) track(ctx context.Context, conn *broker.Conn) {
-	e.mu.Lock()
-	e.conns = append(e.conns, conn)
-	cancel := e.cancel
-	e.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	go func() {
-		select {
-		case <-conn.Lost():
-			cancel(conn.Err())
-		case <-ctx.Done():
+// applyConfig gives every command --config FILE ($PIPELINE_CONFIG) and
+// wraps its action: the file is checked against every command (an unknown
+// key or a wrong value is a usage error naming FILE:LINE), and its values
+// set the flags that neither the command line nor the environment set.
+func applyConfig(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		applyConfig(cmd.Subcommands)
+		action := cmd.Action
+		if action == nil || cmd.Name == "help" || len(cmd.Subcommands) > 0 {
+			continue
 		}
-	}()
-}
-
-func (e *env) lostErr() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, c := range e.conns {
-		if err := c.Err(); err != nil {
-			return err
+		cmd.Flags = append(cmd.Flags, config.ConfigFlag())
+		cmd.Action = func(c *cli.Context) error {
+			f, err := config.FileOf(c)
+			if err == nil {
+				err = config.Apply(c, f)
+			}
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			return action(c)
 		}
 	}
-	return nil
 }
 
 // usageError turns urfave/cli's flag errors into a one-line error with exit
 // code 2, instead of the whole help text on stdout.
 func usageError(c *cli.Context, err error, _ bool) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf("%w (see '%s --help')", err, c.Command.HelpName)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf("%w (see '%s --help')", err, c.Command.HelpName)}
 }
 
 func setUsageErrors(cmds []*cli.Command) {
@@ -368,85 +352,18 @@ func setUsageErrors(cmds []*cli.Command) {
 // Flags shared by several commands. Each is a constructor so every command
 // gets its own flag value.
 
-func dataDirFlag() cli.Flag {
-	return &cli.StringFlag{Name: "data-dir", EnvVars: []string{"PIPELINE_DATA_DIR"}, Value: "./pipeline-data",
-		Usage: "directory for the embedded NATS store and the SQLite index (pipeline.db)"}
-}
-
-func schemasFlag() cli.Flag {
-	return &cli.StringFlag{Name: "schemas", EnvVars: []string{"PIPELINE_SCHEMAS"},
-		Usage: "directory of JSON Schema files (id = file name without .json); submit and run remember it for --data-dir, where the other commands then use it unless given again ('' forgets it); without one, the built-in examples"}
-}
-
-func logFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "log-level", EnvVars: []string{"PIPELINE_LOG_LEVEL"}, Value: "warn", Usage: "debug, info, warn or error"},
-		&cli.StringFlag{Name: "log-format", EnvVars: []string{"PIPELINE_LOG_FORMAT"}, Value: "text", Usage: "text or json (on stderr)"},
-	}
-}
-
-func natsFlags() []cli.Flag {
-	return []cli.Flag{
-		dataDirFlag(),
-		&cli.StringFlag{Name: "nats-url", EnvVars: []string{"NATS_URL"},
-			Usage: "NATS server or cluster URL(s), comma-separated; empty: the embedded server (started, or joined if another pipeline command on --data-dir runs one; it requires the credentials in <data-dir>/nats-auth.json, which every command reads)"},
-		&cli.StringFlag{Name: "nats-listen", EnvVars: []string{"PIPELINE_NATS_LISTEN"},
-			Usage: "address of the embedded server, loopback only as it has no TLS (default 127.0.0.1 on the port the last server on --data-dir used, else a free one)"},
-		&cli.StringFlag{Name: "nats-creds", EnvVars: []string{"NATS_CREDS"}, Usage: "NATS credentials file"},
-		&cli.StringFlag{Name: "nats-tls-cert", EnvVars: []string{"NATS_TLS_CERT"}, Usage: "client TLS certificate"},
-		&cli.StringFlag{Name: "nats-tls-key", EnvVars: []string{"NATS_TLS_KEY"}, Usage: "client TLS key"},
-		&cli.StringFlag{Name: "nats-tls-ca", EnvVars: []string{"NATS_TLS_CA"}, Usage: "CA certificate to verify the server"},
-		&cli.IntFlag{Name: "replicas", EnvVars: []string{"PIPELINE_REPLICAS"}, Value: 1, Usage: "stream replicas (3 on a cluster)"},
-		&cli.BoolFlag{Name: "nats-sync-always", EnvVars: []string{"PIPELINE_NATS_SYNC_ALWAYS"},
-			Usage: "embedded server: fsync every write before acknowledging it (survives power loss; about 40x slower publishes). Off: acknowledged data survives a kill -9 of the process, and is fsynced every 2 minutes"},
-		&cli.DurationFlag{Name: "duplicate-window", EnvVars: []string{"PIPELINE_DUPLICATE_WINDOW"}, Value: 2 * time.Minute,
-			Usage: "how long the streams remember a message id to drop duplicates (re-submitting a job id inside it is a no-op); unset: the streams keep their current window (2m when created); RESULTS and DLQ at most --stream-max-age"},
-	}
-}
-
-func dbFlags() []cli.Flag {
-	return []cli.Flag{
-		dataDirFlag(),
-		&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"},
-	}
-}
-
 func jsonFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "json", Usage: "print JSON (one object per line for lists)"}
 }
 
-func flags(groups ...[]cli.Flag) []cli.Flag {
-	var out []cli.Flag
-	seen := map[string]bool{}
-	for _, g := range groups {
-		for _, f := range g {
-			n := f.Names()[0]
-			if !seen[n] {
-				seen[n] = true
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
+// flags is the flags of groups, each name once (config.Flags).
+func flags(groups ...[]cli.Flag) []cli.Flag { return config.Flags(groups...) }
 
+// logger is the command's logger on stderr (app.Logger), its secrets redacted.
 func (e *env) logger(c *cli.Context) (*slog.Logger, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-		return nil, fail(exitUsage, "--log-level %q: use debug, info, warn or error", c.String("log-level"))
-	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	var h slog.Handler
-	switch c.String("log-format") {
-	case "text", "":
-		h = slog.NewTextHandler(e.stderr, opts)
-	case "json":
-		h = slog.NewJSONHandler(e.stderr, opts)
-	default:
-		return nil, fail(exitUsage, "--log-format %q: use text or json", c.String("log-format"))
-	}
-	e.learnSecrets(c)
-	return slog.New(e.secrets.Handler(h)), nil
+	cfg := conf(c)
+	app.LearnSecrets(e.secrets, cfg)
+	return app.Logger(cfg.Log, e.stderr, e.secrets)
 }
 
 // dial makes the command's logger and connects to NATS with its flags.
@@ -460,186 +377,13 @@ func (e *env) dial(c *cli.Context) (*broker.Conn, *slog.Logger, error) {
 }
 
 func (e *env) connect(ctx context.Context, c *cli.Context, log *slog.Logger) (*broker.Conn, error) {
-	cfg := broker.Config{
-		URL:        c.String("nats-url"),
-		DataDir:    c.String("data-dir"),
-		Listen:     c.String("nats-listen"),
-		CredsFile:  c.String("nats-creds"),
-		TLSCert:    c.String("nats-tls-cert"),
-		TLSKey:     c.String("nats-tls-key"),
-		TLSCA:      c.String("nats-tls-ca"),
-		Replicas:   c.Int("replicas"),
-		SyncAlways: c.Bool("nats-sync-always"),
-		Logger:     log,
-	}
-	if c.IsSet("duplicate-window") {
-		// Unset, the streams keep the window they have (2m when created).
-		cfg.DuplicateWindow = c.Duration("duplicate-window")
-	}
-	limits, err := streamLimits(c)
+	conn, err := app.Connect(ctx, conf(c), log)
 	if err != nil {
 		return nil, err
 	}
-	cfg.StreamLimits = limits
-	if cfg.URL == "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return nil, fail(exitRuntime, "creating --data-dir: %w", err)
-		}
-	}
-	conn, err := broker.Connect(ctx, cfg)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("connecting to NATS: %w", err))
-	}
-	e.learnConnSecrets(conn)
-	e.track(ctx, conn)
+	e.secrets.Add(conn.Secrets()...) // the embedded server's password
+	e.watch.Track(ctx, conn)
 	return conn, nil
-}
-
-func dbPath(c *cli.Context) string {
-	if p := c.String("db"); p != "" {
-		return p
-	}
-	return filepath.Join(c.String("data-dir"), "pipeline.db")
-}
-
-// openStore opens the SQLite index. Read-only commands refuse to create an
-// index that is not there, so a wrong --data-dir is an error, not an empty report.
-func openStore(c *cli.Context, create bool) (*index.Store, error) {
-	p := dbPath(c)
-	if !create {
-		if _, err := os.Stat(p); err != nil {
-			if c.String("db") == "" {
-				return nil, noData(c.String("data-dir"))
-			}
-			return nil, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db): %w", p, err)
-		}
-	} else if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, fail(exitRuntime, "creating %s: %w", filepath.Dir(p), err)
-	}
-	st, err := index.Open(p)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("opening index %s: %w", p, err))
-	}
-	return st, nil
-}
-
-// noData is the error of a read-only command on a data dir without any
-// pipeline data (exit 3): most often a wrong --data-dir.
-func noData(dir string) error {
-	return fail(exitRuntime, "no pipeline data in %s (run `pipeline submit` first, or pass --data-dir)", dir)
-}
-
-// requireStore refuses, before connecting, a read-only command on the
-// embedded server of a data dir that holds no NATS store: connecting would
-// create one, and an empty answer would hide the wrong --data-dir.
-func requireStore(c *cli.Context) error {
-	if c.String("nats-url") != "" {
-		return nil
-	}
-	dir := c.String("data-dir")
-	if _, err := os.Stat(filepath.Join(dir, "nats")); err != nil {
-		return noData(dir)
-	}
-	return nil
-}
-
-// schemaLimitFlags are the limits a schema file must keep to load. Commands
-// without these flags still honour their environment variables.
-func schemaLimitFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "schema-max-bytes", EnvVars: []string{"PIPELINE_SCHEMA_MAX_BYTES"}, Value: "16MiB",
-			Usage: "refuse a schema file larger than this (e.g. 16MiB, 512KB, or bytes)"},
-		&cli.IntFlag{Name: "schema-max-depth", EnvVars: []string{"PIPELINE_SCHEMA_MAX_DEPTH"}, Value: schemas.DefaultMaxDepth,
-			Usage: "refuse a schema file whose arrays and objects nest deeper than this"},
-	}
-}
-
-// schemaConfig reads the schema limits from the command's flags or, for a
-// command without them, from their environment variables.
-func schemaConfig(c *cli.Context) (schemas.Config, error) {
-	var cfg schemas.Config
-	maxBytes, maxDepth := os.Getenv("PIPELINE_SCHEMA_MAX_BYTES"), os.Getenv("PIPELINE_SCHEMA_MAX_DEPTH")
-	if c.IsSet("schema-max-bytes") {
-		maxBytes = c.String("schema-max-bytes")
-	}
-	if c.IsSet("schema-max-depth") {
-		maxDepth = strconv.Itoa(c.Int("schema-max-depth"))
-	}
-	if maxBytes != "" {
-		n, err := parseBytes(maxBytes)
-		if err != nil || n <= 0 {
-			return cfg, fail(exitUsage, "--schema-max-bytes %q: want a positive size (e.g. 16MiB)", maxBytes)
-		}
-		cfg.MaxFileBytes = n
-	}
-	if maxDepth != "" {
-		n, err := strconv.Atoi(maxDepth)
-		if err != nil || n <= 0 {
-			return cfg, fail(exitUsage, "--schema-max-depth %q: want a positive number of levels", maxDepth)
-		}
-		cfg.MaxDepth = n
-	}
-	return cfg, nil
-}
-
-// loadRegistry loads the command's schema directory (resolveSchemas:
-// --schemas, else the one remembered for the data dir, else the built-in
-// examples). Files that do not load are in the registry's Broken list; the
-// error is for a directory that cannot be read or bad limits.
-func loadRegistry(c *cli.Context) (*schemas.Registry, error) {
-	cfg, err := schemaConfig(c)
-	if err != nil {
-		return nil, err
-	}
-	src, err := resolveSchemas(c)
-	if err != nil {
-		return nil, err
-	}
-	reg, err := schemas.LoadWith(src.dir, cfg)
-	if err != nil {
-		return nil, withCode(exitRuntime, fmt.Errorf("schemas of %s: %w", src, err))
-	}
-	return reg, nil
-}
-
-// loadSchemas is loadRegistry for commands that only need the schemas that
-// load: each broken file is a warning on stderr, and its schema is unknown.
-func loadSchemas(c *cli.Context) (*schemas.Registry, error) {
-	reg, err := loadRegistry(c)
-	if err != nil {
-		return nil, err
-	}
-	for _, ce := range reg.Broken() {
-		fmt.Fprintf(c.App.ErrWriter, "pipeline: warning: %v (schema %q is unknown to this command)\n", oneLine(ce.Error()), ce.ID)
-	}
-	return reg, nil
-}
-
-// refuseBroken is what `run` does with schema files that did not load:
-// refuse to start, naming each, unless skip; then a warning per file (the
-// workers dead-letter the jobs of a broken schema, naming its error).
-func refuseBroken(reg *schemas.Registry, skip bool, log *slog.Logger) error {
-	broken := reg.Broken()
-	if len(broken) == 0 {
-		return nil
-	}
-	if !skip {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%d schema file(s) did not load (fix them, or start anyway with --skip-broken-schemas: their jobs are then dead-lettered):", len(broken))
-		for _, ce := range broken {
-			fmt.Fprintf(&b, "\n  %s", oneLine(ce.Error()))
-		}
-		return fail(exitRuntime, "%s", b.String())
-	}
-	for _, ce := range broken {
-		log.Warn("schema file did not load; its jobs are dead-lettered", "file", ce.File, "schema", ce.ID, "err", oneLine(ce.Err.Error()))
-	}
-	return nil
-}
-
-// oneLine folds a multi-line error (a compiler's list of causes) into one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // readInput opens the command's FILE argument, or stdin for "-" or none.

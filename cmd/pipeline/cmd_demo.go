@@ -10,11 +10,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/examples"
+	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
 func (e *env) demoCommand() *cli.Command {
-	fs := flags(natsFlags(), workerFlags(), budgetFlags(), modelFlags(), costFlags(), []cli.Flag{schemasFlag()}, logFlags())
+	fs := flags(config.BrokerFlags(), config.WorkerFlags(), config.BudgetFlags(), config.ModelFlags(), config.CostFlags(), []cli.Flag{config.SchemasFlag()}, config.LogFlags())
 	setDefault(fs, "data-dir", "")
 	setDefault(fs, "concurrency", 64)
 	setDefault(fs, "sim-latency", 50*time.Millisecond)
@@ -30,7 +32,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 		ArgsUsage: " ",
 		Flags:     fs,
 		Action: func(c *cli.Context) error {
-			if c.String("data-dir") == "" {
+			if conf(c).Broker.DataDir == "" {
 				dir, err := os.MkdirTemp("", "pipeline-demo-")
 				if err != nil {
 					return fail(exitRuntime, "creating a data directory: %w", err)
@@ -44,20 +46,20 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			fmt.Fprintf(e.stdout, "data dir: %s\n", c.String("data-dir"))
+			fmt.Fprintf(e.stdout, "data dir: %s\n", conf(c).Broker.DataDir)
 
 			log, err := e.logger(c)
 			if err != nil {
 				return err
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
-			jc, src := newJobCheck(reg, queue.DefaultMaxJobBytes), bytesSource(examples.Jobs())
-			defer jc.close()
+			jc, src := app.NewJobCheck(reg, queue.DefaultMaxJobBytes), app.BytesSource(examples.Jobs())
+			defer jc.Close()
 			var bad []string
-			err = jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
+			err = jc.ScanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("line %d: %s", n, reason)) })
 			if err != nil || len(bad) > 0 {
 				return fail(exitRuntime, "example jobs do not match the schemas (%d bad lines: %v): %v", len(bad), bad, err)
 			}
@@ -65,7 +67,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err != nil {
 				return err
 			}
-			stats, err := submitChecked(ctx, conn, jc, src, rerunNone, e.progress("submitted", jc.valid))
+			stats, err := app.SubmitChecked(ctx, conn, jc, src, app.RerunNone, e.progress("submitted", jc.Valid))
 			conn.Close()
 			if err != nil {
 				return withCode(exitRuntime, err)
@@ -78,7 +80,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			}
 			fmt.Fprintf(e.stdout, "processed in %s\n\n", time.Since(start).Round(time.Millisecond))
 
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}
@@ -90,7 +92,7 @@ Every other command works on the data directory afterwards (pipeline dlq list --
 			if err := e.printReport(c, st, reg, "table"); err != nil {
 				return err
 			}
-			dir := c.String("data-dir")
+			dir := conf(c).Broker.DataDir
 			fmt.Fprintf(e.stdout, "\nexplore: pipeline ui --data-dir %s   (the console in a browser)\n"+
 				"         pipeline dlq list --data-dir %s   |   pipeline report --format html --data-dir %s > report.html\n",
 				dir, dir, dir)

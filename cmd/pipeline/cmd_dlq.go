@@ -12,41 +12,12 @@ import (
 
 	"github.com/llmpipeline/pipeline/actions"
 	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/sink"
-	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/worker"
 )
-
-func filterFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "schema", Usage: "only this schema"},
-		&cli.StringFlag{Name: "class", Usage: "only this failure class (schema, grammar, truncated, refused, no_progress, exhausted, transport, request_error, invalid_job, unknown_schema, abandoned)"},
-		&cli.StringFlag{Name: "path", Usage: "only dead letters that failed on this field path (array indices as *, e.g. /items/*/price)"},
-		&cli.StringFlag{Name: "cluster", Usage: "only dead letters in this report cluster (its id)"},
-		&cli.StringFlag{Name: "model", Usage: "only this model (as given to --model)"},
-		&cli.StringFlag{Name: "since", Usage: "only dead letters since (RFC 3339, 2006-01-02, or a duration ago: 24h, 7d)"},
-		&cli.StringFlag{Name: "until", Usage: "only dead letters before (same forms as --since)"},
-		&cli.IntFlag{Name: "limit", Value: 0, Usage: "at most this many (0: all)"},
-	}
-}
-
-func readFilter(c *cli.Context) (index.Filter, error) {
-	now := time.Now()
-	since, err := index.ParseTime(c.String("since"), now)
-	if err != nil {
-		return index.Filter{}, fail(exitUsage, "--since: %w", err)
-	}
-	until, err := index.ParseTime(c.String("until"), now)
-	if err != nil {
-		return index.Filter{}, fail(exitUsage, "--until: %w", err)
-	}
-	return index.Filter{
-		Schema: c.String("schema"), Class: job.Class(c.String("class")), Path: c.String("path"),
-		Cluster: c.String("cluster"), Model: c.String("model"),
-		Since: since, Until: until, Limit: c.Int("limit"),
-	}, nil
-}
 
 func (e *env) dlqCommand() *cli.Command {
 	return &cli.Command{
@@ -57,14 +28,14 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "list dead letters, newest first",
 				ArgsUsage: " ",
-				Flags:     flags(dbFlags(), filterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
+				Flags:     flags(config.StoreFlags(), config.FilterFlags(), []cli.Flag{jsonFlag(), &cli.BoolFlag{Name: "replayed", Usage: "include dead letters already replayed"}}),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
-					f.IncludeReplayed = c.Bool("replayed")
-					st, err := openStore(c, false)
+					f.IncludeReplayed = conf(c).Actions.Replayed
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -73,8 +44,8 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
-					if c.Bool("json") {
-						enc := e.jsonEncoder()
+					if conf(c).Output.JSON {
+						enc := jsonEncoder(e.stdout)
 						for _, en := range entries {
 							if err := enc.Encode(en); err != nil {
 								return err
@@ -96,12 +67,12 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "show",
 				Usage:     "show one job's whole transcript: the job, every attempt's raw output, repairs and diagnostics",
 				ArgsUsage: "JOB_ID",
-				Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}),
+				Flags:     flags(config.StoreFlags(), []cli.Flag{jsonFlag()}),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return fail(exitUsage, "show takes one JOB_ID")
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -113,8 +84,8 @@ func (e *env) dlqCommand() *cli.Command {
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
-					if c.Bool("json") {
-						enc := e.jsonEncoder()
+					if conf(c).Output.JSON {
+						enc := jsonEncoder(e.stdout)
 						enc.SetIndent("", "  ")
 						return enc.Encode(o)
 					}
@@ -126,49 +97,49 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "purge",
 				Usage:     "delete dead letters from the index and their messages (with their bodies) from the DLQ stream",
 				ArgsUsage: " ",
-				Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
+				Flags: flags(config.BrokerFlags(), config.StoreFlags(), config.FilterFlags(), []cli.Flag{
 					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
 					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
-				}, logFlags()),
+				}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
-					if b := c.String("before"); b != "" {
+					if b := conf(c).Actions.Before; b != "" {
 						if f.Until, err = index.ParseTime(b, time.Now()); err != nil {
 							return fail(exitUsage, "--before: %w", err)
 						}
 					}
-					if actions.EmptyFilter(f) && !c.Bool("all") {
+					if actions.EmptyFilter(f) && !conf(c).Actions.All {
 						return fail(exitUsage, "purge needs a filter (--before, --schema, --class, ...) or --all")
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
 					defer st.Close()
 					var ids []string
-					if c.Bool("dry-run") {
-						ids, err = actions.Purge(c.Context, st, f, true, c.Bool("all"))
+					if conf(c).Actions.DryRun {
+						ids, err = actions.Purge(c.Context, st, f, true, conf(c).Actions.All)
 					} else {
 						conn, _, derr := e.dial(c)
 						if derr != nil {
 							return derr
 						}
 						defer conn.Close()
-						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, c.Bool("all"))
+						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, conf(c).Actions.All)
 					}
 					if err != nil {
 						return withCode(exitRuntime, err)
 					}
 					verb := "purged"
-					if c.Bool("dry-run") {
+					if conf(c).Actions.DryRun {
 						verb = "would purge"
 					}
 					fmt.Fprintf(e.stdout, "%s %d dead letters\n", verb, len(ids))
-					if c.Bool("dry-run") {
+					if conf(c).Actions.DryRun {
 						for _, id := range ids {
 							fmt.Fprintln(e.stdout, escape.Line(id))
 						}
@@ -180,13 +151,13 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "export",
 				Usage:     "write dead letters as JSONL (the whole outcome with its trace), to stdout",
 				ArgsUsage: " ",
-				Flags:     flags(dbFlags(), filterFlags()),
+				Flags:     flags(config.StoreFlags(), config.FilterFlags()),
 				Action: func(c *cli.Context) error {
-					f, err := readFilter(c)
+					f, err := app.Filter(conf(c).Filter)
 					if err != nil {
 						return err
 					}
-					st, err := openStore(c, false)
+					st, err := app.OpenStore(conf(c), false)
 					if err != nil {
 						return err
 					}
@@ -203,14 +174,14 @@ func (e *env) dlqCommand() *cli.Command {
 				Name:      "rebuild",
 				Usage:     "re-create the SQLite index from the RESULTS and DLQ streams",
 				ArgsUsage: " ",
-				Flags:     flags(natsFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, logFlags()),
+				Flags:     flags(config.BrokerFlags(), []cli.Flag{&cli.StringFlag{Name: "db", EnvVars: []string{"PIPELINE_DB"}, Usage: "SQLite index file (default <data-dir>/pipeline.db)"}}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
 					conn, log, err := e.dial(c)
 					if err != nil {
 						return err
 					}
 					defer conn.Close()
-					st, err := openStore(c, true)
+					st, err := app.OpenStore(conf(c), true)
 					if err != nil {
 						return err
 					}
@@ -246,20 +217,20 @@ func (e *env) replayCommand() *cli.Command {
 letter is marked replayed; its new outcome is indexed as run n. With --dry-run only the count and
 the ids are printed. Failures are printed per job; exit 1 if any job could not be replayed.`,
 		ArgsUsage: "[JOB_ID...]",
-		Flags: flags(natsFlags(), dbFlags(), filterFlags(), []cli.Flag{
+		Flags: flags(config.BrokerFlags(), config.StoreFlags(), config.FilterFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the count and the ids, publish nothing"},
 			&cli.GenericFlag{Name: "id", Value: &idList{}, Usage: "a job id to replay (repeatable; same as JOB_ID arguments)"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
-			f, err := readFilter(c)
+			f, err := app.Filter(conf(c).Filter)
 			if err != nil {
 				return err
 			}
-			f.IDs = append(slices.Clone(c.Generic("id").(*idList).ids), c.Args().Slice()...)
+			f.IDs = append(conf(c).Actions.IDs, c.Args().Slice()...)
 			if actions.EmptyFilter(f) {
 				return fail(exitUsage, "replay needs job ids or a filter (--schema, --class, --cluster, ...)")
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}
@@ -268,10 +239,10 @@ the ids are printed. Failures are printed per job; exit 1 if any job could not b
 			if err != nil {
 				return withCode(exitRuntime, err)
 			}
-			if err := replayMatched(f, entries); err != nil {
+			if err := app.ReplayMatched(f, entries); err != nil {
 				return err
 			}
-			if c.Bool("dry-run") {
+			if conf(c).Actions.DryRun {
 				fmt.Fprintf(e.stdout, "would replay %d jobs\n", len(entries))
 				for _, en := range entries {
 					fmt.Fprintln(e.stdout, escape.Line(en.JobID))
@@ -303,54 +274,8 @@ type idList struct{ ids []string }
 func (l *idList) Set(v string) error { l.ids = append(l.ids, v); return nil }
 func (l *idList) String() string     { return strings.Join(l.ids, ", ") }
 
-// replayMatched refuses (exit 1) a replay whose filter matched no dead
-// letter, or whose job ids name jobs that have none to replay, saying which.
-func replayMatched(f index.Filter, entries []index.Entry) error {
-	if len(f.IDs) > 0 {
-		found := make(map[string]bool, len(entries))
-		for _, en := range entries {
-			found[en.JobID] = true
-		}
-		var missing []string
-		for _, id := range f.IDs {
-			if !found[id] {
-				missing = append(missing, id)
-			}
-		}
-		if len(missing) > 0 {
-			return fail(exitNegative, "no dead letter to replay for job id(s) %s (not in the index, already replayed, or outside the other filters)", strings.Join(missing, ", "))
-		}
-	}
-	if len(entries) == 0 {
-		return fail(exitNegative, "no dead letter matches %s (already replayed ones are left out; see 'pipeline dlq list --replayed')", describeFilter(f))
-	}
-	return nil
-}
-
-// describeFilter names the filter flags set, as a user typed them.
-func describeFilter(f index.Filter) string {
-	var parts []string
-	add := func(flag, v string) {
-		if v != "" {
-			parts = append(parts, "--"+flag+" "+v)
-		}
-	}
-	add("schema", f.Schema)
-	add("class", string(f.Class))
-	add("path", f.Path)
-	add("cluster", f.Cluster)
-	add("model", f.Model)
-	if !f.Since.IsZero() {
-		add("since", f.Since.Format(time.RFC3339))
-	}
-	if !f.Until.IsZero() {
-		add("until", f.Until.Format(time.RFC3339))
-	}
-	if len(parts) == 0 {
-		return "the filter"
-	}
-	return strings.Join(parts, " ")
-}
+// Value is the ids given (config.Actions.IDs).
+func (l *idList) Value() []string { return slices.Clone(l.ids) }
 
 // truncate cuts s to n characters (not bytes: a cut through a character
 // would print a byte that is no UTF-8), the last one an ellipsis.

@@ -13,13 +13,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"github.com/urfave/cli/v2"
 
 	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
-	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
@@ -38,12 +38,12 @@ as stored on the stream. Either way one compact JSON object per line, whatever t
 --latest leaves out the results of runs a later run of the same job superseded (a rerun or a
 replay that ended), so an edited file run again with submit --rerun-changed prints each job once.`,
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), []cli.Flag{jsonFlag(),
+		Flags: flags(config.BrokerFlags(), []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 			&cli.BoolFlag{Name: "latest", Usage: "only each job's latest run: leave out a result whose job ran again later (--rerun, --rerun-changed, dlq replay), as the job ledger says"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
-			if err := requireStore(c); err != nil {
+			if err := app.RequireStore(conf(c)); err != nil {
 				return err
 			}
 			conn, _, err := e.dial(c)
@@ -52,13 +52,13 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			}
 			defer conn.Close()
 			filter := broker.SubjectResults + ".>"
-			if s := c.String("schema"); s != "" {
+			if s := conf(c).Filter.Schema; s != "" {
 				filter = broker.SchemaSubject(broker.SubjectResults, s)
 			}
-			enc := e.jsonEncoder()
+			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
 			emit := func(m sink.Msg) error {
-				if c.Bool("json") {
+				if conf(c).Output.JSON {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
 					// included
@@ -81,11 +81,11 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					Data     json.RawMessage `json:"data"`
 				}{o.JobID, o.Schema, o.Attempts, o.Data})
 			}
-			if c.Bool("latest") {
-				latest := &latestFilter{conn: conn, emit: emit, batch: latestBatch}
-				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, func(m sink.Msg) error { return latest.add(c.Context, m) })
+			if conf(c).Report.Latest {
+				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)
+				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, func(m sink.Msg) error { return latest.Add(c.Context, m) })
 				if err == nil {
-					err = latest.flush(c.Context)
+					err = latest.Flush(c.Context)
 				}
 			} else {
 				err = sink.ReadStream(c.Context, conn, broker.StreamResults, filter, emit)
@@ -103,17 +103,17 @@ func (e *env) statsCommand() *cli.Command {
 stream instead and says how many jobs are queued: "N jobs queued, no outcomes yet" (--json: the
 counts at zero and "queued": N).`,
 		ArgsUsage: " ",
-		Flags:     flags(dbFlags(), []cli.Flag{jsonFlag()}, natsFlags(), logFlags()),
+		Flags:     flags(config.StoreFlags(), []cli.Flag{jsonFlag()}, config.BrokerFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
-			if _, err := os.Stat(dbPath(c)); errors.Is(err, fs.ErrNotExist) && c.String("db") == "" {
+			if _, err := os.Stat(app.DBPath(conf(c))); errors.Is(err, fs.ErrNotExist) && conf(c).Store.DB == "" {
 				return e.printQueued(c)
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			return e.printStats(c.Context, st, c.Bool("json"))
+			return e.printStats(c.Context, st, conf(c).Output.JSON)
 		},
 	}
 }
@@ -124,7 +124,7 @@ func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) erro
 		return withCode(exitRuntime, fmt.Errorf("reading stats: %w", err))
 	}
 	if asJSON {
-		return e.jsonEncoder().Encode(s)
+		return jsonEncoder(e.stdout).Encode(s)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)
@@ -160,7 +160,7 @@ func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) erro
 // printQueued is stats before any outcome is indexed: the jobs waiting on
 // the jobs stream (a data dir without a NATS store is no pipeline data).
 func (e *env) printQueued(c *cli.Context) error {
-	if err := requireStore(c); err != nil {
+	if err := app.RequireStore(conf(c)); err != nil {
 		return err
 	}
 	conn, _, err := e.dial(c)
@@ -173,8 +173,8 @@ func (e *env) printQueued(c *cli.Context) error {
 		return withCode(exitRuntime, fmt.Errorf("reading the jobs stream: %w", err))
 	}
 	queued := p.Pending + uint64(p.AckPending)
-	if c.Bool("json") {
-		return e.jsonEncoder().Encode(struct {
+	if conf(c).Output.JSON {
+		return jsonEncoder(e.stdout).Encode(struct {
 			index.Stats
 			Queued uint64 `json:"queued"`
 		}{index.Stats{ByAttempt: map[int]int{}, ByClass: map[job.Class]int{}, BySchema: map[string]index.SchemaStats{}}, queued})
@@ -217,7 +217,7 @@ When a model's price was known, or a fallback model answered, a "cost and models
 funnel: the cost, the cost per succeeded job (the failures paid for included), the share spent on
 healing, the jobs healed only by a fallback model, and the jobs per model of their final answer.`,
 		ArgsUsage: " ",
-		Flags: flags(dbFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(config.StoreFlags(), []cli.Flag{config.SchemasFlag(),
 			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "table", Usage: "table, json, markdown or html"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 			&cli.StringFlag{Name: "schema", Usage: "only this schema"},
@@ -229,8 +229,8 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters listed, the ones that kill the most jobs first (0 for all); the report says how many there are in all"},
 		}),
 		Action: func(c *cli.Context) error {
-			format := c.String("format")
-			if c.Bool("json") {
+			format := conf(c).Output.Format
+			if conf(c).Output.JSON {
 				format = "json"
 			}
 			switch format {
@@ -238,11 +238,11 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 			default:
 				return fail(exitUsage, "--format %q: use table, json, markdown or html", format)
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
-			st, err := openStore(c, false)
+			st, err := app.OpenStore(conf(c), false)
 			if err != nil {
 				return err
 			}
@@ -253,22 +253,22 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 }
 
 func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry, format string) error {
-	since, err := index.ParseTime(c.String("since"), time.Now())
+	since, err := index.ParseTime(conf(c).Filter.Since, time.Now())
 	if err != nil {
 		return fail(exitUsage, "--since: %w", err)
 	}
-	model := c.String("model")
+	model := conf(c).Filter.Model
 	if c.Command.Name != "report" {
 		model = "" // demo's --model is the model it runs, not a filter
 	}
 	opts := report.Options{
-		Schema:      c.String("schema"),
+		Schema:      conf(c).Filter.Schema,
 		Model:       model,
-		Version:     c.String("version"),
+		Version:     conf(c).Report.Version,
 		Since:       since,
-		MinJobs:     c.Int("min-jobs"),
-		MaxHealRate: c.Float64("max-heal-rate"),
-		Top:         c.Int("top"),
+		MinJobs:     conf(c).Report.MinJobs,
+		MaxHealRate: conf(c).Report.MaxHealRate,
+		Top:         conf(c).Report.Top,
 		Source:      st.Path(),
 	}
 	for _, f := range reg.Lint() {
@@ -286,46 +286,4 @@ func (e *env) printReport(c *cli.Context, st *index.Store, reg *schemas.Registry
 		w = escape.JSONWriter(w) // Render writes the JSON in one Write
 	}
 	return withCode(exitRuntime, r.Render(w, format))
-}
-
-// latestFilter passes on the results of each job's latest run, in stream
-// order: it holds up to batch results, asks the ledger which of them
-// a later run superseded (one gathered read for all), and prints the rest.
-type latestFilter struct {
-	conn  *broker.Conn
-	emit  func(sink.Msg) error
-	batch int // results held per ledger read
-	held  []sink.Msg
-	runs  []ledger.JobRun
-}
-
-const latestBatch = 256
-
-func (l *latestFilter) add(ctx context.Context, m sink.Msg) error {
-	l.held = append(l.held, m)
-	l.runs = append(l.runs, ledger.JobRun{JobID: gjson.GetBytes(m.Data, "job_id").String(), Run: int(gjson.GetBytes(m.Data, "run").Int())})
-	if len(l.held) < l.batch {
-		return nil
-	}
-	return l.flush(ctx)
-}
-
-func (l *latestFilter) flush(ctx context.Context) error {
-	if len(l.held) == 0 {
-		return nil
-	}
-	later, err := ledger.New(l.conn).Superseded(ctx, l.runs)
-	if err != nil {
-		return err
-	}
-	for i, m := range l.held {
-		if !later[i] {
-			if err := l.emit(m); err != nil {
-				return err
-			}
-		}
-	}
-	clear(l.held)
-	l.held, l.runs = l.held[:0], l.runs[:0]
-	return nil
 }

@@ -6,30 +6,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
-	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
-
-// defaultMaxJobBytes is --max-job-bytes' default.
-const defaultMaxJobBytes = "64MiB"
-
-// maxJobBytesFlag bounds one job, on submit (a longer line is rejected) and
-// on run (a bigger message is dead-lettered invalid_job).
-func maxJobBytesFlag() cli.Flag {
-	return &cli.StringFlag{Name: "max-job-bytes", EnvVars: []string{"PIPELINE_MAX_JOB_BYTES"}, Value: defaultMaxJobBytes,
-		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + payload.Bucket}
-}
-
-// maxJobBytes reads --max-job-bytes.
-func maxJobBytes(c *cli.Context) (int64, error) {
-	n, err := parseBytes(c.String("max-job-bytes"))
-	if err != nil || n <= 0 {
-		return 0, fail(exitUsage, "--max-job-bytes %q: a positive size (e.g. 64MiB, 500KB, or bytes)", c.String("max-job-bytes"))
-	}
-	return n, nil
-}
 
 func (e *env) submitCommand() *cli.Command {
 	return &cli.Command{
@@ -53,22 +35,22 @@ not published;
 --rerun-changed publishes those, and only those, as a new run. A job id already in the stream
 within the duplicate window is counted as a duplicate, not published again. Exit 1 when lines were
 rejected without --skip-invalid.`,
-		Flags: flags(natsFlags(), streamLimitFlags(), []cli.Flag{schemasFlag(), jsonFlag(), maxJobBytesFlag(),
+		Flags: flags(config.BrokerFlags(), config.StreamLimitFlags(), []cli.Flag{config.SchemasFlag(), jsonFlag(), config.MaxJobBytesFlag(),
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "publish the valid lines and report the bad ones"},
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
-		}, logFlags()),
+		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
 			if err != nil {
 				return err
 			}
-			limit, err := maxJobBytes(c)
+			limit, err := app.MaxJobBytes(conf(c))
 			if err != nil {
 				return err
 			}
-			reg, err := loadSchemas(c)
+			reg, err := app.LoadSchemas(conf(c), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
@@ -79,14 +61,14 @@ rejected without --skip-invalid.`,
 			defer cleanup()
 			// First pass: check every line, the ids on disk, so memory
 			// stays flat whatever the size.
-			jc := newJobCheck(reg, limit)
-			if src, err := resolveSchemas(c); err == nil { // it just resolved without error
-				jc.where = src.String()
+			jc := app.NewJobCheck(reg, limit)
+			if src, err := app.ResolveSchemas(conf(c)); err == nil { // it just resolved without error
+				jc.Where = src.String()
 			}
-			defer jc.close()
+			defer jc.Close()
 			bad := 0
-			err = jc.scanFrom(open, func(n int, reason string) {
-				if bad < c.Int("max-errors") {
+			err = jc.ScanFrom(open, func(n int, reason string) {
+				if bad < conf(c).Submit.MaxErrors {
 					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
 				bad++
@@ -94,15 +76,15 @@ rejected without --skip-invalid.`,
 			if err != nil {
 				return fail(exitUsage, "reading %s: %w", name, err)
 			}
-			if bad > c.Int("max-errors") {
-				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-c.Int("max-errors"))
+			if bad > conf(c).Submit.MaxErrors {
+				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-conf(c).Submit.MaxErrors)
 			}
-			if bad > 0 && !c.Bool("skip-invalid") {
+			if bad > 0 && !conf(c).Submit.SkipInvalid {
 				e.printSubmit(c, queue.SubmitStats{}, bad)
-				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.valid)
+				return fail(exitNegative, "%d of %d lines rejected, nothing published (fix them, or --skip-invalid)", bad, bad+jc.Valid)
 			}
 			var stats queue.SubmitStats
-			if jc.valid > 0 {
+			if jc.Valid > 0 {
 				conn, err := e.connect(c.Context, c, log)
 				if err != nil {
 					return err
@@ -110,29 +92,29 @@ rejected without --skip-invalid.`,
 				defer conn.Close()
 				if conn.Embedded() {
 					// The server's duplicate index lives in this process.
-					defer limitSubmitMemory()()
+					defer app.LimitSubmitMemory()()
 				}
-				if err := warnStreamLoss(c.Context, c, conn, log); err != nil {
+				if err := app.WarnStreamLoss(c.Context, conf(c), conn, log); err != nil {
 					return err
 				}
-				if err := reconcileLedger(c.Context, c, conn, nil, log); err != nil {
+				if err := app.ReconcileLedger(c.Context, conf(c), conn, nil, log); err != nil {
 					return err
 				}
 				// Second pass: read the input again and publish it.
-				rerun := rerunNone
+				rerun := app.RerunNone
 				switch {
-				case c.Bool("rerun"):
-					rerun = rerunAll
-				case c.Bool("rerun-changed"):
-					rerun = rerunChanged
+				case conf(c).Submit.Rerun:
+					rerun = app.RerunAll
+				case conf(c).Submit.RerunChanged:
+					rerun = app.RerunChanged
 				}
-				stats, err = submitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.valid))
+				stats, err = app.SubmitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.Valid))
 				if err != nil {
 					return withCode(exitRuntime, fmt.Errorf("%s: %w", name, err))
 				}
 			}
 			for i, id := range stats.ChangedIDs {
-				if i == c.Int("max-errors") {
+				if i == conf(c).Submit.MaxErrors {
 					fmt.Fprintf(e.stderr, "%s: ... and %d more changed jobs\n", name, stats.Changed-i)
 					break
 				}
@@ -145,7 +127,7 @@ rejected without --skip-invalid.`,
 }
 
 func (e *env) printSubmit(c *cli.Context, s queue.SubmitStats, rejected int) {
-	if c.Bool("json") {
+	if conf(c).Output.JSON {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
 			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})
 		fmt.Fprintf(e.stdout, "%s\n", b)

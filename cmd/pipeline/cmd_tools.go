@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/sanitize"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -59,7 +62,7 @@ Exit codes: 0 cleaned; 1 refused (stderr says "truncated" or "no JSON"); 2 unrea
 				return err
 			}
 			res, err := sanitize.Clean(raw)
-			if c.Bool("explain") {
+			if conf(c).Tools.Explain {
 				if len(res.Stages) == 0 && err == nil {
 					fmt.Fprintln(e.stderr, "stages: none (already valid JSON)")
 				} else {
@@ -84,22 +87,22 @@ the files it references.
 Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
 3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
-		Flags: flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag(),
+		Flags: flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
-		}, schemaLimitFlags()),
+		}, config.SchemaLimitFlags()),
 		Action: func(c *cli.Context) error {
-			reg, err := loadRegistry(c)
+			reg, err := app.LoadRegistry(conf(c))
 			if err != nil {
 				return err
 			}
-			sc, ok := reg.Get(c.String("schema"))
+			sc, ok := reg.Get(conf(c).Tools.Schema)
 			if !ok {
-				if ce, broken := reg.BrokenSchema(c.String("schema")); broken {
-					return fail(exitRuntime, "--schema %q: %w", c.String("schema"), ce)
+				if ce, broken := reg.BrokenSchema(conf(c).Tools.Schema); broken {
+					return fail(exitRuntime, "--schema %q: %w", conf(c).Tools.Schema, ce)
 				}
-				src, _ := resolveSchemas(c) // it just resolved without error
-				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", c.String("schema"), src, strings.Join(reg.IDs(), ", "))
+				src, _ := app.ResolveSchemas(conf(c)) // it just resolved without error
+				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", conf(c).Tools.Schema, src, strings.Join(reg.IDs(), ", "))
 			}
 			raw, err := e.readAll(c)
 			if err != nil {
@@ -124,7 +127,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			case cerr != nil:
 				v.Class, v.Error = "grammar", cerr.Error()
 			default:
-				ds, omitted, err := sc.Validate(res.JSON, c.Int("max-diagnostics"))
+				ds, omitted, err := sc.Validate(res.JSON, conf(c).Heal.MaxDiagnostics)
 				if err != nil {
 					v.Class, v.Error = "grammar", err.Error()
 				} else {
@@ -135,8 +138,8 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 					}
 				}
 			}
-			if c.Bool("json") {
-				if err := e.jsonEncoder().Encode(v); err != nil {
+			if conf(c).Output.JSON {
+				if err := jsonEncoder(e.stdout).Encode(v); err != nil {
 					return err
 				}
 			} else {
@@ -154,7 +157,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				}
 			}
 			if !v.Valid {
-				return &exitError{code: exitNegative, err: fmt.Errorf("invalid against %s (%s)", sc.ID, v.Class)}
+				return &exitError{Code: exitNegative, Err: fmt.Errorf("invalid against %s (%s)", sc.ID, v.Class)}
 			}
 			return nil
 		},
@@ -175,9 +178,9 @@ shows it, or "broken"), file, and for a broken file its error; with
 "uses" lists the other files of the directory a schema references (its version covers them).
 Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 				ArgsUsage: " ",
-				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag()}, config.SchemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					reg, err := loadRegistry(c)
+					reg, err := app.LoadRegistry(conf(c))
 					if err != nil {
 						return err
 					}
@@ -195,10 +198,10 @@ Exit 0 even with broken files ('pipeline schemas lint' exits 1 for them).`,
 						rows = append(rows, row{ID: s.ID, Version: s.Version, File: s.File, Uses: s.Uses})
 					}
 					for _, ce := range reg.Broken() {
-						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: oneLine(ce.Err.Error())})
+						rows = append(rows, row{ID: ce.ID, File: ce.File, Broken: true, Error: app.OneLine(ce.Err.Error())})
 					}
 					sort.SliceStable(rows, func(i, j int) bool { return rows[i].File < rows[j].File })
-					if c.Bool("json") {
+					if conf(c).Output.JSON {
 						for _, r := range rows {
 							b, err := json.Marshal(r)
 							if err != nil {
@@ -233,20 +236,20 @@ reported too: bad_file_name (the name cannot be a schema id), over_limit (--sche
 --schema-max-depth), invalid_json, duplicate_id, bad_ref (a $ref outside the directory) or
 compile_error. Exit 1 when there are findings.`,
 				ArgsUsage: "[DIR]",
-				Flags:     flags([]cli.Flag{schemasFlag(), dataDirFlag(), jsonFlag()}, schemaLimitFlags()),
+				Flags:     flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag()}, config.SchemaLimitFlags()),
 				Action: func(c *cli.Context) error {
-					src, err := resolveSchemas(c)
+					src, err := app.ResolveSchemas(conf(c))
 					if err != nil {
 						return err
 					}
-					dir := src.dir
+					dir := src.Dir
 					if c.NArg() > 1 {
 						return fail(exitUsage, "lint takes at most one DIR")
 					}
 					if c.NArg() == 1 {
 						dir = c.Args().First()
 					}
-					cfg, err := schemaConfig(c)
+					cfg, err := app.SchemaConfig(conf(c))
 					if err != nil {
 						return err
 					}
@@ -259,18 +262,18 @@ compile_error. Exit 1 when there are findings.`,
 					}
 					findings := reg.Lint()
 					for _, f := range findings {
-						if c.Bool("json") {
+						if conf(c).Output.JSON {
 							b, _ := json.Marshal(f)
 							fmt.Fprintf(e.stdout, "%s\n", escape.JSON(b))
 							continue
 						}
 						l := escape.Line
-						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(firstNonEmpty(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
+						fmt.Fprintf(e.stdout, "%s: %s%s: [%s] %s\n    suggestion: %s\n", l(cmp.Or(f.File, f.Schema)), "#", l(f.Path), f.Rule, l(f.Message), l(f.Suggestion))
 					}
 					if len(findings) > 0 {
 						return fail(exitNegative, "%s", plural(len(findings), "finding"))
 					}
-					if !c.Bool("json") {
+					if !conf(c).Output.JSON {
 						fmt.Fprintln(e.stdout, "no findings")
 					}
 					return nil

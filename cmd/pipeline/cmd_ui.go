@@ -1,29 +1,16 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/llmpipeline/pipeline/index"
-	"github.com/llmpipeline/pipeline/internal/broker"
-	"github.com/llmpipeline/pipeline/llm"
-	"github.com/llmpipeline/pipeline/schemas"
+	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/ui"
 )
-
-const uiTokenUsage = "access token of the console, required (at least 16 characters) to listen on an address that is not loopback; every request must carry it (the login form, or Authorization: Bearer)"
-
-const uiHostUsage = "a further name the console answers to, as the Host of a request (a reverse proxy's, the machine's DNS name); repeat it for several. Requests naming another host are refused (421): a page of another site cannot reach the console by rebinding its name"
 
 func (e *env) uiCommand() *cli.Command {
 	return &cli.Command{
@@ -38,22 +25,23 @@ needs --token (16 characters at least). It answers only requests addressed to it
 names when bound to loopback, and names given with --ui-host. Secrets the process knows are never shown. 'pipeline run --ui-addr' serves the same
 console inside the workers' process.`,
 		ArgsUsage: " ",
-		Flags: flags(natsFlags(), dbFlags(), []cli.Flag{schemasFlag(),
+		Flags: flags(config.BrokerFlags(), config.StoreFlags(), []cli.Flag{config.SchemasFlag(),
 			&cli.StringFlag{Name: "addr", Aliases: []string{"ui-addr"}, EnvVars: []string{"PIPELINE_UI_ADDR"}, Value: "127.0.0.1:8080", Usage: "address to serve the console on"},
-			&cli.StringFlag{Name: "token", Aliases: []string{"ui-token"}, EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
-			&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
+			&cli.StringFlag{Name: "token", Aliases: []string{"ui-token"}, EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: config.ConsoleTokenUsage},
+			&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: config.ConsoleHostUsage},
 			&cli.BoolFlag{Name: "read-only", Aliases: []string{"ui-read-only"}, EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "show everything, allow no replay or purge"},
-		}, schemaLimitFlags(), logFlags()),
+		}, config.SchemaLimitFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fail(exitUsage, "ui takes no arguments, got %q", c.Args().First())
 			}
-			if err := ui.CheckAddr(c.String("addr"), c.String("token")); err != nil {
+			cfg := conf(c)
+			if err := ui.CheckAddr(cfg.Console.Addr, cfg.Console.Token); err != nil {
 				return fail(exitUsage, "--addr: %w", err)
 			}
 			// Nothing is created on a data dir without pipeline data: a wrong
 			// --data-dir is said, not served empty.
-			createIndex, err := uiIndex(c)
+			createIndex, err := app.ConsoleIndex(cfg)
 			if err != nil {
 				return err
 			}
@@ -64,12 +52,12 @@ console inside the workers' process.`,
 				return err
 			}
 			defer conn.Close()
-			st, err := openStore(c, createIndex)
+			st, err := app.OpenStore(cfg, createIndex)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			stopUI, err := e.startUI(c, uiSettings{addr: c.String("addr"), token: c.String("token"), hosts: c.StringSlice("ui-host"), readOnly: c.Bool("read-only")}, st, conn, nil, log)
+			stopUI, err := app.StartConsole(cfg, cfg.Console, st, conn, nil, e.secrets, e.stdout, log)
 			if err != nil {
 				return err
 			}
@@ -78,107 +66,4 @@ console inside the workers' process.`,
 			return nil
 		},
 	}
-}
-
-// uiSettings are the console's flags, from `ui` or from `run --ui-*`.
-type uiSettings struct {
-	addr, token string
-	hosts       []string
-	readOnly    bool
-}
-
-// uiIndex decides, before anything is created, whether `ui` may serve:
-// a data dir with neither a NATS store nor an index holds no pipeline
-// data (refused, exit 3: most often a wrong --data-dir). Jobs submitted
-// but no index yet: the console serves an empty index (created here) that
-// the sink of a later `run` fills.
-func uiIndex(c *cli.Context) (create bool, err error) {
-	p := dbPath(c)
-	if _, err := os.Stat(p); err == nil {
-		return false, nil
-	}
-	if c.String("db") != "" {
-		return false, fail(exitRuntime, "no index at %s (run 'pipeline run' first, or check --db)", p)
-	}
-	if err := requireStore(c); err != nil {
-		return false, fail(exitRuntime, "no pipeline data in %s yet: nothing to show (run `pipeline submit` and `pipeline run` first, or pass --data-dir)", c.String("data-dir"))
-	}
-	return true, nil
-}
-
-// uiFlags are run's flags that serve the console inside the workers' process.
-func uiFlags() []cli.Flag {
-	return []cli.Flag{
-		&cli.StringFlag{Name: "ui-addr", Usage: "also serve the operators' console (as 'pipeline ui') on this address, e.g. 127.0.0.1:8080"},
-		&cli.StringFlag{Name: "ui-token", EnvVars: []string{"PIPELINE_UI_TOKEN"}, Usage: uiTokenUsage},
-		&cli.StringSliceFlag{Name: "ui-host", EnvVars: []string{"PIPELINE_UI_HOST"}, Usage: uiHostUsage},
-		&cli.BoolFlag{Name: "ui-read-only", EnvVars: []string{"PIPELINE_UI_READ_ONLY"}, Usage: "the console allows no replay or purge"},
-	}
-}
-
-// startUI serves the console until the returned function is called. It
-// refuses an address other than loopback without a token, and prints the
-// console's URL on stdout.
-func (e *env) startUI(c *cli.Context, s uiSettings, st *index.Store, conn *broker.Conn, breaker func() string, log *slog.Logger) (func(), error) {
-	if err := ui.CheckAddr(s.addr, s.token); err != nil {
-		return nil, fail(exitUsage, "%w", err)
-	}
-	if s.token != "" {
-		e.secrets.Add(s.token)
-	}
-	srv, err := ui.New(ui.Config{
-		Store:       st,
-		Conn:        conn,
-		LoadSchemas: func() (*schemas.Registry, error) { return loadRegistry(c) },
-		Secrets:     e.secrets,
-		Token:       s.token,
-		Addr:        s.addr,
-		Hosts:       s.hosts,
-		ReadOnly:    s.readOnly,
-		Breaker:     breaker,
-		Logger:      log,
-	})
-	if err != nil {
-		return nil, withCode(exitRuntime, err)
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return nil, fail(exitUsage, "console address %q: %w", s.addr, err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("console server", "err", err)
-		}
-	}()
-	fmt.Fprintf(e.stdout, "console: http://%s/\n", ln.Addr())
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(ctx) // best effort on the way out
-	}, nil
-}
-
-// runUI serves the console inside `run` (--ui-addr): over the sink's index,
-// or, with --sink=false, over the index file the sink of another process
-// writes; with this process's breaker.
-func (e *env) runUI(c *cli.Context, st *index.Store, conn *broker.Conn, breaker *llm.Breaker, log *slog.Logger) (func(), error) {
-	closeStore := func() {}
-	if st == nil {
-		var err error
-		if st, err = openStore(c, true); err != nil {
-			return nil, err
-		}
-		closeStore = func() { _ = st.Close() } // read-only use; nothing to lose
-	}
-	var state func() string
-	if breaker != nil {
-		state = breaker.State
-	}
-	stop, err := e.startUI(c, uiSettings{addr: c.String("ui-addr"), token: c.String("ui-token"), hosts: c.StringSlice("ui-host"), readOnly: c.Bool("ui-read-only")}, st, conn, state, log)
-	if err != nil {
-		closeStore()
-		return nil, err
-	}
-	return func() { stop(); closeStore() }, nil
 }

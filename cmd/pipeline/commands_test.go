@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // TestDemo is the newcomer's command: every example job ends exactly once
@@ -140,7 +142,7 @@ func TestParseBytes(t *testing.T) {
 		{"-1MiB", 0, true}, {"lots", 0, true}, {"12XB", 0, true},
 	}
 	for _, tc := range cases {
-		got, err := parseBytes(tc.in)
+		got, err := app.ParseBytes(tc.in)
 		if (err != nil) != tc.bad || got != tc.want {
 			t.Errorf("parseBytes(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
 		}

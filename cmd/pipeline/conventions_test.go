@@ -9,27 +9,30 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/app"
+	"github.com/llmpipeline/pipeline/internal/config"
 )
 
 func TestVersion(t *testing.T) {
-	want := "pipeline version " + buildVersion().String() + "\n"
+	want := "pipeline version " + app.BuildVersion().String() + "\n"
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, errs, code := runCLI(t, "", args...)
 		if code != exitOK || out != want {
 			t.Errorf("pipeline %v: exit %d, stdout %q, want %q (stderr %q)", args, code, out, want, errs)
 		}
 	}
-	var v version
+	var v app.Version
 	if err := json.Unmarshal([]byte(mustCLI(t, "", "version", "--json")), &v); err != nil || v.Module == "" || v.Version == "" || v.Go == "" {
 		t.Errorf("version --json: %+v, %v", v, err)
 	}
 
 	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/llmpipeline/pipeline", Version: "v1.4.0"},
 		Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}
-	if got, want := versionFrom(bi).String(), "v1.4.0 (rev 0123456789ab, modified, go1.26.8)"; got != want {
+	if got, want := app.VersionFrom(bi).String(), "v1.4.0 (rev 0123456789ab, modified, go1.26.8)"; got != want {
 		t.Errorf("versionFrom = %q, want %q", got, want)
 	}
-	if got := versionFrom(nil).Version; got != "unknown" {
+	if got := app.VersionFrom(nil).Version; got != "unknown" {
 		t.Errorf("versionFrom(nil).Version = %q, want unknown", got)
 	}
 }
@@ -143,7 +146,7 @@ func TestHelpAgreesWithCode(t *testing.T) {
 		t.Errorf("--ack-wait's help does not say what ackWait computes:\n%s", grepLine(help, "--ack-wait"))
 	}
 	for _, tc := range []struct{ timeout, want time.Duration }{{10 * time.Second, 30 * time.Second}, {120 * time.Second, time.Minute}} {
-		if d := ackWaitFor(0, tc.timeout); d != tc.want {
+		if d := app.AckWait(0, tc.timeout); d != tc.want {
 			t.Errorf("ack wait with --request-timeout %v = %v, want %v", tc.timeout, d, tc.want)
 		}
 	}
@@ -170,7 +173,7 @@ func TestHelpAgreesWithCode(t *testing.T) {
 func TestConnectionFlagsHaveEnvVars(t *testing.T) {
 	readme := string(mustRead(t, "../../README.md"))
 	manual := docText(t)
-	for _, f := range natsFlags() {
+	for _, f := range config.BrokerFlags() {
 		name := f.Names()[0]
 		ev, ok := f.(interface{ GetEnvVars() []string })
 		if !ok || len(ev.GetEnvVars()) == 0 {

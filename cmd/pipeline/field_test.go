@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
@@ -139,12 +140,12 @@ func TestSchemasRememberedPerDataDir(t *testing.T) {
 		t.Errorf("schemas lint without --schemas: exit %d, %q; want receipt's finding", code, out)
 	}
 	_, errs, _ = runCLI(t, `{}`, "validate", "--data-dir", dir, "--schema", "nope")
-	if !strings.Contains(errs, schemaDir) || !strings.Contains(errs, "remembered in "+filepath.Join(dir, schemasMemo)) || !strings.Contains(errs, "--schemas") {
+	if !strings.Contains(errs, schemaDir) || !strings.Contains(errs, "remembered in "+filepath.Join(dir, app.SchemasMemo)) || !strings.Contains(errs, "--schemas") {
 		t.Errorf("unknown schema after the memory: %q; want the remembered directory, the memo and --schemas named", errs)
 	}
 	// --schemas "" on submit forgets: the built-in schemas again.
 	mustCLI(t, "", "submit", "--data-dir", dir, "--schemas", "", "-")
-	if _, err := os.Stat(filepath.Join(dir, schemasMemo)); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, app.SchemasMemo)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("submit --schemas '' left the memo: %v", err)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tidwall/gjson"
+
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // externalServer starts a nats-server in this process with JetStream and
@@ -542,13 +544,13 @@ func TestResubmitEditedFile(t *testing.T) {
 	// held results are let go and checked batch by batch.
 	c := connFor(t, common)
 	var one []string
-	lf := &latestFilter{conn: c, batch: 1, emit: func(m sink.Msg) error {
+	lf := app.NewLatestFilter(c, 1, func(m sink.Msg) error {
 		one = append(one, fmt.Sprintf("%s/%d", gjson.GetBytes(m.Data, "job_id"), gjson.GetBytes(m.Data, "run").Int()))
 		return nil
-	}}
-	err := sink.ReadStream(t.Context(), c, broker.StreamResults, "", func(m sink.Msg) error { return lf.add(t.Context(), m) })
+	})
+	err := sink.ReadStream(t.Context(), c, broker.StreamResults, "", func(m sink.Msg) error { return lf.Add(t.Context(), m) })
 	if err == nil {
-		err = lf.flush(t.Context())
+		err = lf.Flush(t.Context())
 	}
 	c.Close()
 	if err != nil {

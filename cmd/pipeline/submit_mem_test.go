@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -99,10 +100,10 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 	runtime.ReadMemStats(&base)
 	stop := peakHeap()
 
-	jc := newJobCheck(reg, 1<<20)
-	defer jc.close()
+	jc := app.NewJobCheck(reg, 1<<20)
+	defer jc.Close()
 	var bad []string
-	if err := jc.scanFrom(src, func(n int, reason string) {
+	if err := jc.ScanFrom(src, func(n int, reason string) {
 		if len(bad) < 100 {
 			bad = append(bad, fmt.Sprintf("%d: %s", n, reason))
 		}
@@ -110,7 +111,7 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	published := 0
-	if err := jc.itemsFrom(src, rerunNone, func(it queue.SubmitItem) error {
+	if err := jc.ItemsFrom(src, app.RerunNone, func(it queue.SubmitItem) error {
 		published++
 		return nil
 	}); err != nil {
@@ -118,8 +119,8 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 	}
 	peak := stop()
 	grew := int64(peak) - int64(base.HeapAlloc)
-	if len(bad) != 9 || bad[0] != `100003: job id "job-00000006" repeats line 7` || jc.valid != n-9 || published != n-9 {
-		t.Fatalf("%d valid, %d published, refused %q; want %d, the 9 repeats", jc.valid, published, bad, n-9)
+	if len(bad) != 9 || bad[0] != `100003: job id "job-00000006" repeats line 7` || jc.Valid != n-9 || published != n-9 {
+		t.Fatalf("%d valid, %d published, refused %q; want %d, the 9 repeats", jc.Valid, published, bad, n-9)
 	}
 	const limit = 24 << 20
 	if grew > limit {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -35,14 +36,14 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 		opens++
 		return io.NopCloser(strings.NewReader(b.String())), nil
 	}
-	jc := newJobCheck(reg, 1<<20)
-	defer jc.close()
+	jc := app.NewJobCheck(reg, 1<<20)
+	defer jc.Close()
 	var bad []string
-	if err := jc.scanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+	if err := jc.ScanFrom(src, func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
 		t.Fatal(err)
 	}
-	if jc.valid != 2500 || len(bad) != 2 || !strings.HasPrefix(bad[0], `2501: job id "j-7" repeats line 8`) || !strings.HasPrefix(bad[1], "2503: ") {
-		t.Fatalf("first pass: %d valid, bad %q", jc.valid, bad)
+	if jc.Valid != 2500 || len(bad) != 2 || !strings.HasPrefix(bad[0], `2501: job id "j-7" repeats line 8`) || !strings.HasPrefix(bad[1], "2503: ") {
+		t.Fatalf("first pass: %d valid, bad %q", jc.Valid, bad)
 	}
 
 	dir := t.TempDir()
@@ -52,7 +53,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	}
 	defer conn.Close()
 	var last int
-	stats, err := submitChecked(t.Context(), conn, jc, src, rerunNone, func(n int) {
+	stats, err := app.SubmitChecked(t.Context(), conn, jc, src, app.RerunNone, func(n int) {
 		if n >= 0 {
 			last = n
 		}
@@ -86,7 +87,7 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	changed := func() (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(`{"id":"other","schema":"invoice","input":"x"}` + "\n")), nil
 	}
-	if _, err := submitChecked(t.Context(), conn, jc, changed, rerunNone, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
+	if _, err := app.SubmitChecked(t.Context(), conn, jc, changed, app.RerunNone, nil); err == nil || !strings.Contains(err.Error(), "changed since it was checked") {
 		t.Errorf("changed input: %v", err)
 	}
 }
@@ -116,16 +117,16 @@ func TestSubmitCheckPassMemoryIsFlat(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	jc := newJobCheck(reg, 1<<20)
-	defer jc.close()
-	if err := jc.scanFrom(func() (io.ReadCloser, error) { return os.Open(p) }, func(int, string) {}); err != nil {
+	jc := app.NewJobCheck(reg, 1<<20)
+	defer jc.Close()
+	if err := jc.ScanFrom(func() (io.ReadCloser, error) { return os.Open(p) }, func(int, string) {}); err != nil {
 		t.Fatal(err)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	if jc.valid != n {
-		t.Fatalf("%d valid, want %d", jc.valid, n)
+	if jc.Valid != n {
+		t.Fatalf("%d valid, want %d", jc.Valid, n)
 	}
 	if grew > fi.Size()/8 {
 		t.Errorf("heap grew %d bytes over the check of a %d-byte file (%d jobs): want well under an eighth of it", grew, fi.Size(), n)
@@ -180,17 +181,17 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := "\ufeff{\"id\":\"w1\",\"schema\":\"invoice\",\"input\":\"x\"}\r\n{\"id\":\"w2\",\"schema\":\"invoice\",\"input\":\"y\"}\r\n\r\n"
-	jc := newJobCheck(reg, 1<<20)
-	defer jc.close()
+	jc := app.NewJobCheck(reg, 1<<20)
+	defer jc.Close()
 	var bad []string
-	if err := jc.scanFrom(bytesSource([]byte(in)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+	if err := jc.ScanFrom(app.BytesSource([]byte(in)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(bad) > 0 || jc.valid != 2 {
-		t.Fatalf("BOM and CRLF: %d valid, refused %q; want 2 valid", jc.valid, bad)
+	if len(bad) > 0 || jc.Valid != 2 {
+		t.Fatalf("BOM and CRLF: %d valid, refused %q; want 2 valid", jc.Valid, bad)
 	}
 	var got []string
-	if err := jc.itemsFrom(bytesSource([]byte(in)), rerunNone, func(it queue.SubmitItem) error {
+	if err := jc.ItemsFrom(app.BytesSource([]byte(in)), app.RerunNone, func(it queue.SubmitItem) error {
 		got = append(got, string(it.Data))
 		return nil
 	}); err != nil {
@@ -206,10 +207,10 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 		{"array", `[{"id":"a1","schema":"invoice","input":"x"}]`, "the input is a JSON array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			jc := newJobCheck(reg, 1<<20)
-			defer jc.close()
+			jc := app.NewJobCheck(reg, 1<<20)
+			defer jc.Close()
 			var bad []string
-			if err := jc.scanFrom(bytesSource([]byte(tc.in)), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+			if err := jc.ScanFrom(app.BytesSource([]byte(tc.in)), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(bad) == 0 || !strings.Contains(bad[0], tc.hint) {
@@ -228,13 +229,13 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	for _, c := range "{\"id\":\"u1\",\"schema\":\"invoice\",\"input\":\"x\"}\n" {
 		utf16 = append(utf16, byte(c), 0)
 	}
-	jc = newJobCheck(reg, 1<<20)
+	jc = app.NewJobCheck(reg, 1<<20)
 	bad = nil
-	if err := jc.scanFrom(bytesSource(utf16), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+	if err := jc.ScanFrom(app.BytesSource(utf16), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(bad) == 0 || !strings.Contains(bad[0], "iconv -f utf-16 -t utf-8 FILE") || jc.valid != 0 {
-		t.Errorf("UTF-16 file: %d valid, refusals %q; want the first to say how to convert", jc.valid, bad)
+	if len(bad) == 0 || !strings.Contains(bad[0], "iconv -f utf-16 -t utf-8 FILE") || jc.Valid != 0 {
+		t.Errorf("UTF-16 file: %d valid, refusals %q; want the first to say how to convert", jc.Valid, bad)
 	}
 
 	// Latin-1 bytes (an export from a spreadsheet) are refused, where they
@@ -242,13 +243,13 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	latin1 := "{\"id\":\"l1\",\"schema\":\"invoice\",\"input\":\"M\xfcller GmbH, total 3 EUR\"}\n" +
 		"{\"id\":\"l2\",\"schema\":\"invoice\",\"input\":\"M\u00fcller GmbH, total 3 EUR\"}\n" +
 		"{\"id\":\"l3\",\"schema\":\"invoice\",\"input\":\"x\",\"metadata\":{\"city\":\"K\xf6ln\"}}\n"
-	jc = newJobCheck(reg, 1<<20)
+	jc = app.NewJobCheck(reg, 1<<20)
 	bad = nil
-	if err := jc.scanFrom(bytesSource([]byte(latin1)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
+	if err := jc.ScanFrom(app.BytesSource([]byte(latin1)), func(n int, reason string) { bad = append(bad, fmt.Sprintf("%d: %s", n, reason)) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(bad) != 2 || jc.valid != 1 {
-		t.Fatalf("Latin-1 lines: %d valid, refused %q; want lines 1 and 3 refused, line 2 valid", jc.valid, bad)
+	if len(bad) != 2 || jc.Valid != 1 {
+		t.Fatalf("Latin-1 lines: %d valid, refused %q; want lines 1 and 3 refused, line 2 valid", jc.Valid, bad)
 	}
 	if !strings.HasPrefix(bad[0], "1: not UTF-8 at byte 40 (0xFC)") || !strings.Contains(bad[0], "iconv -f windows-1252 -t utf-8 FILE") {
 		t.Errorf("line 1 refused with %q; want the byte, its value and the conversion", bad[0])
@@ -258,9 +259,9 @@ func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
 	}
 
 	// A JSON Lines file whose first line is broken gets no hint.
-	jc = newJobCheck(reg, 1<<20)
+	jc = app.NewJobCheck(reg, 1<<20)
 	bad = nil
-	if err := jc.scanFrom(bytesSource([]byte("{\"id\":\"b1\",\"schema\":\"invoice\",\"input\":\"x\"\n{\"id\":\"b2\",\"schema\":\"invoice\",\"input\":\"y\"}\n")), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
+	if err := jc.ScanFrom(app.BytesSource([]byte("{\"id\":\"b1\",\"schema\":\"invoice\",\"input\":\"x\"\n{\"id\":\"b2\",\"schema\":\"invoice\",\"input\":\"y\"}\n")), func(n int, reason string) { bad = append(bad, reason) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(bad) != 1 || strings.Contains(bad[0], "JSON Lines") {

@@ -7,24 +7,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/llmpipeline/pipeline/examples"
-	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/llm"
-	"github.com/llmpipeline/pipeline/llm/sim"
-	"github.com/llmpipeline/pipeline/model"
 	"github.com/llmpipeline/pipeline/schemas"
 	"github.com/llmpipeline/pipeline/worker"
 )
@@ -130,53 +132,45 @@ func benchJobs(n int) ([]queue.SubmitItem, int, error) {
 	return items, total / max(n, 1), nil
 }
 
-// buildModel mirrors cmd/pipeline's buildModel for the two providers the
-// bench uses: the simulator with every fault rate at 0 (one attempt per
-// job), or the OpenAI client with its own tuned HTTP transport; both behind
-// the breaker, as `pipeline run` does.
-func buildModel(spec caseSpec, log *slog.Logger) (model.Model, string, *llm.Breaker, error) {
-	var m model.Model
-	name := "sim"
+// runConfig is the configuration of `pipeline run --until-idle
+// --concurrency K` for the case, run's own defaults for everything else:
+// the simulator with every fault rate at 0 (one attempt per job), or the
+// OpenAI client on the bench's server.
+func runConfig(spec caseSpec) (*config.Config, error) {
+	args := []string{"--until-idle", "--concurrency", strconv.Itoa(spec.K)}
 	switch spec.Kind {
 	case "sim":
-		sc := sim.DefaultConfig()
-		sc.Latency = spec.Latency
-		sc.FenceRate, sc.ProseRate, sc.TrailingCommaRate = 0, 0, 0
-		sc.WrongTypeRate, sc.MissingRequiredRate, sc.EnumNearMissRate = 0, 0, 0
-		s, err := sim.New(sc)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("sim: %w", err)
-		}
-		m = s
-	case "canned":
-		answers, err := validAnswers(context.Background(), 16)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		m, name = &cannedModel{answers: answers}, "canned"
+		args = append(args, "--model", "sim", "--sim-latency", spec.Latency.String(), "--sim-fault-scale", "0")
 	case "http":
-		o, err := llm.NewOpenAI(llm.Config{
-			BaseURL:        spec.LLMURL,
-			Model:          "bench",
-			KeyEnv:         "OPENAI_API_KEY",
-			Timeout:        60 * time.Second,
-			ResponseFormat: "json_object",
-			Logger:         log,
-		})
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("openai: %w", err)
-		}
-		m, name = o, "openai:bench"
+		args = append(args, "--model", "openai:bench", "--llm-url", spec.LLMURL)
+	case "canned":
 	default:
-		return nil, "", nil, fmt.Errorf("unknown model kind %q", spec.Kind)
+		return nil, fmt.Errorf("unknown model kind %q", spec.Kind)
 	}
-	b := llm.NewBreaker(m, llm.BreakerConfig{Threshold: 5, Cooldown: 10 * time.Second, Logger: log})
-	return b, name, b, nil
+	return config.Resolve("run", config.RunFlags(), args)
+}
+
+// buildStack builds the stack `pipeline run` runs (internal/app): the
+// provider behind its rate limiter and breaker, metered, in the heal loop
+// and the worker's handler. The canned model takes the provider's place,
+// behind the same breaker.
+func buildStack(spec caseSpec, cfg *config.Config, reg *schemas.Registry, log *slog.Logger) (*app.Stack, error) {
+	d := app.Deps{Log: log, Notice: io.Discard}
+	if spec.Kind != "canned" {
+		return app.BuildStack(cfg, reg, d, secret.New())
+	}
+	answers, err := validAnswers(context.Background(), 16)
+	if err != nil {
+		return nil, err
+	}
+	b := llm.NewBreaker(&cannedModel{answers: answers}, llm.BreakerConfig{
+		Threshold: cfg.Model.BreakerThreshold, Cooldown: cfg.Model.BreakerCooldown, Logger: log})
+	return app.BuildStackOn(cfg, reg, d, secret.New(), app.BuiltModel{Model: b, Name: "canned", Breaker: b, Provider: "canned"})
 }
 
 // runPipeline submits spec.Jobs invoice jobs to a fresh embedded server,
-// then runs worker.Serve until idle exactly as `pipeline run --until-idle
-// --concurrency K` wires it, and measures the run.
+// then runs worker.Serve until idle on the stack `pipeline run --until-idle
+// --concurrency K` builds (internal/app), and measures the run.
 func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResult, err error) {
 	res = caseResult{Kind: spec.Kind, K: spec.K, Jobs: spec.Jobs, Latency: spec.Latency.Seconds(), SinkLag: -1}
 	dir, err := os.MkdirTemp("", "pipeline-bench-*")
@@ -189,21 +183,15 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, fmt.Errorf("loading built-in schemas: %w", err)
 	}
-	model, name, breaker, err := buildModel(spec, log)
+	cfg, err := runConfig(spec)
 	if err != nil {
 		return res, err
 	}
-	loop, err := heal.New(model, heal.Config{
-		MaxAttempts: 2, Temperature: 0.7, TemperatureStep: 0.2, TemperatureFloor: 0.1,
-		History: heal.HistoryLatest, MaxDiagnostics: 20, Logger: log,
-	})
+	stack, err := buildStack(spec, cfg, reg, log)
 	if err != nil {
-		return res, fmt.Errorf("heal loop: %w", err)
+		return res, fmt.Errorf("building the model stack: %w", err)
 	}
-	h, err := worker.New(worker.Config{Schemas: reg, Loop: loop, Model: name, Logger: log})
-	if err != nil {
-		return res, fmt.Errorf("worker: %w", err)
-	}
+	h := stack.Handler
 	conn, err := broker.Connect(ctx, broker.Config{DataDir: filepath.Join(dir, "data"), DuplicateWindow: 2 * time.Minute, Logger: log})
 	if err != nil {
 		return res, fmt.Errorf("connecting to NATS: %w", err)
@@ -276,15 +264,16 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	})
 	serr := worker.Serve(ctx, conn, timed, worker.ServeConfig{
 		Workers: queue.WorkerConfig{
-			Concurrency:   spec.K,
-			AckWait:       30 * time.Second,
-			MaxDeliver:    5,
-			ShutdownGrace: 30 * time.Second,
-			UntilIdle:     true,
-			Gate:          breaker.Wait,
+			Concurrency:   cfg.Workers.Concurrency,
+			AckWait:       app.AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
+			MaxDeliver:    cfg.Workers.MaxDeliver,
+			ShutdownGrace: cfg.Workers.ShutdownGrace,
+			UntilIdle:     cfg.Workers.UntilIdle,
+			Gate:          stack.Chain.Gate,
 			Logger:        log,
 		},
 		Store:  sinkStore,
+		Budget: stack.Chain.Budget,
 		Logger: log,
 	})
 	wall := time.Since(t0)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"os"
@@ -19,14 +19,14 @@ import (
 // at 1M lines submit's peak RSS was 372 MB while about 144 MB was live.
 const submitMemoryLimit = 100 << 20
 
-// limitSubmitMemory keeps the heap near what is live while submit hosts
+// LimitSubmitMemory keeps the heap near what is live while submit hosts
 // the embedded server, unless the user chose a limit (GOMEMLIMIT), and
 // returns what restores the previous limit. The limit is
 // submitMemoryLimit, raised to 1.5 times the live heap once that is over
 // two thirds of it: a fixed limit below what is live (the duplicate index
 // of more than about 600,000 ids) would have the collector run back to
 // back, at half the CPU, for nothing it can free.
-func limitSubmitMemory() (restore func()) {
+func LimitSubmitMemory() (restore func()) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}

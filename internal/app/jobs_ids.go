@@ -1,4 +1,4 @@
-package main
+package app
 
 // Finding repeated job ids in bounded memory. The first pass of submit
 // must know, before publishing anything, whether an id repeats an earlier

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -7,29 +7,29 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 )
 
-// reconcileLedger, at the start of run and submit, writes into the job
+// ReconcileLedger, at the start of run and submit, writes into the job
 // ledger the ended runs the outcome streams (and, when the ledger is
 // rebuilt, the index on this data dir) prove and it misses: a data dir of
 // a release before the ledger, a ledger bucket deleted or purged. Entries
 // it had to write are a warning naming how many, so a ledger that lost
 // its memory is never silent. st is the index the command has open (nil
 // for none: the one at --db or in the data dir is read, if there is one).
-func reconcileLedger(ctx context.Context, c *cli.Context, conn *broker.Conn, st *index.Store, log *slog.Logger) error {
+func ReconcileLedger(ctx context.Context, cfg *config.Config, conn *broker.Conn, st *index.Store, log *slog.Logger) error {
 	index := func(ctx context.Context, yield func(ledger.IndexedRun) bool) error {
 		s := st
 		if s == nil {
-			if _, err := os.Stat(dbPath(c)); errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(DBPath(cfg)); errors.Is(err, fs.ErrNotExist) {
 				return nil // no index here: the streams are all there is
 			}
 			var err error
-			if s, err = openStore(c, false); err != nil {
+			if s, err = OpenStore(cfg, false); err != nil {
 				return err
 			}
 			defer s.Close()
@@ -40,7 +40,7 @@ func reconcileLedger(ctx context.Context, c *cli.Context, conn *broker.Conn, st 
 	}
 	r, err := ledger.New(conn).Reconcile(ctx, index)
 	if err != nil {
-		return withCode(exitRuntime, err)
+		return exit.WithCode(exit.Runtime, err)
 	}
 	if n := r.Written(); n > 0 {
 		why := "outcomes were stored without their ledger entry"

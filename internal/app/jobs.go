@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"os"
 	"strings"
-	"time"
 	"unicode/utf8"
 
-	"github.com/schollz/progressbar/v3"
-	"github.com/urfave/cli/v2"
-
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/config"
+	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
@@ -36,76 +33,39 @@ const (
 // maxChangedShown bounds the changed job ids a submit keeps to name.
 const maxChangedShown = 1000
 
-// opener opens the job input again for each pass.
-type opener func() (io.ReadCloser, error)
+// Opener opens the job input again for each pass.
+type Opener func() (io.ReadCloser, error)
 
-// jobSource returns how to open the command's FILE argument (or stdin, for
-// "-" or none) for each of the two passes, its name for messages, and the
-// cleanup to defer. Stdin is copied to a temporary file first, since it
-// can be read once only; on a terminal, a notice says it is being read.
-func (e *env) jobSource(c *cli.Context) (opener, string, func(), error) {
-	nothing := func() {}
-	if c.NArg() > 1 {
-		return nil, "", nothing, fail(exitUsage, "expected at most one FILE argument, got %d: %q", c.NArg(), c.Args().Slice())
-	}
-	name := c.Args().First()
-	if name != "" && name != "-" {
-		f, err := os.Open(name)
-		if err != nil {
-			return nil, "", nothing, fail(exitUsage, "opening input: %w", err)
-		}
-		f.Close()
-		return func() (io.ReadCloser, error) { return os.Open(name) }, name, nothing, nil
-	}
-	if e.terminal(e.stdin) {
-		fmt.Fprintln(e.stderr, "pipeline: reading jobs (JSONL) from stdin; end with Ctrl-D, or pass a FILE")
-	}
-	tmp, err := os.CreateTemp("", "pipeline-submit-*.jsonl")
-	if err != nil {
-		return nil, "", nothing, fail(exitRuntime, "spooling stdin to a temporary file: %w", err)
-	}
-	cleanup := func() { os.Remove(tmp.Name()) }
-	_, err = io.Copy(tmp, e.stdin)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		cleanup()
-		return nil, "", nothing, fail(exitUsage, "reading <stdin> into %s: %w", tmp.Name(), err)
-	}
-	path := tmp.Name()
-	return func() (io.ReadCloser, error) { return os.Open(path) }, "<stdin>", cleanup, nil
-}
-
-// bytesSource is an opener over bytes in memory (the demo's examples).
-func bytesSource(b []byte) opener {
+// BytesSource is an Opener over bytes in memory (the demo's examples).
+func BytesSource(b []byte) Opener {
 	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 }
 
-// jobCheck checks job lines. The first pass (scan) writes each accepted
+// JobCheck checks job lines. The first pass (scan) writes each accepted
 // line's id to disk (see idSpill) and finds the repeated ids there, so its
 // memory stays flat whatever the number of lines: a sorted run of ids, a
 // read buffer per run, and a few bytes per repeated line. The second pass
 // (publish) checks every line again against the ids the first accepted,
-// and takes the first line of each id. close removes the files.
-type jobCheck struct {
+// and takes the first line of each id. Close removes the files.
+type JobCheck struct {
 	reg   *schemas.Registry
 	limit int64
 	seed  maphash.Seed
 	ids   *idSpill
-	valid int // lines that passed the first pass
+	Valid int // lines that passed the first pass
 
 	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
 
-	where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
+	Where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
 }
 
-func newJobCheck(reg *schemas.Registry, limit int64) *jobCheck {
-	return &jobCheck{reg: reg, limit: limit, seed: maphash.MakeSeed()}
+// NewJobCheck checks jobs against the schemas of reg, a line at most limit bytes.
+func NewJobCheck(reg *schemas.Registry, limit int64) *JobCheck {
+	return &JobCheck{reg: reg, limit: limit, seed: maphash.MakeSeed()}
 }
 
-// close removes the first pass's files; safe twice.
-func (jc *jobCheck) close() {
+// Close removes the first pass's files; safe twice.
+func (jc *JobCheck) Close() {
 	if jc.ids != nil {
 		jc.ids.close()
 	}
@@ -113,7 +73,7 @@ func (jc *jobCheck) close() {
 
 // parse checks one line on its own: size, JSON, fields, schema. It returns
 // the job and its bytes, nil bytes for a blank line, or why it is refused.
-func (jc *jobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
+func (jc *JobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 	if size > jc.limit {
 		return job.Job{}, nil, fmt.Sprintf("job is %d bytes, over --max-job-bytes %d", size, jc.limit)
 	}
@@ -132,23 +92,23 @@ func (jc *jobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 		return j, nil, fmt.Sprintf("%s at byte %d (0x%02X)", notUTF8, i, line[i])
 	}
 	if _, ok := jc.reg.Get(j.Schema); !ok {
-		if jc.where != "" {
-			return j, nil, fmt.Sprintf("unknown schema %q in %s; known there: %v", j.Schema, jc.where, jc.reg.IDs())
+		if jc.Where != "" {
+			return j, nil, fmt.Sprintf("unknown schema %q in %s; known there: %v", j.Schema, jc.Where, jc.reg.IDs())
 		}
 		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
 	}
 	return j, line, ""
 }
 
-// scanFrom is the first pass over open's input: bad is called with every
+// ScanFrom is the first pass over open's input: bad is called with every
 // refused line's number and reason, in line order, once the input is read.
-func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error {
-	jc.close()
+func (jc *JobCheck) ScanFrom(open Opener, bad func(n int, reason string)) error {
+	jc.Close()
 	ids, err := newIDSpill()
 	if err != nil {
 		return err
 	}
-	jc.ids, jc.valid = ids, 0
+	jc.ids, jc.Valid = ids, 0
 	r, err := open()
 	if err != nil {
 		return err
@@ -170,7 +130,7 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 			return ids.bad(n, reason)
 		case line == nil: // blank
 		default:
-			jc.valid++
+			jc.Valid++
 			return ids.add(maphash.String(jc.seed, j.ID), n, j.ID)
 		}
 		return nil
@@ -181,7 +141,7 @@ func (jc *jobCheck) scanFrom(open opener, bad func(n int, reason string)) error 
 	if err := ids.finish(); err != nil {
 		return err
 	}
-	jc.valid -= len(ids.repeated)
+	jc.Valid -= len(ids.repeated)
 	return ids.report(bad)
 }
 
@@ -224,20 +184,20 @@ func firstLineHint(raw []byte) string {
 	return ""
 }
 
-// rerunMode says which jobs whose run already ended submit publishes again,
+// RerunMode says which jobs whose run already ended submit publishes again,
 // as a new run.
-type rerunMode int
+type RerunMode int
 
 const (
-	rerunNone    rerunMode = iota
-	rerunChanged           // those whose input changed since their last run
-	rerunAll
+	RerunNone    RerunMode = iota // none: a job that ended is not run again
+	RerunChanged                  // those whose input changed since their last run
+	RerunAll                      // all of them
 )
 
-// itemsFrom is the second pass: each is called with every line the first
+// ItemsFrom is the second pass: each is called with every line the first
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
-func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(queue.SubmitItem) error) error {
+func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(queue.SubmitItem) error) error {
 	if jc.ids == nil {
 		return errors.New("the input was not checked first")
 	}
@@ -269,18 +229,18 @@ func (jc *jobCheck) itemsFrom(open opener, rerun rerunMode, each func(queue.Subm
 		}
 		seen++
 		return each(queue.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
-			Rerun: rerun == rerunAll, RerunChanged: rerun == rerunChanged})
+			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged})
 	})
-	if err == nil && seen != jc.valid {
-		err = fmt.Errorf("the input changed since it was checked: %d jobs now, %d then", seen, jc.valid)
+	if err == nil && seen != jc.Valid {
+		err = fmt.Errorf("the input changed since it was checked: %d jobs now, %d then", seen, jc.Valid)
 	}
 	return err
 }
 
-// submitChecked publishes what the first pass accepted, reading the input
+// SubmitChecked publishes what the first pass accepted, reading the input
 // again, submitBatch jobs at a time. progress, if not nil, gets the count
 // published so far, and -1 at the end.
-func submitChecked(ctx context.Context, conn *broker.Conn, jc *jobCheck, open opener, rerun rerunMode, progress func(int)) (queue.SubmitStats, error) {
+func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Opener, rerun RerunMode, progress func(int)) (queue.SubmitStats, error) {
 	var total queue.SubmitStats
 	var batch []queue.SubmitItem
 	done, size := 0, 0
@@ -307,7 +267,7 @@ func submitChecked(ctx context.Context, conn *broker.Conn, jc *jobCheck, open op
 		batch, size = batch[:0], 0
 		return err
 	}
-	err := jc.itemsFrom(open, rerun, func(it queue.SubmitItem) error {
+	err := jc.ItemsFrom(open, rerun, func(it queue.SubmitItem) error {
 		batch = append(batch, it)
 		size += len(it.Data)
 		if len(batch) < submitBatch && size < submitBatchBytes {
@@ -325,25 +285,6 @@ func submitChecked(ctx context.Context, conn *broker.Conn, jc *jobCheck, open op
 		return total, fmt.Errorf("publishing jobs (%d stored before the error): %w", total.Published, err)
 	}
 	return total, nil
-}
-
-// progress returns a callback that draws a progress bar on a terminal
-// (stderr), or nil when stderr is not a terminal. -1 ends the bar.
-func (e *env) progress(what string, total int) func(int) {
-	if !e.terminal(e.stderr) {
-		return nil
-	}
-	bar := progressbar.NewOptions(total, progressbar.OptionSetWriter(e.stderr), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("jobs"),
-		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true))
-	return func(done int) {
-		if done < 0 {
-			_ = bar.Finish() // a terminal write; nothing to do if it fails
-			fmt.Fprintln(e.stderr)
-			return
-		}
-		_ = bar.Set(done)
-	}
 }
 
 var utf8BOM = []byte("\ufeff")
@@ -402,4 +343,13 @@ func readLines(r io.Reader, limit int64, fn func(n int, line []byte, size int64)
 			return nil
 		}
 	}
+}
+
+// MaxJobBytes reads --max-job-bytes.
+func MaxJobBytes(cfg *config.Config) (int64, error) {
+	n, err := ParseBytes(cfg.Workers.MaxJobBytes)
+	if err != nil || n <= 0 {
+		return 0, exit.Fail(exit.Usage, "--max-job-bytes %q: a positive size (e.g. 64MiB, 500KB, or bytes)", cfg.Workers.MaxJobBytes)
+	}
+	return n, nil
 }

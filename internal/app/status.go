@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -20,10 +20,10 @@ import (
 	"github.com/llmpipeline/pipeline/llm"
 )
 
-// runStatus counts what this process's workers did, from their own
+// Status counts what this process's workers did, from their own
 // outcomes: the progress bar on a terminal and the summary line at the end
 // of `run` read it. Every method is safe for concurrent use.
-type runStatus struct {
+type Status struct {
 	start time.Time
 
 	inHandle    atomic.Int64 // jobs in the handler now: what --concurrency bounds
@@ -42,14 +42,15 @@ type runStatus struct {
 	dead map[job.Class]int // dead letters by class
 }
 
-func newRunStatus(now time.Time) *runStatus {
-	s := &runStatus{start: now, dead: map[job.Class]int{}}
+// NewStatus is a status of a run started at now, its breaker closed.
+func NewStatus(now time.Time) *Status {
+	s := &Status{start: now, dead: map[job.Class]int{}}
 	s.breaker.Store(llm.StateClosed)
 	return s
 }
 
-// handler wraps h to count the jobs in it.
-func (s *runStatus) handler(h queue.Handler) queue.Handler {
+// Handler wraps h to count the jobs in it.
+func (s *Status) Handler(h queue.Handler) queue.Handler {
 	return queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		s.inHandle.Add(1)
 		defer s.inHandle.Add(-1)
@@ -57,9 +58,9 @@ func (s *runStatus) handler(h queue.Handler) queue.Handler {
 	})
 }
 
-// stored counts one result or dead letter the stream acknowledged
+// Stored counts one result or dead letter the stream acknowledged
 // (queue.WorkerConfig.Stored).
-func (s *runStatus) stored(m sink.Msg) {
+func (s *Status) Stored(m sink.Msg) {
 	o, ok := outcomeOf(m)
 	if !ok {
 		return // not an outcome: nothing to count
@@ -74,10 +75,27 @@ func (s *runStatus) stored(m sink.Msg) {
 	s.mu.Unlock()
 }
 
-// repeatedOutcome counts a job the workers answered whose outcome was not
+// AlreadyDone counts a job acked without a model call, the ledger saying
+// it ended (queue.WorkerConfig.AlreadyDone).
+func (s *Status) AlreadyDone(string) { s.alreadyDone.Add(1) }
+
+// HandedBack counts n jobs handed back undone on shutdown
+// (queue.WorkerConfig.HandedBack).
+func (s *Status) HandedBack(n int) { s.handedBack.Add(int64(n)) }
+
+// HandedBackCount is the jobs handed back so far.
+func (s *Status) HandedBackCount() int64 { return s.handedBack.Load() }
+
+// SetBreaker records the primary model's breaker state for the progress line.
+func (s *Status) SetBreaker(state string) { s.breaker.Store(state) }
+
+// SetCensus gives the status batch mode's census of the fleet's batches.
+func (s *Status) SetCensus(census func() batch.Census) { s.census.Store(&census) }
+
+// Repeated counts a job the workers answered whose outcome was not
 // kept, the run's stored one standing (queue.WorkerConfig.Repeated): its
 // model calls were made all the same.
-func (s *runStatus) repeatedOutcome(m sink.Msg) {
+func (s *Status) Repeated(m sink.Msg) {
 	s.repeated.Add(1)
 	if o, ok := outcomeOf(m); ok {
 		s.spent(o)
@@ -85,7 +103,7 @@ func (s *runStatus) repeatedOutcome(m sink.Msg) {
 }
 
 // spent counts an outcome's model calls and tokens.
-func (s *runStatus) spent(o job.Outcome) {
+func (s *Status) spent(o job.Outcome) {
 	s.calls.Add(int64(o.Attempts))
 	var tokens int64
 	for _, a := range o.Trace {
@@ -111,8 +129,8 @@ func outcomeOf(m sink.Msg) (job.Outcome, bool) {
 	return o, true
 }
 
-// runSnapshot is the status at one moment.
-type runSnapshot struct {
+// Snapshot is the status at one moment.
+type Snapshot struct {
 	Elapsed     time.Duration
 	Done        int64 // outcomes stored plus jobs found already done
 	Total       int64 // Done plus the jobs still waiting or unacked
@@ -125,26 +143,26 @@ type runSnapshot struct {
 	HandedBack  int64
 	Breaker     string
 	// Batches is set in batch mode.
-	Batches *batchCounts
+	Batches *BatchCounts
 
 	// Repeated: answered, their run's outcome already stored (it stays).
 	Repeated int64
 }
 
-// batchCounts are the fleet's batch-mode work in flight: batches not
+// BatchCounts are the fleet's batch-mode work in flight: batches not
 // settled yet by state, the requests in them and the requests queued for
 // the next batch.
-type batchCounts struct {
+type BatchCounts struct {
 	InFlight  map[string]int // by the batch's state: submitting, the provider's status word, collecting
 	InBatches int
 	Queued    int
 }
 
-// batchCountsOf is what the status line shows of a census: a batch in
+// BatchCountsOf is what the status line shows of a census: a batch in
 // flight by the provider's status word while the provider has it, else by
 // the record's state (submitting, collecting).
-func batchCountsOf(c batch.Census) *batchCounts {
-	b := &batchCounts{InFlight: map[string]int{}, InBatches: c.InBatches, Queued: c.Queued}
+func BatchCountsOf(c batch.Census) *BatchCounts {
+	b := &BatchCounts{InFlight: map[string]int{}, InBatches: c.InBatches, Queued: c.Queued}
 	for k, n := range c.Batches {
 		if !k.InFlight() {
 			continue
@@ -159,15 +177,16 @@ func batchCountsOf(c batch.Census) *batchCounts {
 }
 
 // held is the jobs batch mode holds: acked, not ended yet.
-func (s runSnapshot) held() int64 {
+func (s Snapshot) held() int64 {
 	if s.Batches == nil {
 		return 0
 	}
 	return int64(s.Batches.InBatches + s.Batches.Queued)
 }
 
-func (s *runStatus) snapshot(now time.Time) runSnapshot {
-	snap := runSnapshot{
+// Snapshot is the status at now.
+func (s *Status) Snapshot(now time.Time) Snapshot {
+	snap := Snapshot{
 		Elapsed: now.Sub(s.start), Succeeded: s.succeeded.Load(), AlreadyDone: s.alreadyDone.Load(), Repeated: s.repeated.Load(),
 		InFlight: s.inHandle.Load(), Calls: s.calls.Load(), Tokens: s.tokens.Load(), HandedBack: s.handedBack.Load(),
 		Breaker: s.breaker.Load().(string), Dead: map[string]int{},
@@ -181,12 +200,12 @@ func (s *runStatus) snapshot(now time.Time) runSnapshot {
 	snap.Done += snap.Succeeded + snap.AlreadyDone + snap.Repeated
 	snap.Total = snap.Done
 	if f := s.census.Load(); f != nil {
-		snap.Batches = batchCountsOf((*f)())
+		snap.Batches = BatchCountsOf((*f)())
 	}
 	return snap
 }
 
-func (s runSnapshot) deadLettered() int64 {
+func (s Snapshot) deadLettered() int64 {
 	var n int64
 	for _, v := range s.Dead {
 		n += int64(v)
@@ -213,12 +232,12 @@ func byClass(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// statusLine is what the progress bar shows beside the bar: done of total,
+// StatusLine is what the progress bar shows beside the bar: done of total,
 // rate, ETA, results, dead letters by class, jobs in flight (in the
 // handler, as --concurrency counts them), in batch mode the fleet's
 // batches in flight by state and the requests waiting in them or queued,
 // and the breaker when not closed.
-func statusLine(s runSnapshot) string {
+func StatusLine(s Snapshot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d/%d jobs", s.Done, s.Total)
 	rate := 0.0
@@ -256,8 +275,8 @@ func statusLine(s runSnapshot) string {
 	return b.String()
 }
 
-// summaryLine is the one line `run` ends with, on stderr.
-func summaryLine(s runSnapshot) string {
+// SummaryLine is the one line `run` ends with, on stderr.
+func SummaryLine(s Snapshot) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "run: %d jobs in %s: %d succeeded, %d dead-lettered", s.Done, s.Elapsed.Round(time.Millisecond), s.Succeeded, s.deadLettered())
 	if len(s.Dead) > 0 {
@@ -273,16 +292,16 @@ func summaryLine(s runSnapshot) string {
 	return b.String()
 }
 
-// pendingFunc reads the jobs still waiting or unacked on the consumer.
-type pendingFunc func(ctx context.Context) (queue.PendingInfo, error)
+// PendingFunc reads the jobs still waiting or unacked on the consumer.
+type PendingFunc func(ctx context.Context) (queue.PendingInfo, error)
 
-// showProgress draws the status on a progress bar on w while the workers
+// ShowProgress draws the status on a progress bar on w while the workers
 // run, if w is a terminal; it returns the function that stops it. Total is
 // what is done plus what the consumer still holds (pending and unacked)
 // plus, in batch mode, the requests waiting in batches or queued for one,
 // so it grows as jobs arrive.
-func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pending pendingFunc) func() {
-	if !e.terminal(w) {
+func ShowProgress(ctx context.Context, w io.Writer, terminal bool, st *Status, pending PendingFunc) func() {
+	if !terminal {
 		return func() {}
 	}
 	// A known length from the start (the first update sets the real one):
@@ -296,12 +315,12 @@ func (e *env) showProgress(ctx context.Context, w io.Writer, st *runStatus, pend
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	update := func() {
-		snap := st.snapshot(time.Now())
+		snap := st.Snapshot(time.Now())
 		if p, err := pending(ctx); err == nil {
 			snap.Total = snap.Done + int64(p.Pending) + int64(p.AckPending) + snap.held()
 		}
 		bar.ChangeMax64(max(snap.Total, 1))
-		bar.Describe(statusLine(snap))
+		bar.Describe(StatusLine(snap))
 		_ = bar.Set64(snap.Done) // a terminal write; nothing to do if it fails
 	}
 	go func() {
