@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
@@ -74,13 +75,10 @@ func TestBatchRunStopsOnAuthFailure(t *testing.T) {
 			_, errs, code := runCLI(t, "", batchArgs(srv, dir)...)
 			done <- exit{errs, code}
 		}()
-		deadline := time.Now().Add(30 * time.Second)
-		for len(srv.Batches()) == 0 || srv.Status(srv.Batches()[0]) != "in_progress" {
-			if time.Now().After(deadline) {
-				t.Fatal("no batch in progress")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, 30*time.Second, "a batch in progress", func() bool {
+			b := srv.Batches()
+			return len(b) > 0 && srv.Status(b[0]) == "in_progress"
+		})
 		b := srv.Batches()[0]
 		srv.SetKey("sk-revoked") // the key is revoked while the batch is in flight
 		var got exit

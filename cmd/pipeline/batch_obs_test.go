@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
@@ -131,21 +134,20 @@ func TestBatchRunMetrics(t *testing.T) {
 	var m batchMetrics
 	wait := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		err := poll.Wait(t, 60*time.Second, func() error {
 			var err error
-			m, err = scrapeBatch(t, addr)
-			if err == nil && ok() {
-				return
+			if m, err = scrapeBatch(t, addr); err == nil && ok() {
+				return nil
 			}
 			select {
 			case code := <-done:
 				t.Fatalf("run ended (exit %d) before %s; last scrape %+v\nstderr:\n%s", code, what, m, errs.String())
-			case <-time.After(20 * time.Millisecond): // polling the metrics endpoint
+			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s after 60s; last scrape %+v (%v)\nstderr:\n%s", what, m, err, errs.String())
-			}
+			return cmp.Or(err, errors.New("not yet"))
+		})
+		if err != nil {
+			t.Fatalf("no %s after 60s; last scrape %+v (%v)\nstderr:\n%s", what, m, err, errs.String())
 		}
 	}
 	wait("batch held in progress with the 20 requests", func() bool {
@@ -220,16 +222,19 @@ func TestBatchRunProgressShowsBatches(t *testing.T) {
 			"--max-attempts", "2", "--concurrency", "4", "--batch", "--batch-size", "4", "--batch-wait", "1s", "--batch-poll", "50ms"})
 	}()
 	drawn := regexp.MustCompile(`in flight \d+  batches in_progress 1  requests 4 in batches`)
-	deadline := time.Now().Add(60 * time.Second)
-	for !drawn.MatchString(errs.String()) {
+	err := poll.Wait(t, 60*time.Second, func() error {
+		if drawn.MatchString(errs.String()) {
+			return nil
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("run ended (%v) before the progress showed the held batch:\n%q", err, errs.String())
-		case <-time.After(20 * time.Millisecond): // polling what the progress drew
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the progress never showed the batch held in progress:\n%q", errs.String())
-		}
+		return errors.New("not drawn yet")
+	})
+	if err != nil {
+		t.Fatalf("the progress never showed the batch held in progress:\n%q", errs.String())
 	}
 	srv.SetHold(false)
 	for _, id := range srv.Batches() {

@@ -204,7 +204,7 @@ func (e *env) reportCommand() *cli.Command {
 		Name:  "report",
 		Usage: "cluster failures by schema field and keyword, show the heal funnel and flag impossible schemas",
 		Description: `Formats: table (terminal), json (stable: {"generated_at","source","range","totals","clusters_total",
-"clusters":[...],"funnel":{...},"lint":[...]}, see the README), markdown, html (one self-contained file with
+"clusters":[...],"funnel":{...},"lint":[...]}, see docs/report.md), markdown, html (one self-contained file with
 charts). Every format opens with what it covers: the index file, the time range of the outcomes, when it
 was generated, the totals, and how many clusters it lists of how many.
 

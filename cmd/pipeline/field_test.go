@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
@@ -63,31 +65,28 @@ func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
 	go func() {
 		done <- app.RunContext(ctx, []string{"pipeline", "run", "--data-dir", dir, "--sim-latency", "10m", "-c", "2", "--shutdown-grace", "50ms"})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p, err := queue.Pending(t.Context(), conn); err == nil && p.AckPending >= 2 && strings.Contains(errs.String(), "in flight") {
-			break
+	if err := poll.Wait(t, 30*time.Second, func() error {
+		if p, err := queue.Pending(t.Context(), conn); err != nil || p.AckPending < 2 || !strings.Contains(errs.String(), "in flight") {
+			return cmp.Or(err, errors.New("not in flight yet"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no job in flight after 30s; stderr:\n%q", errs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling the consumer, not waiting for an event
+		return nil
+	}); err != nil {
+		t.Fatalf("no job in flight after 30s; stderr:\n%q", errs.String())
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	// Poll the goroutines for a while: the old spinner never stopped.
-	for end := time.Now().Add(2 * time.Second); ; {
+	var stacks string
+	if err := poll.Wait(t, 2*time.Second, func() error {
 		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, "schollz/progressbar") {
-			break
+		if stacks = string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "schollz/progressbar") {
+			return errors.New("a progress bar goroutine runs")
 		}
-		if time.Now().After(end) {
-			t.Fatalf("a progress bar goroutine outlives the run:\n%s", stacks)
-		}
-		time.Sleep(20 * time.Millisecond) // polling the goroutines
+		return nil
+	}); err != nil {
+		t.Fatalf("a progress bar goroutine outlives the run:\n%s", stacks)
 	}
 	got := errs.String()
 	i := strings.Index(got, "stopped: ")

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // TestMetricsEndpoint scrapes --metrics-addr while a run is working and
@@ -31,24 +34,25 @@ func TestMetricsEndpoint(t *testing.T) {
 	}()
 
 	var body string
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	// Wait for a job counted while another is still in flight; past 30s
+	// the checks below say what the last scrape lacks.
+	_ = poll.Wait(t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body = string(b)
-			// Wait for a job counted while another is still in flight.
 			if strings.Contains(body, "pipeline_jobs_total{") && strings.Contains(body, "pipeline_jobs_in_flight 1") {
-				break
+				return nil
 			}
 		}
 		select {
 		case code := <-done:
 			t.Fatalf("run ended (exit %d) before a job was counted in the metrics; last scrape:\n%s", code, body)
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-	}
+		return errors.New("not counted yet")
+	})
 	for _, want := range []string{
 		"pipeline_jobs_total{", "pipeline_attempts_per_job", "pipeline_model_latency_seconds",
 		"pipeline_model_tokens_total{", `pipeline_breaker_state{provider="sim",state="closed"} 1`,

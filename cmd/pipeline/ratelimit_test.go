@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // timedServer answers every chat completion with a valid ticket and
@@ -64,18 +66,6 @@ func (s *timedServer) window(w time.Duration) (fewest, most int) {
 	return fewest, most
 }
 
-// poll waits for cond, failing the test after within.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an event
-	}
-}
-
 // Two `pipeline run` processes on one embedded server, one model and one
 // key share one --rpm: once both run, no window of --rate-window holds
 // more requests than the limit, and together they reach at least 0.9 of
@@ -99,22 +89,22 @@ func TestRunProcessesShareOneRPM(t *testing.T) {
 		})
 	}
 	start(0)
-	poll(t, 30*time.Second, "the first run to share the limit", func() bool { return strings.Contains(stderr[0].String(), "rate limit shared") })
+	poll.Until(t, 30*time.Second, "the first run to share the limit", func() bool { return strings.Contains(stderr[0].String(), "rate limit shared") })
 	start(1, "--sink=false")
 	// The second counts two once it has waited for the first to count it.
-	poll(t, 30*time.Second, "the second run to count two members", func() bool { return strings.Contains(stderr[1].String(), "members=2") })
+	poll.Until(t, 30*time.Second, "the second run to count two members", func() bool { return strings.Contains(stderr[1].String(), "members=2") })
 
 	var b strings.Builder
 	for i := range jobs {
 		fmt.Fprintf(&b, `{"id":"rl-%04d","schema":"ticket","input":"From: Ana Lima <ana@example.com> I cannot log in (%d)."}`+"\n", i, i)
 	}
 	mustCLI(t, b.String(), "submit", "--data-dir", dir, "-")
-	poll(t, 2*time.Minute, "every job to reach the model", func() bool {
+	poll.Until(t, 2*time.Minute, "every job to reach the model", func() bool {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		return len(srv.arrivals) >= jobs
 	})
-	poll(t, time.Minute, "every result to be indexed", func() bool {
+	poll.Until(t, time.Minute, "every result to be indexed", func() bool {
 		out, _, code := runCLI(t, "", "results", "--data-dir", dir)
 		return code == 0 && len(jsonLines(t, out)) == jobs
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
 )
 
@@ -85,16 +87,14 @@ func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
 		done <- mainContext(ctx, []string{"pipeline", "run", "--data-dir", dir, "--sim-latency", "10m", "-c", "2", "--shutdown-grace", "100ms"},
 			strings.NewReader(""), &out, &errs)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if err := poll.Wait(t, 30*time.Second, func() error {
 		p, err := queue.Pending(t.Context(), conn)
-		if err == nil && p.AckPending >= 2 {
-			break
+		if err == nil && p.AckPending < 2 {
+			err = fmt.Errorf("%+v", p)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no job in flight after 30s (%+v, %v); stderr:\n%s", p, err, errs.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling the consumer, not waiting for an event
+		return err
+	}); err != nil {
+		t.Fatalf("no job in flight after 30s (%v); stderr:\n%s", err, errs.String())
 	}
 	cancel()
 	select {

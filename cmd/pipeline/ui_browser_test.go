@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/report/cluster"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -206,12 +208,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Errorf("the overview after the replay: %q, want 302 jobs, 1 awaiting its run", tiles)
 	}
 	mustCLI(t, "", append([]string{"run", "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0"}, common...)...)
-	deadline := time.Now().Add(30 * time.Second)
-	for text("#tiles") == tiles || text("#funnel-table") == funnelRows {
-		if time.Now().After(deadline) {
-			t.Fatalf("the open overview never refreshed: tiles %q, funnel %q", text("#tiles"), text("#funnel-table"))
+	if err := poll.Wait(t, 30*time.Second, func() error {
+		if text("#tiles") == tiles || text("#funnel-table") == funnelRows {
+			return errors.New("not refreshed yet")
 		}
-		time.Sleep(200 * time.Millisecond) // polling the page with a deadline
+		return nil
+	}); err != nil {
+		t.Fatalf("the open overview never refreshed: tiles %q, funnel %q", text("#tiles"), text("#funnel-table"))
 	}
 	if got := strings.ToLower(text("#tiles")); strings.Contains(got, "awaiting") || !strings.Contains(got, "302") {
 		t.Errorf("the refreshed overview: %q, want 302 jobs and none awaiting", got)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/poll"
 )
 
 // waitServer answers chat completions as OpenAI does under a rate limit:
@@ -152,12 +154,12 @@ func TestRunPausesTheFleetForTheProvidersWait(t *testing.T) {
 		})
 	}
 	start(0)
-	poll(t, 30*time.Second, "the first run to share the limit", func() bool { return strings.Contains(stderr[0].String(), "rate limit shared") })
+	poll.Until(t, 30*time.Second, "the first run to share the limit", func() bool { return strings.Contains(stderr[0].String(), "rate limit shared") })
 	start(1, "--sink=false")
-	poll(t, 30*time.Second, "the second run to count two members", func() bool { return strings.Contains(stderr[1].String(), "members=2") })
+	poll.Until(t, 30*time.Second, "the second run to count two members", func() bool { return strings.Contains(stderr[1].String(), "members=2") })
 
 	ticketJobs(t, dir, "fw", jobs)
-	poll(t, time.Minute, "every result to be indexed", func() bool {
+	poll.Until(t, time.Minute, "every result to be indexed", func() bool {
 		out, _, code := runCLI(t, "", "results", "--data-dir", dir)
 		return code == 0 && len(jsonLines(t, out)) == jobs
 	})
