@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/queuetest"
 )
 
 // TestHelperSubmitter is not a test: run by TestAckedSurvivesKill9 in a
@@ -27,7 +28,7 @@ func TestHelperSubmitter(t *testing.T) {
 		fmt.Println("ERR", err)
 		os.Exit(1)
 	}
-	st, err := queue.Submit(context.Background(), c, jobItems("k9", "invoice", 500), nil)
+	st, err := queue.Submit(context.Background(), c, queuetest.JobItems("k9", "invoice", 500), nil)
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)

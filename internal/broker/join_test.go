@@ -10,6 +10,7 @@ import (
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/queuetest"
 )
 
 func TestConnectJoinsRunningServer(t *testing.T) {
@@ -36,7 +37,7 @@ func TestConnectJoinsRunningServer(t *testing.T) {
 		t.Errorf("%s = %+v; want url %s pid %d", broker.ServerInfoFile, info, first.URL(), os.Getpid())
 	}
 	// Work submitted through one is seen by the other: one server.
-	submit(t, second, jobItems("join", "invoice", 3))
+	queuetest.Submit(t, second, queuetest.JobItems("join", "invoice", 3))
 	p, err := queue.Pending(t.Context(), first)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestEmbeddedJoinerTakesOver(t *testing.T) {
 	defer owner.Close()
 	a := newConn(t, func(c *broker.Config) { c.DataDir = dir })
 	b := newConn(t, func(c *broker.Config) { c.DataDir = dir })
-	submit(t, a, jobItems("takeover", "invoice", 5))
+	queuetest.Submit(t, a, queuetest.JobItems("takeover", "invoice", 5))
 	if err := owner.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestEmbeddedJoinerTakesOver(t *testing.T) {
 			t.Errorf("%s lost: %v", name, c.Err())
 		}
 	}
-	submit(t, b, jobItems("after", "invoice", 2))
+	queuetest.Submit(t, b, queuetest.JobItems("after", "invoice", 2))
 	p, err := queue.Pending(ctx, a)
 	if err != nil || p.Jobs != 7 {
 		t.Errorf("after the takeover a sees %d jobs (%v), want 7", p.Jobs, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"go.uber.org/goleak"
 )
 
 // NewConn starts an embedded server in a fresh data dir, with mods applied
@@ -34,4 +35,14 @@ func NewConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 		}
 	})
 	return c
+}
+
+// VerifyTestMain runs a package's tests and fails them when goroutines
+// outlive them, apart from nats-server's process-wide ones (its goroutine
+// starter and its logger's init) that outlive any one server.
+func VerifyTestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
+		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.init.0.func1"),
+	)
 }

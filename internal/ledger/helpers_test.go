@@ -4,107 +4,16 @@ package ledger_test
 // record runs the way the workers do.
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/brokertest"
-	"github.com/llmpipeline/pipeline/internal/queue"
-	"github.com/llmpipeline/pipeline/internal/sink"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Process-wide singletons of nats-server and glog-style loggers
-		// that outlive any one server.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.init.0.func1"),
-	)
-}
+func TestMain(m *testing.M) { brokertest.VerifyTestMain(m) }
 
 // newConn starts an embedded server in a fresh data dir.
 func newConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {
 	t.Helper()
 	return brokertest.NewConn(t, mods...)
-}
-
-func jobItem(id, schema string) queue.SubmitItem {
-	return queue.SubmitItem{
-		Data:   fmt.Appendf(nil, `{"id":%q,"schema":%q,"input":"text for %s"}`, id, schema, id),
-		Schema: schema,
-		MsgID:  id,
-	}
-}
-
-func jobItems(prefix, schema string, n int) []queue.SubmitItem {
-	items := make([]queue.SubmitItem, n)
-	for i := range items {
-		items[i] = jobItem(fmt.Sprintf("%s-%04d", prefix, i), schema)
-	}
-	return items
-}
-
-func submit(t testing.TB, c *broker.Conn, items []queue.SubmitItem) queue.SubmitStats {
-	t.Helper()
-	st, err := queue.Submit(context.Background(), c, items, nil)
-	if err != nil {
-		t.Fatalf("Submit: %v", err)
-	}
-	return st
-}
-
-// readAll reads every message of a stream.
-func readAll(t testing.TB, c *broker.Conn, stream, filter string) []sink.Msg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out []sink.Msg
-	if err := sink.ReadStream(ctx, c, stream, filter, func(m sink.Msg) error {
-		out = append(out, m)
-		return nil
-	}); err != nil {
-		t.Fatalf("ReadStream(%s, %q): %v", stream, filter, err)
-	}
-	return out
-}
-
-// counter counts handler calls per msg id.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *counter) add(id string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[id]++
-	return c.n[id]
-}
-
-func (c *counter) get(id string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[id]
-}
-
-func fastWorkers(cfg queue.WorkerConfig) queue.WorkerConfig {
-	if cfg.FetchWait == 0 {
-		cfg.FetchWait = 100 * time.Millisecond
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = 5 * time.Second
-	}
-	return cfg
-}
-
-// resultFor is what the test handlers store: the job id and its delivery.
-func resultFor(d *queue.Delivery) []byte {
-	return fmt.Appendf(nil, `{"job_id":%q,"delivery":%d,"orphan":%v}`, d.MsgID, d.NumDelivered, d.Orphan)
 }

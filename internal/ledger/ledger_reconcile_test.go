@@ -10,6 +10,7 @@ import (
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/queuetest"
 	"github.com/llmpipeline/pipeline/internal/sink"
 )
 
@@ -39,7 +40,7 @@ func pastWindow(t *testing.T) {
 }
 
 func ledgerItems(prefix string, n int) []queue.SubmitItem {
-	items := jobItems(prefix, "invoice", n)
+	items := queuetest.JobItems(prefix, "invoice", n)
 	for i := range items {
 		items[i].JobID = items[i].MsgID
 	}
@@ -57,7 +58,7 @@ func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 	ctx := t.Context()
 	items := ledgerItems("up", 40)
 	// A job id that looks like a rerun's message id, ended as run 0.
-	odd := jobItem("odd~r2", "invoice")
+	odd := queuetest.JobItem("odd~r2", "invoice")
 	odd.JobID = odd.MsgID
 	items = append(items, odd)
 	for i, it := range items {
@@ -70,7 +71,7 @@ func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 	// up-0001 was replayed once: run 1 ended too.
 	oldOutcome(t, c, broker.StreamResults, items[1], 1)
 	// The first ledger's format: one key per job, its runs in the value.
-	prev := jobItem("prev-1", "invoice")
+	prev := queuetest.JobItem("prev-1", "invoice")
 	prev.JobID = prev.MsgID
 	entry, _ := jsonv2.Marshal(ledger.Entry{JobID: prev.JobID, Runs: []ledger.Run{{Run: 0, MsgID: prev.MsgID, Stream: broker.StreamResults, Seq: 999, At: time.Now().UTC()}}})
 	if _, err := c.LedgerBucket().Put(ctx, ledger.Key(prev.JobID), entry); err != nil {
@@ -93,7 +94,7 @@ func TestReconcileLedgerAfterUpgrade(t *testing.T) {
 	}
 
 	resubmit := append(append([]queue.SubmitItem{}, items...), prev)
-	st := submit(t, c, resubmit)
+	st := queuetest.Submit(t, c, resubmit)
 	if st.Published != 0 || st.AlreadyDone != len(resubmit) {
 		t.Errorf("re-submit after the upgrade: %+v, want all %d already done, none published", st, len(resubmit))
 	}
@@ -117,16 +118,16 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 	c := newConn(t, func(cfg *broker.Config) { cfg.DuplicateWindow = 100 * time.Millisecond })
 	ctx := t.Context()
 	items := ledgerItems("del", 30)
-	submit(t, c, items)
-	var calls counter
+	queuetest.Submit(t, c, items)
+	var calls queuetest.Counter
 	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
-		calls.add(d.MsgID)
-		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		calls.Add(d.MsgID)
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: queuetest.ResultFor(d)}
 	})
 	if _, err := ledger.New(c).Reconcile(ctx, nil); err != nil { // a start
 		t.Fatal(err)
 	}
-	if err := queue.RunWorkers(ctx, c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(ctx, c, queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
 	if err := ledger.New(c).AdvanceMarks(ctx); err != nil { // the end of the run
@@ -160,19 +161,19 @@ func TestReconcileLedgerDeletedBucket(t *testing.T) {
 	if !r.Rebuild || r.FromStreams != len(items) || r.FromIndex != len(gone) {
 		t.Errorf("reconciliation %+v, want a rebuild of %d runs from the streams and %d from the index", r, len(items), len(gone))
 	}
-	st := submit(t, c, append(append([]queue.SubmitItem{}, items...), gone...))
+	st := queuetest.Submit(t, c, append(append([]queue.SubmitItem{}, items...), gone...))
 	if st.Published != 0 || st.AlreadyDone != len(items)+len(gone) {
 		t.Errorf("re-submit after the ledger was deleted: %+v, want none published", st)
 	}
-	if err := queue.RunWorkers(ctx, c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(ctx, c, queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		if n := calls.get(it.MsgID); n != 1 {
+		if n := calls.Get(it.MsgID); n != 1 {
 			t.Errorf("%s handled %d times, want 1", it.MsgID, n)
 		}
 	}
-	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
+	if got := len(queuetest.ReadAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d: a job was answered twice", got, len(items))
 	}
 }
@@ -189,28 +190,28 @@ func TestRepeatedOutcomeIsCounted(t *testing.T) {
 	for _, it := range items {
 		oldOutcome(t, c, broker.StreamResults, it, 0)
 	}
-	submit(t, c, items)
-	var stored, repeated counter
+	queuetest.Submit(t, c, items)
+	var stored, repeated queuetest.Counter
 	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
-		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d), Record: d.MsgID}
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: queuetest.ResultFor(d), Record: d.MsgID}
 	})
-	cfg := fastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true,
-		Stored: func(m sink.Msg) { stored.add(m.MsgID) },
+	cfg := queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true,
+		Stored: func(m sink.Msg) { stored.Add(m.MsgID) },
 		Repeated: func(m sink.Msg) {
 			if m.Record != m.MsgID {
 				t.Errorf("repeated outcome of %s carries record %v", m.MsgID, m.Record)
 			}
-			repeated.add(m.MsgID)
+			repeated.Add(m.MsgID)
 		}})
 	if err := queue.RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		if s, r := stored.get(it.MsgID), repeated.get(it.MsgID); s != 0 || r != 1 {
+		if s, r := stored.Get(it.MsgID), repeated.Get(it.MsgID); s != 0 || r != 1 {
 			t.Errorf("%s: Stored %d times, Repeated %d; want 0 and 1", it.MsgID, s, r)
 		}
 	}
-	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
+	if got := len(queuetest.ReadAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d (the first ones kept)", got, len(items))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/internal/queuetest"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -99,18 +100,18 @@ func TestRecordRunFirstWriterWins(t *testing.T) {
 func TestLedgerSkipsEndedRuns(t *testing.T) {
 	t.Parallel()
 	c := newConn(t, func(cfg *broker.Config) { cfg.DuplicateWindow = 200 * time.Millisecond })
-	items := jobItems("l", "invoice", 20)
+	items := queuetest.JobItems("l", "invoice", 20)
 	for i := range items {
 		items[i].JobID = items[i].MsgID
 	}
-	submit(t, c, items)
+	queuetest.Submit(t, c, items)
 	submitted := time.Now()
-	var calls counter
+	var calls queuetest.Counter
 	h := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
-		calls.add(d.MsgID)
-		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		calls.Add(d.MsgID)
+		return queue.Outcome{Action: queue.ActionResult, Schema: d.Job.Schema, Payload: queuetest.ResultFor(d)}
 	})
-	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 4, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
 	e, found, err := ledger.New(c).Get(t.Context(), items[0].JobID)
@@ -146,40 +147,40 @@ func TestLedgerSkipsEndedRuns(t *testing.T) {
 			}
 		}
 	}
-	var done counter
-	cfg := fastWorkers(queue.WorkerConfig{Concurrency: 8, UntilIdle: true, AlreadyDone: func(id string) { done.add(id) }})
+	var done queuetest.Counter
+	cfg := queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 8, UntilIdle: true, AlreadyDone: func(id string) { done.Add(id) }})
 	if err := queue.RunWorkers(t.Context(), c, cfg, h); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range items {
-		if n := calls.get(it.MsgID); n != 1 {
+		if n := calls.Get(it.MsgID); n != 1 {
 			t.Errorf("%s handled %d times, want 1", it.MsgID, n)
 		}
-		if n := done.get(it.MsgID); n != 3 {
+		if n := done.Get(it.MsgID); n != 3 {
 			t.Errorf("%s acked as already done %d times, want 3", it.MsgID, n)
 		}
-		if n, m := done.get("copy-"+it.MsgID), calls.get("copy-"+it.MsgID); n != 1 || m != 0 {
+		if n, m := done.Get("copy-"+it.MsgID), calls.Get("copy-"+it.MsgID); n != 1 || m != 0 {
 			t.Errorf("the copy of %s under another message id: acked as already done %d times, handled %d; want 1, 0", it.MsgID, n, m)
 		}
 	}
-	if got := len(readAll(t, c, broker.StreamResults, "")); got != len(items) {
+	if got := len(queuetest.ReadAll(t, c, broker.StreamResults, "")); got != len(items) {
 		t.Errorf("%d results, want %d", got, len(items))
 	}
 
 	// Submit consults the ledger: already done, or a new run with Rerun.
-	st := submit(t, c, items)
+	st := queuetest.Submit(t, c, items)
 	if st.AlreadyDone != len(items) || st.Published != 0 {
 		t.Errorf("resubmit: %+v", st)
 	}
 	rerun := []queue.SubmitItem{items[0]}
 	rerun[0].Rerun = true
-	if st := submit(t, c, rerun); st.Reruns != 1 || st.Published != 1 {
+	if st := queuetest.Submit(t, c, rerun); st.Reruns != 1 || st.Published != 1 {
 		t.Errorf("rerun: %+v", st)
 	}
-	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 2, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	if n := calls.get(ledger.RunMsgID(items[0].JobID, 1)); n != 1 {
+	if n := calls.Get(ledger.RunMsgID(items[0].JobID, 1)); n != 1 {
 		t.Errorf("rerun handled %d times, want 1", n)
 	}
 }
@@ -205,10 +206,10 @@ func TestLargePayloadsRoundTrip(t *testing.T) {
 		}
 		return queue.Outcome{Action: queue.ActionResult, Schema: "invoice", Payload: answer}
 	})
-	if err := queue.RunWorkers(t.Context(), c, fastWorkers(queue.WorkerConfig{Concurrency: 1, UntilIdle: true}), h); err != nil {
+	if err := queue.RunWorkers(t.Context(), c, queuetest.FastWorkers(queue.WorkerConfig{Concurrency: 1, UntilIdle: true}), h); err != nil {
 		t.Fatal(err)
 	}
-	res := readAll(t, c, broker.StreamResults, "")
+	res := queuetest.ReadAll(t, c, broker.StreamResults, "")
 	if len(res) != 1 || !bytes.Equal(res[0].Data, answer) {
 		t.Fatalf("results: %d messages, first %d bytes", len(res), len(res[0].Data))
 	}

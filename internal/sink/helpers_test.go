@@ -8,17 +8,9 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/brokertest"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// Process-wide singletons of nats-server and glog-style loggers
-		// that outlive any one server.
-		goleak.IgnoreTopFunction("github.com/nats-io/nats-server/v2/server.(*Server).startGoRoutine.func1"),
-		goleak.IgnoreAnyFunction("github.com/nats-io/nats-server/v2/server.init.0.func1"),
-	)
-}
+func TestMain(m *testing.M) { brokertest.VerifyTestMain(m) }
 
 // newConn starts an embedded server in a fresh data dir.
 func newConn(t testing.TB, mods ...func(*broker.Config)) *broker.Conn {

@@ -10,12 +10,14 @@ import (
 // The goals the bench measures against.
 const (
 	goalEfficiency = 0.95
-	goalRatio      = 0.40
-	goalRSSMB      = 256.0
-	goalReport     = time.Second
-	goalSinkLag    = 1.0 // seconds
-	rssK           = 1024
-	reportBench    = "BenchmarkBuild/dead=1M"
+	// goalRatio: the pipeline's non-model path against raw JetStream doing
+	// the same broker work (the ledger's KV Get and Create per job).
+	goalRatio   = 0.70
+	goalRSSMB   = 256.0
+	goalReport  = time.Second
+	goalSinkLag = 1.0 // seconds
+	rssK        = 1024
+	reportBench = "BenchmarkBuild/dead=1M"
 )
 
 // goal is one line of the goals table.
@@ -75,16 +77,16 @@ func goals(r *benchRun) []goal {
 		gs = append(gs, efficiencyGoal("Efficiency, HTTP path", r.HTTP, r.Opts.HTTPLatency))
 	}
 	if r.Opts.enabled("cpu") {
-		p, q := medianRate(r.CPU), medianRate(r.Raw)
-		g := goal{Name: "Non-model path vs raw JetStream", Target: fmt.Sprintf(">= %.0f%% of the raw baseline, same run", goalRatio*100)}
-		if p > 0 && q > 0 {
-			ratio := p / q
-			g.Measured = fmt.Sprintf("%.0f / %.0f jobs/s = %.2f (medians, canned model)", p, q, ratio)
+		p, l := medianRate(r.CPU), medianRate(r.RawLedger)
+		g := goal{Name: "Non-model path vs raw JetStream", Target: fmt.Sprintf(">= %.2f of raw JetStream doing the same broker work (the ledger's KV Get and Create per job), same run", goalRatio)}
+		if p > 0 && l > 0 {
+			ratio := p / l
+			g.Measured = fmt.Sprintf("%.0f / %.0f jobs/s = %.2f (medians, canned model, against raw JetStream with the ledger's KV Get and Create per job)", p, l, ratio)
 			if s := medianRate(r.CPUSim); s > 0 {
-				g.Measured += fmt.Sprintf("; with the zero-latency simulator %.0f jobs/s = %.2f", s, s/q)
+				g.Measured += fmt.Sprintf("; with the zero-latency simulator %.0f jobs/s = %.2f", s, s/l)
 			}
-			if l := medianRate(r.RawLedger); l > 0 {
-				g.Measured += fmt.Sprintf("; against raw JetStream with the ledger's KV Get and Create per job (%.0f jobs/s) %.2f", l, p/l)
+			if q := medianRate(r.Raw); q > 0 {
+				g.Measured += fmt.Sprintf("; bare raw JetStream (no ledger) %.0f jobs/s, %.2f", q, p/q)
 			}
 			g.Verdict = verdict(true, ratio >= goalRatio, fmt.Sprintf("%+.0f points", (ratio-goalRatio)*100))
 		} else {
