@@ -103,6 +103,8 @@ func TestConfigFileMistakes(t *testing.T) {
 		{"unknown command", "runn:\n  concurrency: 3\n", ":1: unknown key \"runn\""},
 		{"wrong type", "run:\n  concurrency: many\n", ":2: key \"run.concurrency\": invalid value \"many\""},
 		{"not a mapping", "- a\n- b\n", ":1: want a mapping"},
+		{"a misspelt key names the nearest", "run:\n  concurency: 4\n", `:2: unknown key "run.concurency": 'pipeline run' has no such setting (keys are the long flag names); did you mean "concurrency"?`},
+		{"a misspelt section names the nearest", "dlqq:\n  list:\n    limit: 5\n", `:1: unknown key "dlqq": no command "dlqq" (a section is a command's name, holding its settings); did you mean "dlq"?`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := writeConfig(t, tc.text)

@@ -132,3 +132,19 @@ func TestShowSources(t *testing.T) {
 		}
 	}
 }
+
+func TestDidYouMean(t *testing.T) {
+	names := []string{"concurrency", "max-attempts", "model", "dlq"}
+	for key, want := range map[string]string{
+		"concurency":   `; did you mean "concurrency"?`,
+		"max-attemps":  `; did you mean "max-attempts"?`,
+		"modle":        `; did you mean "model"?`,
+		"temperature":  "", // nothing near
+		"db":           "", // two letters: one edit is half of it
+		"concurrency2": `; did you mean "concurrency"?`,
+	} {
+		if got := didYouMean(key, names); got != want {
+			t.Errorf("didYouMean(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	"gopkg.in/yaml.v3"
 )
 
@@ -164,6 +165,9 @@ type Node interface {
 	Check(name, value string) (known bool, err error)
 	// Sub is the subcommand of that name, or nil.
 	Sub(name string) Node
+	// Names lists what a key in this command's section may be: its
+	// settings, its subcommands and theirs.
+	Names() []string
 }
 
 // Check refuses a file with a key that no command under its section knows
@@ -190,7 +194,7 @@ func (f *File) check(m *yaml.Node, n Node, path []string) error {
 		if v.Kind == yaml.MappingNode {
 			sub := n.Sub(k.Value)
 			if sub == nil {
-				return &Error{Path: f.Path, Line: k.Line, Msg: fmt.Sprintf("unknown key %q: %s", where, noCommand(path, k.Value))}
+				return &Error{Path: f.Path, Line: k.Line, Msg: fmt.Sprintf("unknown key %q: %s%s", where, noCommand(path, k.Value), didYouMean(k.Value, n.Names()))}
 			}
 			if err := f.check(v, sub, append(path, k.Value)); err != nil {
 				return err
@@ -208,7 +212,7 @@ func (f *File) check(m *yaml.Node, n Node, path []string) error {
 		}
 		known, _ := n.Check(k.Value, "")
 		if !known {
-			return &Error{Path: f.Path, Line: k.Line, Msg: fmt.Sprintf("unknown key %q: %s", where, noSetting(path))}
+			return &Error{Path: f.Path, Line: k.Line, Msg: fmt.Sprintf("unknown key %q: %s%s", where, noSetting(path), didYouMean(k.Value, n.Names()))}
 		}
 		for _, it := range items {
 			if it.Kind != yaml.ScalarNode {
@@ -231,4 +235,19 @@ func noSetting(path []string) string {
 
 func noCommand(path []string, name string) string {
 	return fmt.Sprintf("no command %s (a section is a command's name, holding its settings)", strconv.Quote(strings.TrimSpace(strings.Join(append(append([]string{}, path...), name), " "))))
+}
+
+// didYouMean is "; did you mean "NAME"?" for the known name nearest to key
+// (at most two edits, and fewer than half of key's length), or "".
+func didYouMean(key string, names []string) string {
+	best, dist := "", 3
+	for _, name := range names {
+		if d := levenshtein.ComputeDistance(key, name); d < dist && 2*d < len(key) {
+			best, dist = name, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
 }

@@ -90,6 +90,25 @@ func (n cmdNode) Check(name, value string) (bool, error) {
 	return true, checkValue(f, name, value)
 }
 
+// Names lists the settings of this command and of the commands below it,
+// and the names of those commands: what a key under its section may be.
+func (n cmdNode) Names() []string {
+	var names []string
+	for _, f := range n.flags {
+		if name := f.Names()[0]; name != FlagName && name != "help" {
+			names = append(names, name)
+		}
+	}
+	for _, c := range n.subs {
+		if c.Name == "help" {
+			continue
+		}
+		names = append(names, c.Name)
+		names = append(names, nodeOf(c).Names()...)
+	}
+	return names
+}
+
 func (n cmdNode) find(name string) cli.Flag {
 	if name == FlagName || name == "help" {
 		return nil
