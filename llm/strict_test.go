@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -14,34 +15,16 @@ import (
 	"github.com/llmpipeline/pipeline/model"
 )
 
-// ticketSchema is a schema as users write them: optional properties,
-// keywords strict mode does not take (minLength, maxLength, uniqueItems,
-// a format it does not know), a union written with oneOf, a $defs entry
-// referred to, and an optional property that takes null itself.
-const ticketSchema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "required": ["subject", "customer"],
-  "properties": {
-    "subject": {"type": "string", "minLength": 3, "maxLength": 120, "description": "One-line summary."},
-    "customer": {
-      "type": "object",
-      "required": ["name"],
-      "properties": {
-        "name": {"type": "string"},
-        "plan": {"type": "string", "enum": ["free", "pro"]},
-        "site": {"type": "string", "format": "uri"}
-      }
-    },
-    "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}},
-    "where": {"$ref": "#/$defs/place"},
-    "due": {"type": ["string", "null"], "format": "date"},
-    "contact": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
-  },
-  "$defs": {
-    "place": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
-  }
-}`
+// ticketSchema is the strict transform's own fixture: a schema as users
+// write them (optional properties, keywords strict mode does not take, a
+// oneOf union, a $defs entry, a property that takes null).
+var ticketSchema = func() string {
+	b, err := os.ReadFile("strict/testdata/ticket.schema.json")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
 
 // strictOpenAI answers chat completions as OpenAI does in strict mode: a
 // schema that breaks its rules is refused with the API's 400; any other

@@ -2,39 +2,26 @@ package strict
 
 import (
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
-// ticketSchema is a schema as users write them: optional properties,
+// ticketSchema (testdata/ticket.schema.json, shared with package llm's
+// tests) is a schema as users write them: optional properties,
 // keywords strict mode does not take (minLength, maxLength, uniqueItems,
 // a format it does not know), a union written with oneOf, a $defs entry
 // referred to, and an optional property that takes null itself.
-const ticketSchema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "required": ["subject", "customer"],
-  "properties": {
-    "subject": {"type": "string", "minLength": 3, "maxLength": 120, "description": "One-line summary."},
-    "customer": {
-      "type": "object",
-      "required": ["name"],
-      "properties": {
-        "name": {"type": "string"},
-        "plan": {"type": "string", "enum": ["free", "pro"]},
-        "site": {"type": "string", "format": "uri"}
-      }
-    },
-    "tags": {"type": "array", "uniqueItems": true, "items": {"type": "string"}},
-    "where": {"$ref": "#/$defs/place"},
-    "due": {"type": ["string", "null"], "format": "date"},
-    "contact": {"oneOf": [{"type": "string"}, {"type": "integer"}]}
-  },
-  "$defs": {
-    "place": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}}}
-  }
-}`
+var ticketSchema = readFile("testdata/ticket.schema.json")
+
+func readFile(name string) string {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // TestStrictTransform: the strict form of each schema passes OpenAI's
 // strict-mode check; a schema without one is sent as it is, strict false.
