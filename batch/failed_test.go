@@ -367,21 +367,7 @@ func TestBatchCustomIDAnsweredTwice(t *testing.T) {
 // next batch, forever.
 func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int64
-	r := newRig(t, false, func(c *batchtest.Config) {
-		inner := answer(&calls)
-		c.Answer = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			body, _ := io.ReadAll(req.Body)
-			if bytes.Contains(body, []byte("FATE:auth")) {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusUnauthorized)
-				_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-*****.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
-				return
-			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			inner.ServeHTTP(w, req)
-		})
-	})
+	r := newRig(t, false, refusedKeyFor(func(body []byte) bool { return bytes.Contains(body, []byte("FATE:auth")) }))
 	r.submit("ok-1", "auth-1")
 	stop := r.start(batch.HealBatch)
 	defer stop()
@@ -414,21 +400,7 @@ func TestBatchResultRefusedForTheKeyStops(t *testing.T) {
 // queue. Before: queued again and sent in the next batch.
 func TestBatchHealSyncRefusedForTheKeyStops(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int64
-	r := newRig(t, false, func(c *batchtest.Config) {
-		inner := answer(&calls)
-		c.Answer = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			body, _ := io.ReadAll(req.Body)
-			if bytes.Count(body, []byte(`"role"`)) > 2 { // a heal turn
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusUnauthorized)
-				_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-*****.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
-				return
-			}
-			req.Body = io.NopCloser(bytes.NewReader(body))
-			inner.ServeHTTP(w, req)
-		})
-	})
+	r := newRig(t, false, refusedKeyFor(func(body []byte) bool { return bytes.Count(body, []byte(`"role"`)) > 2 })) // a heal turn
 	r.submit("heal-1")
 	stop := r.start(batch.HealSync)
 	defer stop()
@@ -496,4 +468,25 @@ func TestBatchTokenLimitHoldsTheFleet(t *testing.T) {
 		}
 	}
 	r.noCustomIDTwice()
+}
+
+// refusedKeyFor makes the rig's provider answer the requests refused
+// returns true for with OpenAI's 401 for a refused key, and the others as
+// usual.
+func refusedKeyFor(refused func(body []byte) bool) func(*batchtest.Config) {
+	return func(c *batchtest.Config) {
+		var calls atomic.Int64
+		inner := answer(&calls)
+		c.Answer = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			body, _ := io.ReadAll(req.Body)
+			if refused(body) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided: sk-*****.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`)
+				return
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			inner.ServeHTTP(w, req)
+		})
+	}
 }
