@@ -1,4 +1,4 @@
-package job
+package job_test
 
 import (
 	"bytes"
@@ -6,9 +6,12 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/internal/jobtest"
+	"github.com/llmpipeline/pipeline/job"
 )
 
-// TestDecodeOutcomeMatchesUnmarshal holds DecodeOutcome to what
+// TestDecodeOutcomeMatchesUnmarshal holds job.DecodeOutcome to what
 // json.Unmarshal of the whole outcome gives.
 func TestDecodeOutcomeMatchesUnmarshal(t *testing.T) {
 	t.Parallel()
@@ -20,7 +23,7 @@ func TestDecodeOutcomeMatchesUnmarshal(t *testing.T) {
 	dead.Reason = "quote \" and newline \n and unicode é"
 	tests := []struct {
 		name string
-		o    Outcome
+		o    job.Outcome
 	}{
 		{"success with data and job", ok},
 		{"realistic dead letter", dead},
@@ -33,16 +36,16 @@ func TestDecodeOutcomeMatchesUnmarshal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want Outcome
+			var want job.Outcome
 			if err := json.Unmarshal(b, &want); err != nil {
 				t.Fatal(err)
 			}
-			got, err := DecodeOutcome(b)
+			got, err := job.DecodeOutcome(b)
 			if err != nil {
-				t.Fatalf("DecodeOutcome: %v", err)
+				t.Fatalf("job.DecodeOutcome: %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("DecodeOutcome =\n%+v\nwant\n%+v", got, want)
+				t.Errorf("job.DecodeOutcome =\n%+v\nwant\n%+v", got, want)
 			}
 		})
 	}
@@ -60,8 +63,8 @@ func TestDecodeOutcomeRejectsWrongTypes(t *testing.T) {
 	} {
 		t.Run(in, func(t *testing.T) {
 			t.Parallel()
-			if _, err := DecodeOutcome([]byte(in)); err == nil {
-				t.Errorf("DecodeOutcome(%s) accepted it", in)
+			if _, err := job.DecodeOutcome([]byte(in)); err == nil {
+				t.Errorf("job.DecodeOutcome(%s) accepted it", in)
 			}
 		})
 	}
@@ -69,7 +72,7 @@ func TestDecodeOutcomeRejectsWrongTypes(t *testing.T) {
 
 func BenchmarkDecodeOutcome(b *testing.B) {
 	o := realistic(1)
-	o.Status = StatusSucceeded
+	o.Status = job.StatusSucceeded
 	o.Data = json.RawMessage(`{"invoice_number":"INV-1","total":1250.5,"currency":"EUR","lines":[{"sku":"A-1","qty":2,"price":125.25},{"sku":"B-2","qty":1,"price":1000}]}`)
 	msg, err := json.Marshal(o)
 	if err != nil {
@@ -78,7 +81,7 @@ func BenchmarkDecodeOutcome(b *testing.B) {
 	b.SetBytes(int64(len(msg)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := DecodeOutcome(msg); err != nil {
+		if _, err := job.DecodeOutcome(msg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -89,7 +92,7 @@ func BenchmarkDecodeOutcome(b *testing.B) {
 func TestDecodeOutcomeStringsOwnTheirBytes(t *testing.T) {
 	t.Parallel()
 	msg := []byte(`{"job_id":"plain","status":"dead_lettered","reason":"esc\"aped","trace":[{"n":1,"raw":"r\naw","repairs":["plain","e\tsc"],"diagnostics":[{"path":"/p","keyword":"k\u00e9"}]}]}`)
-	o, err := DecodeOutcome(msg)
+	o, err := job.DecodeOutcome(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +110,7 @@ func TestDecodeOutcomeStringsOwnTheirBytes(t *testing.T) {
 // TestEncodeOutcomeCompact: whatever the model and the producer wrote, the
 // encoding is one compact line, data and job spelled as they came (numbers
 // too) less their whitespace, and it reads back (with encoding/json too)
-// as the Outcome encoding/json's own encoding reads back as.
+// as the job.Outcome encoding/json's own encoding reads back as.
 func TestEncodeOutcomeCompact(t *testing.T) {
 	t.Parallel()
 	pretty := outcome("pretty-1", false, 1, t0)
@@ -117,10 +120,10 @@ func TestEncodeOutcomeCompact(t *testing.T) {
 	dead := realistic(4)
 	dead.Reason = "bad utf8 \xff and U+2029 \u2029"
 	dead.Trace[0].Temperature = 1e-7
-	for _, o := range []Outcome{pretty, dead, outcome("m", true, 0, t0)} {
+	for _, o := range []job.Outcome{pretty, dead, outcome("m", true, 0, t0)} {
 		t.Run(o.JobID, func(t *testing.T) {
 			t.Parallel()
-			got, err := EncodeOutcome(&o)
+			got, err := job.EncodeOutcome(&o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +141,7 @@ func TestEncodeOutcomeCompact(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a, b Outcome
+			var a, b job.Outcome
 			if err := json.Unmarshal(got, &a); err != nil {
 				t.Fatal(err)
 			}
@@ -160,8 +163,8 @@ func TestEncodeOutcomeCompact(t *testing.T) {
 	}
 	bad := outcome("nan", true, 1, t0)
 	bad.Trace[0].Temperature = math.NaN()
-	if _, err := EncodeOutcome(&bad); err == nil {
-		t.Errorf("EncodeOutcome encoded a NaN temperature")
+	if _, err := job.EncodeOutcome(&bad); err == nil {
+		t.Errorf("job.EncodeOutcome encoded a NaN temperature")
 	}
 }
 
@@ -179,3 +182,9 @@ func value(tb testing.TB, raw json.RawMessage) any {
 	}
 	return v
 }
+
+var (
+	t0        = jobtest.T0
+	outcome   = jobtest.Outcome
+	realistic = jobtest.Realistic
+)
