@@ -57,8 +57,9 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			}
 			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
+			asJSON := conf(c).Output.JSON // read once: building the Config is not free, and emit runs per result
 			emit := func(m sink.Msg) error {
-				if conf(c).Output.JSON {
+				if asJSON {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
 					// included

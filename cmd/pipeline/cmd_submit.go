@@ -66,9 +66,9 @@ rejected without --skip-invalid.`,
 				jc.Where = src.String()
 			}
 			defer jc.Close()
-			bad := 0
+			bad, maxErrors := 0, conf(c).Submit.MaxErrors
 			err = jc.ScanFrom(open, func(n int, reason string) {
-				if bad < conf(c).Submit.MaxErrors {
+				if bad < maxErrors {
 					fmt.Fprintf(e.stderr, "%s:%d: %s\n", escape.Line(name), n, escape.Line(reason))
 				}
 				bad++
@@ -76,8 +76,8 @@ rejected without --skip-invalid.`,
 			if err != nil {
 				return fail(exitUsage, "reading %s: %w", name, err)
 			}
-			if bad > conf(c).Submit.MaxErrors {
-				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-conf(c).Submit.MaxErrors)
+			if bad > maxErrors {
+				fmt.Fprintf(e.stderr, "%s: ... and %d more bad lines\n", name, bad-maxErrors)
 			}
 			if bad > 0 && !conf(c).Submit.SkipInvalid {
 				e.printSubmit(c, queue.SubmitStats{}, bad)
@@ -114,7 +114,7 @@ rejected without --skip-invalid.`,
 				}
 			}
 			for i, id := range stats.ChangedIDs {
-				if i == conf(c).Submit.MaxErrors {
+				if i == maxErrors {
 					fmt.Fprintf(e.stderr, "%s: ... and %d more changed jobs\n", name, stats.Changed-i)
 					break
 				}

@@ -46,7 +46,8 @@ func ServeBatch(ctx context.Context, cfg *config.Config, conn *broker.Conn, h qu
 	}
 	run, err := batch.New(batch.Config{Batcher: b, Model: bm.Name, KV: kv, Conn: conn, Inner: h,
 		Size: cfg.Batch.Size, Wait: cfg.Batch.Wait, Poll: cfg.Batch.Poll, Heal: cfg.Batch.Heal,
-		TransportRetries: cfg.Model.TransportRetries, Paid: paid, Observe: observe, Logger: log,
+		// bm.LLM's: the flag's 0 (none) is -1 there, which batch.Config reads as none too
+		TransportRetries: bm.LLM.TransportRetries, Paid: paid, Observe: observe, Logger: log,
 		// The run's status counts the batches' outcomes too (its summary
 		// line, its progress); the sink reads them from the streams.
 		Stored: sc.Workers.Stored})
