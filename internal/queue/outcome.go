@@ -100,26 +100,17 @@ func outcomeSince(ctx context.Context, c *broker.Conn, stream, filter, msgID str
 	if err != nil {
 		return 0, fmt.Errorf("looking up stream %s: %w", stream, err)
 	}
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		Description:       "pipeline: is " + msgID + " stored already",
-		DeliverPolicy:     jetstream.DeliverByStartTimePolicy,
-		OptStartTime:      &since,
-		AckPolicy:         jetstream.AckNonePolicy,
-		FilterSubject:     filter,
-		HeadersOnly:       true,
-		InactiveThreshold: time.Minute,
-		MemoryStorage:     true,
-		Replicas:          1,
+	cons, closeCons, err := broker.ScanConsumer(ctx, st, jetstream.ConsumerConfig{
+		Description:   "pipeline: is " + msgID + " stored already",
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy,
+		OptStartTime:  &since,
+		FilterSubject: filter,
+		HeadersOnly:   true,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("scanning %s for %s: %w", stream, msgID, err)
 	}
-	name := cons.CachedInfo().Name
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = st.DeleteConsumer(dctx, name) // best effort: its inactive threshold removes it anyway
-	}()
+	defer closeCons()
 	left := cons.CachedInfo().NumPending
 	for left > 0 {
 		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))

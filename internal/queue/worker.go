@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -460,7 +459,7 @@ func (r *runner) handBackQueued() {
 }
 
 func (r *runner) handBack(q delivered) {
-	r.nakOnce(q.j, jitter(shutdownNakDelay))
+	r.nakOnce(q.j, broker.Jitter(shutdownNakDelay))
 	r.handedBack(1)
 	r.untrack(q.j)
 	<-r.sem
@@ -529,7 +528,7 @@ func (r *runner) drain(cancelHandlers context.CancelFunc) {
 	left := 0
 	for j := range r.set {
 		if j.msg != nil && j.settled.CompareAndSwap(false, true) {
-			_ = j.msg.NakWithDelay(jitter(shutdownNakDelay))
+			_ = j.msg.NakWithDelay(broker.Jitter(shutdownNakDelay))
 			left++
 		}
 	}
@@ -593,13 +592,6 @@ func (r *runner) call(d *Delivery) (out Outcome, ok bool) {
 // with half, in interleaved bench runs).
 func prefetchFor(concurrency int) int {
 	return max(1, concurrency/2)
-}
-
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	return d + rand.N(d/5+1)
 }
 
 func reasonOr(reason, def string) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -380,7 +379,7 @@ func (l *sinkLoop) flush(ctx context.Context) bool {
 			return false
 		}
 		l.fails++
-		delay := jitter(min(time.Second<<min(l.fails-1, 5), sinkMaxBackoff))
+		delay := broker.Jitter(min(time.Second<<min(l.fails-1, 5), sinkMaxBackoff))
 		// The first failure is a warning; the retries that follow, every
 		// couple of seconds, are not repeated at that level (the index
 		// says once, at error level, when it cannot write at all).
@@ -519,12 +518,4 @@ func dropLegacySinkConsumer(ctx context.Context, c *broker.Conn, stream string, 
 	default:
 		log.Debug("sink: deleting the earlier durable consumer", "stream", stream, "err", err)
 	}
-}
-
-// jitter adds up to 20% to d, so that retries of many processes spread.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return d
-	}
-	return d + rand.N(d/5+1)
 }
