@@ -11,7 +11,6 @@ import (
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
-	"github.com/llmpipeline/pipeline/worker"
 )
 
 // ErrNoFilter is returned for a replay or purge whose filter selects
@@ -77,7 +76,7 @@ func ReplayOne(ctx context.Context, conn *broker.Conn, st *index.Store, en index
 	if err != nil {
 		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
 	}
-	item := queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: worker.ReplayMsgID(j.ID, o.Run+1)}
+	item := queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: ledger.RunMsgID(j.ID, o.Run+1)}
 	if _, err := queue.Submit(ctx, conn, []queue.SubmitItem{item}, nil); err != nil {
 		return fmt.Errorf("publishing: %w", err)
 	}

@@ -5,7 +5,7 @@
 // console does exactly what the command does.
 //
 // A replay republishes each selected job as it was submitted, under the
-// message id <job id>~r<n> (worker.ReplayMsgID, n the next run), then
+// message id <job id>~r<n> (ledger.RunMsgID, n the next run), then
 // marks its dead letter replayed in the index; the new run's outcome is
 // indexed as run n. Purge deletes dead letters from the index only (the
 // DLQ stream keeps its copies: `pipeline dlq rebuild` brings them back);

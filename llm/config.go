@@ -23,7 +23,7 @@ const (
 // text for any other value (the Messages API has no response_format).
 const (
 	FormatJSONObject = "json_object" // {"type":"json_object"}: any JSON object (the default)
-	FormatJSONSchema = "json_schema" // the strict form of the job's schema (strict.go)
+	FormatJSONSchema = "json_schema" // the strict form of the job's schema (package llm/strict)
 	FormatNone       = "none"        // no response_format sent
 	// FormatTool asks for the answer through a forced tool call whose
 	// parameters are the job's schema (OpenAI tools and tool_choice,

@@ -279,7 +279,7 @@ type openAIErrorBody struct {
 // "tool" message with the diagnostics, as the API requires.
 //
 // In json_schema mode the schema sent is the strict form of the job's
-// (strict.go): every object closed, every property required, optional
+// (package llm/strict): every object closed, every property required, optional
 // ones nullable, the keywords strict mode refuses moved into
 // descriptions; the answer's nulls for optional properties are dropped
 // before it is returned, so the heal loop judges it against the job's own

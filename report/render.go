@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/htmlview"
 )
 
 // ErrFormat is returned by Render for an unknown format.
@@ -44,12 +46,9 @@ func (r *Report) Render(w io.Writer, format string) error {
 	return nil
 }
 
-func short(v string) string {
-	if len(v) > 8 {
-		return v[:8]
-	}
-	return v
-}
+// short and path are the console's own (htmlview): the text renderers
+// and the HTML report show versions and paths alike.
+var short, path = htmlview.Short, htmlview.Path
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") }
 
@@ -59,7 +58,7 @@ type scope struct {
 }
 
 func (r *Report) scope() scope {
-	sc := scope{index: r.Source, generated: r.GeneratedAt.UTC().Format("2006-01-02 15:04:05 UTC"), outcomes: "none"}
+	sc := scope{index: r.Source, generated: r.GeneratedAt.UTC().Format(htmlview.TimeLayout), outcomes: "none"}
 	if r.Range != nil {
 		sc.outcomes = fmt.Sprintf("finished %s .. %s UTC", day(r.Range.From), day(r.Range.To))
 	}
@@ -159,13 +158,6 @@ func received(c Cluster, n int) string {
 		parts = append(parts, fmt.Sprintf("%s ×%d", v.Value, v.Count))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func path(p string) string {
-	if p == "" {
-		return "(root)"
-	}
-	return p
 }
 
 func steps(f *Funnel) string {

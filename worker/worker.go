@@ -104,7 +104,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	out := job.Outcome{
 		JobID:      d.Job.ID,
 		Schema:     d.Job.Schema,
-		Run:        RunOf(d.MsgID, d.Job.ID),
+		Run:        ledger.RunOf(d.MsgID, d.Job.ID),
 		Model:      h.cfg.Model,
 		Job:        jobJSON(d),
 		Deliveries: d.NumDelivered,
@@ -216,13 +216,6 @@ func (h *Handler) backoff(delivered int) time.Duration {
 	d = min(d, time.Minute)
 	return d/2 + rand.N(d/2+1)
 }
-
-// RunOf returns the run encoded in a message id: "<job id>~r<n>" is the
-// n-th rerun or replay of the job; anything else is run 0 (ledger.RunOf).
-func RunOf(msgID, jobID string) int { return ledger.RunOf(msgID, jobID) }
-
-// ReplayMsgID is the message id of the n-th replay of a job.
-func ReplayMsgID(jobID string, n int) string { return fmt.Sprintf("%s~r%d", jobID, n) }
 
 func reason(res heal.Result) string {
 	if res.Reason != "" {
