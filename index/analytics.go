@@ -264,26 +264,6 @@ func (a *Analytics) ClusterReceived(ctx context.Context, cluster string, f Filte
 	return out, rows.Err()
 }
 
-// ClusterRecent returns, newest first, whether each of the last n job runs
-// that failed in a cluster was dead-lettered.
-func (a *Analytics) ClusterRecent(ctx context.Context, cluster string, f Filter, n int) ([]bool, error) {
-	where, args := f.failureWhere(cluster)
-	rows, err := a.r.QueryContext(ctx, `SELECT dead FROM failures`+where+` ORDER BY at DESC LIMIT ?`, append(args, n)...)
-	if err != nil {
-		return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
-	}
-	defer rows.Close()
-	var out []bool
-	for rows.Next() {
-		var d bool
-		if err := rows.Scan(&d); err != nil {
-			return nil, fmt.Errorf("reading recent failures of cluster %s: %w", cluster, err)
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
-}
-
 // ClusterRecentEnds returns, newest first, how each of the last n job runs
 // that failed in a cluster ended: dead-lettered or not, the fingerprint
 // fixed or not. Replayed, healed dead letters are left out.

@@ -60,7 +60,7 @@
 // not decide); migration 2 derived fixed for older rows in SQL. The report
 // builds its clusters, heal rates and flags on the aggregate reads of
 // Store.Analytics: ClusterCounts (jobs, dead letters, fixed, replayed and
-// healed), ClusterReceived, ClusterRecent, ClusterRecentEnds,
+// healed), ClusterReceived, ClusterRecentEnds,
 // ClusterBlockers, ClusterExamples and Funnel (per schema version), all
 // over covering indexes, and ReplayHealed (dead letters whose replay
 // succeeded, over the partial index of dead letters).

@@ -519,13 +519,3 @@ func (s *Store) Reset(ctx context.Context) error {
 	}
 	return nil
 }
-
-// DeadLetterCount returns the number of dead letters in the index, replayed
-// ones included (for the DLQ rows metric).
-func (s *Store) DeadLetterCount(ctx context.Context) (int, error) {
-	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM outcomes WHERE dead = 1`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting dead letters: %w", err)
-	}
-	return n, nil
-}

@@ -46,21 +46,3 @@ const (
 	// (set by the worker).
 	ClassAbandoned Class = "abandoned"
 )
-
-// Healable reports whether a failure of this class goes back to the model
-// as a new turn with the diagnostics: grammar and schema.
-func (c Class) Healable() bool { return c == ClassGrammar || c == ClassSchema }
-
-// StopsWorker reports whether a failure of this class is the provider's
-// account or endpoint refusing every job (auth, no_credit, not_found): the
-// worker stops consuming and no job is dead-lettered.
-func (c Class) StopsWorker() bool {
-	return c == ClassAuth || c == ClassNoCredit || c == ClassNotFound
-}
-
-// DeadLetterClasses are the classes a dead letter can carry, in the order
-// `pipeline dlq list --class` names them.
-func DeadLetterClasses() []Class {
-	return []Class{ClassSchema, ClassGrammar, ClassTruncated, ClassRefused, ClassNoProgress, ClassExhausted,
-		ClassTransport, ClassRequest, ClassInvalidJob, ClassUnknownSchema, ClassAbandoned}
-}

@@ -259,5 +259,5 @@ func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
 			want = min(time.Second<<min(n-1, 5), 30*time.Second)
 		}
 	}
-	return jitter(want)
+	return broker.Jitter(want)
 }
