@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +113,27 @@ func start(t *testing.T, name string, env []string, path string, args ...string)
 func pipeline(t *testing.T, name string, env []string, args ...string) *proc {
 	t.Helper()
 	return start(t, name, env, bins.pipeline, args...)
+}
+
+// pipelineMeasured starts the pipeline binary under the measuring launcher
+// (runMeasured); peakRSSMB reads its peak RSS once it has exited.
+func pipelineMeasured(t *testing.T, name string, env []string, args ...string) (p *proc, peakRSSMB func() int64) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "peak-rss")
+	p = start(t, name, append(env, peakRSSEnv+"="+out), os.Args[0], append([]string{bins.pipeline}, args...)...)
+	return p, func() int64 {
+		t.Helper()
+		<-p.done
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatalf("%s: the measuring launcher wrote no peak RSS: %v", name, err)
+		}
+		kb, err := strconv.ParseInt(string(b), 10, 64)
+		if err != nil {
+			t.Fatalf("%s: peak RSS %q: %v", name, b, err)
+		}
+		return kb / 1024
+	}
 }
 
 func (p *proc) exited() bool {

@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 )
 
@@ -58,16 +57,12 @@ func scenarioHugeAnswers(t *testing.T) row {
 	jobs := exampleJobs(t, 64, "ticket")
 	env := childEnv("OPENAI_API_KEY=" + testKey)
 	submitFile(t, env, writeJobs(t, dir, jobs), "--data-dir", dir)
-	run := pipeline(t, "run", env, "run", "--model", "openai:fault-model", "--llm-url", prov.srv.URL+"/v1",
+	run, peakRSS := pipelineMeasured(t, "run", env, "run", "--model", "openai:fault-model", "--llm-url", prov.srv.URL+"/v1",
 		"--ack-wait", ackWait, "--concurrency", "64", "--max-tokens", "4096", "--log-level", logLevel(),
 		"--data-dir", dir, "--until-idle")
 	run.mustSucceed(t)
 
-	ru, ok := run.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		t.Fatal("no rusage for the run process")
-	}
-	peakMB := ru.Maxrss / 1024 // kilobytes on Linux
+	peakMB := peakRSS()
 	if peakMB >= rssLimitMB {
 		t.Errorf("peak RSS %d MB at -c 64 with 200 MB answers, want < %d MB", peakMB, rssLimitMB)
 	}

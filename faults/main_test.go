@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,11 +34,15 @@ var bins binaries
 const (
 	lockerEnv     = "FAULTS_SQLITE_LOCKER" // path of the database to lock
 	lockerHoldEnv = "FAULTS_SQLITE_HOLD"   // how long to hold it
+	peakRSSEnv    = "FAULTS_PEAK_RSS_FILE" // where the measuring launcher writes its child's peak RSS
 )
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(lockerEnv); path != "" {
 		os.Exit(runLocker(path, os.Getenv(lockerHoldEnv)))
+	}
+	if path := os.Getenv(peakRSSEnv); path != "" {
+		os.Exit(runMeasured(path, os.Args[1:]))
 	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "faults-bin-")
@@ -115,6 +122,50 @@ func runLocker(path, hold string) int {
 	}
 	fmt.Println("UNLOCKED")
 	return 0
+}
+
+// runMeasured is the measuring launcher: it runs argv as its child, with
+// this process's standard streams and environment (without peakRSSEnv),
+// writes the child's peak RSS in kilobytes to path and exits with the
+// child's code. It exists because a child's rusage counts the memory of
+// the process that started it: Go starts children with vfork, and Linux
+// carries the parent's high-water mark across the exec into the child's
+// ru_maxrss, so a child of the test process reports at least the test
+// process's own peak (every scenario's servers and buffers). Started from
+// this small launcher, the child's figure is its own, or the launcher's
+// few megabytes.
+func runMeasured(path string, argv []string) int {
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "faults: the measuring launcher needs a command")
+		return 2
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, peakRSSEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	// The child dies with the launcher (a test's cleanup kills the launcher).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		fmt.Fprintln(os.Stderr, "faults: measuring launcher:", err)
+		return 2
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "faults: measuring launcher: no rusage")
+		return 2
+	}
+	if err := os.WriteFile(path, []byte(strconv.FormatInt(ru.Maxrss, 10)), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "faults: measuring launcher:", err)
+		return 2
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // newLockerCmd re-executes this test binary as the locker child process.
