@@ -228,7 +228,7 @@ healing, the jobs healed only by a fallback model, and the jobs per model of the
 			&cli.IntFlag{Name: "min-jobs", Value: 3, Usage: "distinct jobs a cluster needs to be flagged impossible"},
 			&cli.Float64Flag{Name: "max-heal-rate", Value: 0.10, Usage: "a cluster is flagged impossible when both its heal rate (jobs that still succeeded) and its fix rate (jobs where a later attempt fixed the field) are at or below this"},
 			&cli.IntFlag{Name: "top", Value: 20, Usage: "clusters listed, the ones that kill the most jobs first (0 for all); the report says how many there are in all"},
-		}),
+		}, config.SchemaLimitFlags()),
 		Action: func(c *cli.Context) error {
 			format := conf(c).Output.Format
 			if conf(c).Output.JSON {

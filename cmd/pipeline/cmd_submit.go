@@ -40,7 +40,7 @@ rejected without --skip-invalid.`,
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
-		}, config.LogFlags()),
+		}, config.SchemaLimitFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
 			if err != nil {

@@ -141,3 +141,31 @@ func TestConfigShowSources(t *testing.T) {
 		t.Errorf("--command nope: exit %d (%s), want 2", code, errs)
 	}
 }
+
+// TestConfigFileSchemaLimitsReachEveryCommand: the schema limits of a
+// configuration file hold for every command that loads the schemas, not
+// only for run: a schema nesting deeper than the file's schema-max-depth
+// is broken for submit and report too, so submit refuses its jobs rather
+// than publishing what run will then refuse.
+func TestConfigFileSchemaLimitsReachEveryCommand(t *testing.T) {
+	dir, schemaDir := t.TempDir(), t.TempDir()
+	schema := `{"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}`
+	if err := os.WriteFile(filepath.Join(schemaDir, "deep.json"), []byte(schema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jobs := filepath.Join(t.TempDir(), "jobs.jsonl")
+	if err := os.WriteFile(jobs, []byte(`{"id": "j1", "schema": "deep", "input": "a b"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, fmt.Sprintf("data-dir: %s\nschemas: %s\nschema-max-depth: 3\n", dir, schemaDir))
+	_, errs, code := runCLI(t, "", "submit", "--config", cfg, jobs)
+	if code != exitNegative || !strings.Contains(errs, "deeper than") {
+		t.Errorf("submit with schema-max-depth 3 from the file: exit %d, stderr %q; want exit 1 and the schema refused for its depth", code, errs)
+	}
+	mustCLI(t, "", "submit", "--data-dir", dir, "--schemas", schemaDir, jobs) // without the file's limit
+	mustCLI(t, "", "run", "--data-dir", dir, "--schemas", schemaDir, "--until-idle", "--sim-latency", "0s")
+	_, errs, code = runCLI(t, "", "report", "--config", cfg)
+	if !strings.Contains(errs, "deeper than") {
+		t.Errorf("report with schema-max-depth 3 from the file: exit %d, stderr %q; want the schema refused for its depth", code, errs)
+	}
+}

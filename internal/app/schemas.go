@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/llmpipeline/pipeline/internal/config"
@@ -121,30 +120,23 @@ func remember(cfg *config.Config, memo, dir string) error {
 	return nil
 }
 
-// SchemaConfig reads the schema limits from the command's flags or, for a
-// command without them, from their environment variables.
+// SchemaConfig reads the schema limits from the command's flags (their
+// environment variables and the configuration file reach them there). A
+// command without the flags gets the package's defaults.
 func SchemaConfig(cfg *config.Config) (schemas.Config, error) {
 	var sc schemas.Config
-	maxBytes, maxDepth := os.Getenv("PIPELINE_SCHEMA_MAX_BYTES"), os.Getenv("PIPELINE_SCHEMA_MAX_DEPTH")
-	if cfg.IsSet("schema-max-bytes") {
-		maxBytes = cfg.Schemas.MaxBytes
-	}
-	if cfg.IsSet("schema-max-depth") {
-		maxDepth = strconv.Itoa(cfg.Schemas.MaxDepth)
-	}
-	if maxBytes != "" {
+	if maxBytes := cfg.Schemas.MaxBytes; maxBytes != "" {
 		n, err := ParseBytes(maxBytes)
 		if err != nil || n <= 0 {
 			return sc, exit.Fail(exit.Usage, "--schema-max-bytes %q: want a positive size (e.g. 16MiB)", maxBytes)
 		}
 		sc.MaxFileBytes = n
 	}
-	if maxDepth != "" {
-		n, err := strconv.Atoi(maxDepth)
-		if err != nil || n <= 0 {
-			return sc, exit.Fail(exit.Usage, "--schema-max-depth %q: want a positive number of levels", maxDepth)
+	if cfg.IsSet("schema-max-depth") || cfg.Schemas.MaxDepth != 0 {
+		if cfg.Schemas.MaxDepth <= 0 {
+			return sc, exit.Fail(exit.Usage, "--schema-max-depth %d: want a positive number of levels", cfg.Schemas.MaxDepth)
 		}
-		sc.MaxDepth = n
+		sc.MaxDepth = cfg.Schemas.MaxDepth
 	}
 	return sc, nil
 }

@@ -72,8 +72,8 @@ func StoreFlags() []cli.Flag {
 	}
 }
 
-// SchemaLimitFlags are the limits a schema file must keep to load. Commands
-// without these flags still honour their environment variables.
+// SchemaLimitFlags are the limits a schema file must keep to load: every
+// command that loads the schemas has them.
 func SchemaLimitFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "schema-max-bytes", EnvVars: []string{"PIPELINE_SCHEMA_MAX_BYTES"}, Value: "16MiB",
