@@ -439,12 +439,17 @@ func TestBatchTokenLimitHoldsTheFleet(t *testing.T) {
 	r.waitAcked()
 	r.waitStatus(b1, "in_progress")
 	r.srv.SetEnqueuedTokenLimit(r.srv.Tokens(b1) * 3 / 2)
-	stop2 := r.start(batch.HealBatch)
-	defer stop2()
-	two := r.run
+	// The second three go into one batch, by size, of the first process
+	// (alone on the queue until then): started first, the second process
+	// could take some of them and, its batch closing by time, send it
+	// before either process had read the failure, which no process can
+	// know of yet.
 	second := []string{"ok-4", "ok-5", "ok-6"}
 	r.submit(second...)
 	b2 := r.waitBatch(2)
+	stop2 := r.start(batch.HealBatch)
+	defer stop2()
+	two := r.run
 	r.waitRecordEnded(b2)
 	for _, run := range []*batch.Runner{one, two} {
 		r.run = run
