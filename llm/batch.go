@@ -403,28 +403,16 @@ type batchHTTP struct {
 }
 
 // do sends one request and returns its 2xx body (at most limit bytes),
-// retrying transport failures on the budget (honouring Retry-After).
-// Failures are *model.Error.
+// retrying as a model call does (retrier). Failures are *model.Error.
 func (b *batchHTTP) do(ctx context.Context, method, url, contentType string, body []byte, limit int64) ([]byte, error) {
-	budget := b.c.cfg.TransportRetries
-	for n := 0; ; n++ {
+	r := retrier{c: &b.c, doing: "calling the batch endpoint"}
+	for {
 		data, f := b.once(ctx, method, url, contentType, body, limit)
 		if f == nil {
 			return data, nil
 		}
-		f.message = b.c.redact(f.message)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%s: calling the batch endpoint: %w", b.c.provider, err)
-		}
-		if f.kind != model.KindTransport || n >= budget {
-			return nil, b.c.fail(f, n)
-		}
-		delay := backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)
-		if f.hasAfter && f.retryAfter <= b.c.cfg.MaxRetryAfter {
-			delay = f.retryAfter
-		}
-		if err := sleep(ctx, delay); err != nil {
-			return nil, fmt.Errorf("%s: waiting to retry: %w", b.c.provider, err)
+		if err := r.next(ctx, f); err != nil {
+			return nil, err
 		}
 	}
 }
@@ -479,10 +467,11 @@ func (b *batchHTTP) once(ctx context.Context, method, url, contentType string, b
 }
 
 // stream sends a GET and hands the 2xx body to fn unread, for results
-// files of any size. Only the request is retried, never a body half read.
+// files of any size. Only the request is retried (retrier), never a body
+// half read.
 func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) error) error {
-	budget := b.c.cfg.TransportRetries
-	for n := 0; ; n++ {
+	r := retrier{c: &b.c, doing: "reading batch results"}
+	for {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return &model.Error{Kind: model.KindRequest, Provider: b.c.provider, Message: "building the request: " + err.Error()}
@@ -496,19 +485,16 @@ func (b *batchHTTP) stream(ctx context.Context, url string, fn func(io.Reader) e
 			data, _, _ := readBounded(resp, maxErrorBody)
 			_ = resp.Body.Close()
 			f = &failure{kind: kindOf(resp.StatusCode, data), status: resp.StatusCode, message: b.c.errMessage(data)}
+			if f.kind == model.KindTransport {
+				f.retryAfter, f.hasAfter = retryAfter(resp.Header, time.Now())
+			}
 		} else {
 			err := fn(resp.Body)
 			_ = resp.Body.Close()
 			return err
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%s: reading batch results: %w", b.c.provider, ctx.Err())
-		}
-		if f.kind != model.KindTransport || n >= budget {
-			return b.c.fail(f, n)
-		}
-		if err := sleep(ctx, backoff(b.c.cfg.BackoffBase, b.c.cfg.BackoffMax, n)); err != nil {
-			return fmt.Errorf("%s: waiting to retry: %w", b.c.provider, err)
+		if err := r.next(ctx, f); err != nil {
+			return err
 		}
 	}
 }

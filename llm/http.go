@@ -82,10 +82,7 @@ type failure struct {
 // When parse reports a failure of kind transport (a garbled body from a
 // proxy, say) that is retried too.
 func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
-	budget := c.cfg.TransportRetries
-	// spent counts the retries on the budget; held is the time spent in
-	// waits the provider asked for, which spend none.
-	spent, held := 0, time.Duration(0)
+	r := retrier{c: c, doing: "calling the model"}
 	for n := 0; ; n++ {
 		start := time.Now()
 		out, f := c.once(ctx, url, body, maxTokens, parse)
@@ -94,46 +91,71 @@ func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens in
 			out.TransportRetries = n
 			return out, nil
 		}
-		f.message = c.redact(f.message) // before it reaches a log line or an error
-		if err := ctx.Err(); err != nil {
-			return model.Response{}, fmt.Errorf("%s: calling the model: %w", c.provider, err)
-		}
-		if f.kind != model.KindTransport {
-			return model.Response{}, c.fail(f, n)
-		}
-		if f.hasAfter && f.retryAfter > 0 {
-			// The provider said when to come back: the call is held that
-			// long (its job with it), whatever the backoff cap.
-			if !c.waitKept(f, held) {
-				return model.Response{}, c.fail(f, n)
-			}
-			held += f.retryAfter
-			c.cfg.Logger.Debug("provider asked to wait: holding the call",
-				slog.String("provider", c.provider), slog.Int("status", f.status),
-				slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
-			if err := sleep(ctx, f.retryAfter); err != nil {
-				return model.Response{}, fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
-			}
-			continue
-		}
-		if spent >= budget {
-			c.cfg.Logger.Warn("llm transport retries exhausted",
-				slog.String("provider", c.provider), slog.Int("status", f.status),
-				slog.Int("retries", n), slog.String("error", f.message))
-			return model.Response{}, c.fail(f, n)
-		}
-		delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, spent)
-		spent++
-		if f.hasAfter {
-			delay = 0 // Retry-After: 0
-		}
-		c.cfg.Logger.Debug("llm transport retry",
-			slog.String("provider", c.provider), slog.Int("status", f.status),
-			slog.Int("retry", n+1), slog.Duration("delay", delay), slog.String("error", f.message))
-		if err := sleep(ctx, delay); err != nil {
-			return model.Response{}, fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
+		if err := r.next(ctx, f); err != nil {
+			return model.Response{}, err
 		}
 	}
+}
+
+// retrier is the transport retry policy of one request, shared by the
+// model calls and the batch endpoints: transport failures are retried on
+// the budget with backoff; a wait the provider asked for (Retry-After) is
+// kept, up to the max retry after, and spends none of the budget.
+type retrier struct {
+	c     *caller
+	doing string // what the request was for, in the error of a cancelled ctx
+	n     int    // failures so far
+	spent int    // retries on the budget
+	held  time.Duration
+}
+
+// next takes the request's failure f: it returns nil after waiting when
+// the request is to be sent again, or the error to return (a
+// *model.Error, or ctx's error wrapped).
+func (r *retrier) next(ctx context.Context, f *failure) error {
+	c := r.c
+	n := r.n
+	r.n++
+	f.message = c.redact(f.message) // before it reaches a log line or an error
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %s: %w", c.provider, r.doing, err)
+	}
+	if f.kind != model.KindTransport {
+		return c.fail(f, n)
+	}
+	if f.hasAfter && f.retryAfter > 0 {
+		// The provider said when to come back: the request is held that
+		// long (its job with it), whatever the backoff cap.
+		if !c.waitKept(f, r.held) {
+			return c.fail(f, n)
+		}
+		r.held += f.retryAfter
+		c.cfg.Logger.Debug("provider asked to wait: holding the request",
+			slog.String("provider", c.provider), slog.Int("status", f.status),
+			slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
+		if err := sleep(ctx, f.retryAfter); err != nil {
+			return fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
+		}
+		return nil
+	}
+	if r.spent >= c.cfg.TransportRetries {
+		c.cfg.Logger.Warn("llm transport retries exhausted",
+			slog.String("provider", c.provider), slog.Int("status", f.status),
+			slog.Int("retries", n), slog.String("error", f.message))
+		return c.fail(f, n)
+	}
+	delay := backoff(c.cfg.BackoffBase, c.cfg.BackoffMax, r.spent)
+	r.spent++
+	if f.hasAfter {
+		delay = 0 // Retry-After: 0
+	}
+	c.cfg.Logger.Debug("llm transport retry",
+		slog.String("provider", c.provider), slog.Int("status", f.status),
+		slog.Int("retry", n+1), slog.Duration("delay", delay), slog.String("error", f.message))
+	if err := sleep(ctx, delay); err != nil {
+		return fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
+	}
+	return nil
 }
 
 // waitKept reports whether the wait f asks for is kept, held being what

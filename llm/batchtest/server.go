@@ -55,6 +55,11 @@ type Config struct {
 	// served, never held.
 	Stray      int
 	StrayBytes int
+	// Throttle, if set, sees every request first: a wait above zero
+	// answers it 429 (rate_limit_error) asking for that wait, in the
+	// headers each provider sends (OpenAI: retry-after-ms and
+	// Retry-After; Anthropic: retry-after, whole seconds rounded up).
+	Throttle func(r *http.Request) time.Duration
 }
 
 // ErrorData is one item of the errors.data of a failed OpenAI batch
@@ -249,6 +254,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"message": "Incorrect API key provided: sk-*****. You can find your API key at https://platform.openai.com/account/api-keys.",
 			"type":    "invalid_request_error", "param": nil, "code": "invalid_api_key"}})
 		return
+	}
+	if s.cfg.Throttle != nil {
+		if wait := s.cfg.Throttle(r); wait > 0 {
+			secs := strconv.FormatInt(int64((wait+time.Second-1)/time.Second), 10)
+			w.Header().Set("retry-after", secs)
+			if !anthropic {
+				w.Header().Set("retry-after-ms", strconv.FormatInt(wait.Milliseconds(), 10))
+			}
+			if anthropic {
+				writeJSON(w, http.StatusTooManyRequests, errorBody(true, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"))
+				return
+			}
+			writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{
+				"message": "Rate limit reached for requests", "type": "requests", "param": nil, "code": "rate_limit_exceeded"}})
+			return
+		}
 	}
 	switch {
 	case p == "/v1/chat/completions" || p == "/v1/messages":
