@@ -75,8 +75,10 @@ type Config struct {
 	// and the census, before a poll deletes it (default 24 h): every poll
 	// reads every record, so the bucket must not grow with the history.
 	KeepEnded time.Duration
-	// Stored, if set, gets every outcome stored (the sink of the process).
-	Stored func(sink.Msg)
+	// Stored, if set, gets every outcome stored (the sink of the process);
+	// Repeated every outcome not kept, because its run had one already
+	// (queue.WorkerConfig's hooks of the same names).
+	Stored, Repeated func(sink.Msg)
 	// Paid, if set, gets the usage of every answer read from a batch, once
 	// (budget and cost metric; the replays of the loop do not call it).
 	Paid func(model.Usage)

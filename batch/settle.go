@@ -121,7 +121,8 @@ func (r *settler) store(ctx context.Context, it Item, out queue.Outcome) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, defaultStoreWindow)
 	defer cancel()
-	if _, err := queue.StoreOutcome(ctx, r.cfg.Conn, queue.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out, Input: inputDigest(it.Job)}, r.cfg.Stored); err != nil {
+	hooks := queue.OutcomeHooks{Stored: r.cfg.Stored, Repeated: r.cfg.Repeated}
+	if _, err := queue.StoreOutcome(ctx, r.cfg.Conn, queue.HandedOutcome{MsgID: it.MsgID, JobID: it.JobID, SchemaToken: it.SchemaToken, Outcome: out, Input: inputDigest(it.Job)}, hooks); err != nil {
 		return fmt.Errorf("storing the outcome of %s: %w", it.MsgID, err)
 	}
 	if out.Action == queue.ActionResult {

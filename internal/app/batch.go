@@ -50,7 +50,7 @@ func ServeBatch(ctx context.Context, cfg *config.Config, conn *broker.Conn, h qu
 		TransportRetries: bm.LLM.TransportRetries, Paid: paid, Observe: observe, Logger: log,
 		// The run's status counts the batches' outcomes too (its summary
 		// line, its progress); the sink reads them from the streams.
-		Stored: sc.Workers.Stored})
+		Stored: sc.Workers.Stored, Repeated: sc.Workers.Repeated})
 	if err != nil {
 		return exit.Fail(exit.Usage, "--batch: %w", err)
 	}

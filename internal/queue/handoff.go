@@ -13,9 +13,6 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
-	"github.com/llmpipeline/pipeline/internal/payload"
-	"github.com/llmpipeline/pipeline/internal/sink"
-	"github.com/llmpipeline/pipeline/job"
 )
 
 // ActionHandOff acks the job without storing anything: the handler handed
@@ -36,13 +33,14 @@ type HandedOutcome struct {
 	Input string
 }
 
-// StoreOutcome stores the outcome of a handed-off job: published with
-// Nats-Msg-Id = MsgID (a second publish inside the duplicate window is
-// dropped), then recorded in the job ledger. It reports whether this is
-// the run's outcome: false when the ledger holds another one already (then
-// ours is removed from its stream), so calling it twice for one run stores
-// one outcome. stored, if set, gets the message as WorkerConfig.Stored does.
-func StoreOutcome(ctx context.Context, c *broker.Conn, h HandedOutcome, stored func(sink.Msg)) (bool, error) {
+// StoreOutcome stores the outcome of a handed-off job as a delivery's is
+// stored (publishOutcome, recordOutcome): published with Nats-Msg-Id =
+// MsgID (a second publish inside the duplicate window is dropped), then
+// recorded in the job ledger. It reports whether this is the run's
+// outcome: false when the ledger holds another one already (then ours is
+// removed from its stream), so calling it twice for one run stores one
+// outcome. The hooks are told as WorkerConfig's Stored and Repeated are.
+func StoreOutcome(ctx context.Context, c *broker.Conn, h HandedOutcome, hooks OutcomeHooks) (bool, error) {
 	out := h.Outcome
 	if out.Action != ActionResult && out.Action != ActionDeadLetter {
 		return false, fmt.Errorf("storing the outcome of %s: action %d is neither a result nor a dead letter", h.MsgID, int(out.Action))
@@ -58,43 +56,15 @@ func StoreOutcome(ctx context.Context, c *broker.Conn, h HandedOutcome, stored f
 	} else if ended {
 		return false, nil
 	}
-	prefix, kind := broker.SubjectResults, payload.KindResults
-	if out.Action == ActionDeadLetter {
-		prefix, kind = broker.SubjectDLQ, payload.KindDLQ
-	}
-	schema := out.Schema
-	if !job.ValidSchemaID(schema) {
-		schema = h.SchemaToken
-	}
-	msg := broker.NewMsg(broker.SchemaSubject(prefix, schema), h.MsgID, out.Payload)
-	object, err := c.Payloads().Offload(ctx, msg, kind)
-	if err != nil {
-		return false, fmt.Errorf("storing the outcome of %s: %w", h.MsgID, err)
-	}
-	fut, err := c.PublishAsync(ctx, msg)
-	if err != nil {
-		return false, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
-	}
-	ack, err := c.AwaitPubAck(ctx, fut)
+	st, err := publishOutcome(ctx, c, h.MsgID, h.SchemaToken, out)
 	if err != nil {
 		return false, err
 	}
-	if ack.Duplicate {
-		c.Payloads().DropIfUnreferenced(ctx, ack.Stream, ack.Sequence, object)
-	}
-	ours := ledger.Run{Run: run, MsgID: h.MsgID, Stream: ack.Stream, Seq: ack.Sequence, At: time.Now().UTC(), Input: h.Input}
-	have, err := led.Record(ctx, jobID, ours)
+	ours := ledger.Run{Run: run, MsgID: h.MsgID, Stream: st.ack.Stream, Seq: st.ack.Sequence, At: time.Now().UTC(), Input: h.Input}
+	kept, _, err := recordOutcome(ctx, c, led, jobID, ours, st)
 	if err != nil {
 		return false, err
 	}
-	if have.Stream != ours.Stream || have.Seq != ours.Seq {
-		if !ack.Duplicate {
-			removeOutcome(ctx, c, ours.Stream, ours.Seq, object)
-		}
-		return false, nil
-	}
-	if stored != nil && !ack.Duplicate {
-		stored(sink.Msg{Subject: msg.Subject, Data: out.Payload, MsgID: h.MsgID, Stream: ack.Stream, Sequence: ack.Sequence, Time: time.Now(), Record: out.Record})
-	}
-	return true, nil
+	hooks.told(kept, h.MsgID, out, st)
+	return kept, nil
 }

@@ -115,74 +115,107 @@ type stored struct {
 	object  string // the body's object when over the inline limit
 }
 
-// store publishes a result or dead letter with Nats-Msg-Id = the delivery's
-// message id and waits for the stream's ack. A payload over the inline
-// limit goes to the object store first, and the message names it.
+// store publishes a delivery's result or dead letter (publishOutcome).
 func (r *runner) store(d *Delivery, out Outcome) (stored, error) {
+	return publishOutcome(r.pubCtx, r.c, d.MsgID, d.SchemaToken, out)
+}
+
+// publishOutcome publishes a result or dead letter with Nats-Msg-Id =
+// msgID and waits for the stream's ack. A payload over the inline limit
+// goes to the object store first, and the message names it. schemaToken
+// is the job subject's schema, for an outcome that names no valid one.
+func publishOutcome(ctx context.Context, c *broker.Conn, msgID, schemaToken string, out Outcome) (stored, error) {
 	prefix, kind := broker.SubjectResults, payload.KindResults
 	if out.Action == ActionDeadLetter {
 		prefix, kind = broker.SubjectDLQ, payload.KindDLQ
 	}
 	schema := out.Schema
 	if !job.ValidSchemaID(schema) {
-		schema = d.SchemaToken
+		schema = schemaToken
 	}
-	msg := broker.NewMsg(broker.SchemaSubject(prefix, schema), d.MsgID, out.Payload)
-	object, err := r.c.Payloads().Offload(r.pubCtx, msg, kind)
+	msg := broker.NewMsg(broker.SchemaSubject(prefix, schema), msgID, out.Payload)
+	object, err := c.Payloads().Offload(ctx, msg, kind)
 	if err != nil {
-		return stored{}, fmt.Errorf("storing the outcome of %s: %w", d.MsgID, err)
+		return stored{}, fmt.Errorf("storing the outcome of %s: %w", msgID, err)
 	}
-	fut, err := r.c.PublishAsync(r.pubCtx, msg)
+	fut, err := c.PublishAsync(ctx, msg)
 	if err != nil {
 		return stored{}, fmt.Errorf("publishing to %s: %w", msg.Subject, err)
 	}
-	ack, err := r.c.AwaitPubAck(r.pubCtx, fut)
+	ack, err := c.AwaitPubAck(ctx, fut)
 	if err != nil {
 		return stored{}, err
 	}
 	if ack.Duplicate {
 		// The stream holds an outcome under this id already (the first
 		// one stays, and may differ): ours, and its object, are not kept.
-		r.c.Payloads().DropIfUnreferenced(r.pubCtx, ack.Stream, ack.Sequence, object)
+		c.Payloads().DropIfUnreferenced(ctx, ack.Stream, ack.Sequence, object)
 	}
 	return stored{subject: msg.Subject, ack: ack, object: object}, nil
 }
 
-// conclude records a stored outcome in the job ledger, and reports whether
-// it is the run's outcome. When another worker's outcome for the same run
-// is in the ledger already (two copies of a job handled at once), ours is
-// deleted from its stream and the job is only acked. Otherwise the stored
-// message goes to WorkerConfig.Stored, unless the stream had one under
-// this id already (the sink reads that one).
-func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
-	ours := r.ledgerRun(d, st.ack.Stream, st.ack.Sequence)
-	have, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), ours)
+// recordOutcome records a stored outcome in the job ledger under key and
+// reports whether it is the run's outcome. When the ledger holds another
+// one for the run already (two copies of a job handled at once), ours is
+// deleted from its stream, and have is the one kept.
+func recordOutcome(ctx context.Context, c *broker.Conn, led *ledger.Ledger, key string, ours ledger.Run, st stored) (bool, ledger.Run, error) {
+	have, err := led.Record(ctx, key, ours)
 	if err != nil {
-		return false, err
+		return false, have, err
 	}
 	if have.Stream != ours.Stream || have.Seq != ours.Seq {
 		if !st.ack.Duplicate {
-			removeOutcome(r.pubCtx, r.c, ours.Stream, ours.Seq, st.object)
+			removeOutcome(ctx, c, ours.Stream, ours.Seq, st.object)
 		}
+		return false, have, nil
+	}
+	return true, have, nil
+}
+
+// OutcomeHooks are told of every outcome stored (WorkerConfig.Stored and
+// Repeated).
+type OutcomeHooks struct {
+	Stored, Repeated func(sink.Msg)
+}
+
+// told hands a stored outcome to the hooks: Stored when it is the run's
+// outcome and new to its stream (the sink reads one the stream had under
+// this id already), Repeated when it was not kept.
+func (h OutcomeHooks) told(ours bool, msgID string, out Outcome, st stored) {
+	m := sink.Msg{Data: out.Payload, MsgID: msgID, Stream: st.ack.Stream, Sequence: st.ack.Sequence, Time: time.Now(), Record: out.Record}
+	switch {
+	case ours && !st.ack.Duplicate:
+		if h.Stored != nil {
+			m.Subject = st.subject
+			h.Stored(m)
+		}
+	case h.Repeated != nil:
+		h.Repeated(m)
+	}
+}
+
+// conclude records a stored outcome in the job ledger (recordOutcome) and
+// tells the hooks; it reports whether it is the run's outcome.
+func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
+	ours, have, err := recordOutcome(r.pubCtx, r.c, r.ledger, ledgerKeyOf(d), r.ledgerRun(d, st.ack.Stream, st.ack.Sequence), st)
+	if err != nil {
+		return false, err
+	}
+	if !ours {
 		r.log.Warn("another worker stored this run's outcome first; removed ours", "msg_id", d.MsgID,
-			"kept_stream", have.Stream, "kept_seq", have.Seq, "removed_stream", ours.Stream, "removed_seq", ours.Seq)
-		r.repeated(d, out, ours.Stream, ours.Seq)
-		return false, nil
+			"kept_stream", have.Stream, "kept_seq", have.Seq, "removed_stream", st.ack.Stream, "removed_seq", st.ack.Sequence)
 	}
-	if st.ack.Duplicate {
-		r.repeated(d, out, st.ack.Stream, st.ack.Sequence)
-	} else if r.cfg.Stored != nil {
-		r.cfg.Stored(sink.Msg{Subject: st.subject, Data: out.Payload, MsgID: d.MsgID,
-			Stream: st.ack.Stream, Sequence: st.ack.Sequence, Time: time.Now(), Record: out.Record})
-	}
-	return true, nil
+	r.hooks().told(ours, d.MsgID, out, st)
+	return ours, nil
+}
+
+func (r *runner) hooks() OutcomeHooks {
+	return OutcomeHooks{Stored: r.cfg.Stored, Repeated: r.cfg.Repeated}
 }
 
 // repeated hands an outcome that was not kept to WorkerConfig.Repeated.
 func (r *runner) repeated(d *Delivery, out Outcome, stream string, seq uint64) {
-	if r.cfg.Repeated != nil {
-		r.cfg.Repeated(sink.Msg{Data: out.Payload, MsgID: d.MsgID, Stream: stream, Sequence: seq, Time: time.Now(), Record: out.Record})
-	}
+	r.hooks().told(false, d.MsgID, out, stored{ack: &jetstream.PubAck{Stream: stream, Sequence: seq}})
 }
 
 func (r *runner) ledgerRun(d *Delivery, stream string, seq uint64) ledger.Run {
