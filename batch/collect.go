@@ -256,17 +256,25 @@ func (r *poller) collect(ctx context.Context, rec Record, rev uint64, st llm.Bat
 // settleOne settles request q of rec with res (nil: no answer), unless
 // its item has moved on (settled already, by an earlier read).
 func (r *poller) settleOne(ctx context.Context, rec Record, q Request, res *llm.BatchResult) error {
-	it, irev, err := r.st.getItem(ctx, q.Item)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil // settled already
-	}
-	if err != nil {
+	it, irev, ok, err := r.waiting(ctx, rec, q)
+	if err != nil || !ok {
 		return err
 	}
-	if it.State != itemBatched || it.Batch != rec.Key || it.CustomID != q.CustomID {
-		return nil
-	}
 	return r.settle.answer(ctx, it, irev, res)
+}
+
+// waiting reads the item of request q of rec and reports whether it still
+// waits on rec: batched in it under q's custom id. An item settled since
+// (deleted), or moved on to another batch, does not.
+func (r *poller) waiting(ctx context.Context, rec Record, q Request) (Item, uint64, bool, error) {
+	it, irev, err := r.st.getItem(ctx, q.Item)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return it, 0, false, nil
+	}
+	if err != nil {
+		return it, 0, false, err
+	}
+	return it, irev, it.State == itemBatched && it.Batch == rec.Key && it.CustomID == q.CustomID, nil
 }
 
 // settled reports whether a record's batch is over for good: ended, or
@@ -286,14 +294,11 @@ func (r *poller) sweep(ctx context.Context, rec Record, rev uint64) error {
 		return nil
 	}
 	for _, q := range rec.Requests {
-		it, irev, err := r.st.getItem(ctx, q.Item)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
+		it, irev, ok, err := r.waiting(ctx, rec, q)
 		if err != nil {
 			return err
 		}
-		if it.State != itemBatched || it.Batch != rec.Key || it.FromDelivery {
+		if !ok || it.FromDelivery {
 			continue // a delivery never acked comes back by itself
 		}
 		if err := r.settle.requeue(ctx, it, irev, OutcomeRequeued); err != nil {

@@ -2,13 +2,10 @@ package batch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/model"
@@ -281,14 +278,11 @@ func refusal(provider string, e llm.BatchError) error {
 func (r *poller) each(ctx context.Context, rec Record, fn func(it Item, rev uint64, line int) error) (int, error) {
 	n := 0
 	for i, q := range rec.Requests {
-		it, irev, err := r.st.getItem(ctx, q.Item)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
+		it, irev, ok, err := r.waiting(ctx, rec, q)
 		if err != nil {
 			return n, err
 		}
-		if it.State != itemBatched || it.Batch != rec.Key || it.CustomID != q.CustomID {
+		if !ok {
 			continue
 		}
 		n++
