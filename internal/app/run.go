@@ -80,9 +80,8 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	if cfg.Workers.MaxDeliver < 1 {
 		return exit.Fail(exit.Usage, "--max-deliver must be at least 1, got %d", cfg.Workers.MaxDeliver)
 	}
-	jobLimit, err := MaxJobBytes(cfg)
-	if err != nil {
-		return err
+	if _, err := MaxJobBytes(cfg); err != nil {
+		return err // before connecting
 	}
 
 	connect := rt.Connect
@@ -116,29 +115,14 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 		}
 	}
 
-	sc := worker.ServeConfig{
-		Workers: queue.WorkerConfig{
-			Concurrency:   cfg.Workers.Concurrency,
-			AckWait:       AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
-			MaxDeliver:    cfg.Workers.MaxDeliver,
-			ShutdownGrace: cfg.Workers.ShutdownGrace,
-			UntilIdle:     cfg.Workers.UntilIdle,
-			MaxJobBytes:   jobLimit,
-			Logger:        log,
-			// The status counts from the workers' own outcomes.
-			Stored:      status.Stored,
-			Repeated:    status.Repeated,
-			AlreadyDone: status.AlreadyDone,
-			HandedBack:  status.HandedBack,
-		},
-		NoWorkers:     cfg.Workers.Concurrency == 0,
-		RetainMaxAge:  cfg.Store.MaxAge,
-		RetainMaxRows: cfg.Store.MaxRows,
-		Metrics:       metrics,
-		Logger:        log,
+	sc, err := stack.ServeConfig(cfg, log)
+	if err != nil {
+		return err
 	}
-	sc.Workers.Gate = models.Gate // the breakers': fetch while any model of the chain takes calls
-	sc.Budget = models.Budget
+	// The status counts from the workers' own outcomes.
+	sc.Workers.Stored, sc.Workers.Repeated = status.Stored, status.Repeated
+	sc.Workers.AlreadyDone, sc.Workers.HandedBack = status.AlreadyDone, status.HandedBack
+	sc.Metrics = metrics
 	if cfg.Store.Sink {
 		st, err := OpenStore(cfg, true)
 		if err != nil {

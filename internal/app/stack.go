@@ -1,10 +1,13 @@
 package app
 
 import (
+	"log/slog"
+
 	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/llm"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -71,4 +74,31 @@ func BuildStackOn(cfg *config.Config, reg *schemas.Registry, d Deps, secrets *se
 		return nil, err
 	}
 	return &Stack{Model: bm, Chain: chain, Loop: loop, Handler: h}, nil
+}
+
+// ServeConfig is the workers' configuration of cfg over the stack: the
+// run's and the bench's, which add their hooks, store and metrics.
+func (s *Stack) ServeConfig(cfg *config.Config, log *slog.Logger) (worker.ServeConfig, error) {
+	jobLimit, err := MaxJobBytes(cfg)
+	if err != nil {
+		return worker.ServeConfig{}, err
+	}
+	return worker.ServeConfig{
+		Workers: queue.WorkerConfig{
+			Concurrency:   cfg.Workers.Concurrency,
+			AckWait:       AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
+			MaxDeliver:    cfg.Workers.MaxDeliver,
+			ShutdownGrace: cfg.Workers.ShutdownGrace,
+			UntilIdle:     cfg.Workers.UntilIdle,
+			MaxJobBytes:   jobLimit,
+			// The breakers': fetch while any model of the chain takes calls.
+			Gate:   s.Chain.Gate,
+			Logger: log,
+		},
+		NoWorkers:     cfg.Workers.Concurrency == 0,
+		RetainMaxAge:  cfg.Store.MaxAge,
+		RetainMaxRows: cfg.Store.MaxRows,
+		Budget:        s.Chain.Budget,
+		Logger:        log,
+	}, nil
 }

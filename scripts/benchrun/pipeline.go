@@ -216,6 +216,10 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		log.Warn("could not reset the peak RSS: it includes the submit phase")
 	}
 
+	sc, err := stack.ServeConfig(cfg, log) // run's, as run builds it
+	if err != nil {
+		return res, err
+	}
 	stopProfile, err := startProfiles(spec)
 	if err != nil {
 		return res, err
@@ -246,9 +250,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	var endMu sync.Mutex
 	every := int64(max(1, spec.Jobs/storeSample))
 	ended := make(map[string]time.Time, min(spec.Jobs, 2*storeSample))
-	sinkStore := st
+	sc.Store = st
 	if spec.NoIndex {
-		sinkStore = nil
+		sc.Store = nil
 	}
 	timed := queue.HandlerFunc(func(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		start := time.Now()
@@ -262,20 +266,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		}
 		return out
 	})
-	serr := worker.Serve(ctx, conn, timed, worker.ServeConfig{
-		Workers: queue.WorkerConfig{
-			Concurrency:   cfg.Workers.Concurrency,
-			AckWait:       app.AckWait(cfg.Workers.AckWait, cfg.Model.RequestTimeout),
-			MaxDeliver:    cfg.Workers.MaxDeliver,
-			ShutdownGrace: cfg.Workers.ShutdownGrace,
-			UntilIdle:     cfg.Workers.UntilIdle,
-			Gate:          stack.Chain.Gate,
-			Logger:        log,
-		},
-		Store:  sinkStore,
-		Budget: stack.Chain.Budget,
-		Logger: log,
-	})
+	serr := worker.Serve(ctx, conn, timed, sc)
 	wall := time.Since(t0)
 	cpu1, cerr := cpuTime()
 	wait1, _ := runDelay()
