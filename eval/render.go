@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/internal/escape"
 )
 
 // WriteTable writes r for a terminal: one row per field path (counts,
@@ -25,14 +26,14 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			fmt.Fprintf(tw, "\nby %s\n", k)
+			fmt.Fprintf(tw, "\nby %s\n", escape.Line(k))
 			writeSummary(tw, r.By[k])
 		}
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(tw, "\nJOB\tPATH\tKIND\tEXPECTED\tPRODUCED\n")
 		for _, m := range r.Errors {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.JobID, m.Path, m.Kind, show(m.Expected), show(m.Produced))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", escape.Line(m.JobID), escape.Line(m.Path), m.Kind, show(m.Expected), show(m.Produced))
 		}
 	}
 	return tw.Flush()
@@ -46,7 +47,7 @@ func writeSummary(tw *tabwriter.Writer, s *Summary) {
 	}
 	slices.Sort(paths)
 	for _, p := range paths {
-		writeRow(tw, p, s.Fields[p])
+		writeRow(tw, escape.Line(p), s.Fields[p])
 	}
 	writeRow(tw, "overall", s.Overall)
 	fmt.Fprintf(tw, "records %d, with result %d, no result %d (not indexed %d), exact %d\n",
@@ -70,7 +71,7 @@ func show(v any) string {
 	if len(s) > 60 {
 		s = s[:57] + "..."
 	}
-	return strings.ReplaceAll(s, "\t", " ")
+	return escape.Line(s)
 }
 
 // WriteHistory writes stored evals for a terminal, one line per eval and
@@ -85,7 +86,7 @@ func WriteHistory(w io.Writer, evals []index.Eval) error {
 			digest = digest[:19]
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.2f\n", e.EvalID, e.At.Format("2006-01-02T15:04:05Z"),
-			e.File, digest, dash(e.Schema), dash(e.Version), dash(strings.Join(e.Models, ",")), e.Records, e.Exact,
+			escape.Line(e.File), digest, escape.Line(dash(e.Schema)), dash(e.Version), escape.Line(dash(strings.Join(e.Models, ","))), e.Records, e.Exact,
 			e.Precision, e.Recall, e.F1)
 	}
 	return tw.Flush()
