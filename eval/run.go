@@ -119,38 +119,34 @@ func Run(ctx context.Context, st Store, path string, opt Options) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &scorer{st: st, opt: opt, cmp: newComparer(), groups: map[groupKey]*tally{}, file: path}
+	s := &scorer{opt: opt, cmp: newComparer(), groups: map[groupKey]*tally{}}
 	s.cmp.keep = opt.ShowErrors > 0
-	err = lines(path, nil, func(n int, line []byte) error {
-		l, err := parseLabel(path, n, line)
-		if err != nil {
-			return err // the file changed since it was checked
+	// Two stages, one goroutine each, a few batches apart: reading and
+	// decoding the labels and the produced data (and the index's lookups),
+	// then comparing. Memory holds at most cap(batches)+2 batches.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan *batch, 2)
+	read := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		read <- readBatches(ctx, st, path, opt.Batch, batches)
+	}()
+	for b := range batches {
+		for _, l := range b.labels {
+			s.score(l, b.runs[l.id])
 		}
-		s.batch = append(s.batch, l)
-		if len(s.batch) == opt.Batch {
-			return s.flush(ctx)
-		}
-		return nil
-	})
-	if err == nil {
-		err = s.flush(ctx)
 	}
-	if err != nil {
+	if err := <-read; err != nil {
 		return nil, err
 	}
-	return s.result(digest), nil
+	return s.result(path, digest), nil
 }
 
-type scorer struct {
-	st     Store
-	opt    Options
-	cmp    *comparer
-	file   string
-	batch  []label
+// batch is labels and the latest runs of their jobs, decoded.
+type batch struct {
+	labels []label
 	runs   map[string]*found
-	ids    []string
-	groups map[groupKey]*tally
-	errs   []Mismatch
 }
 
 type found struct {
@@ -158,54 +154,81 @@ type found struct {
 	data any
 }
 
-func (s *scorer) flush(ctx context.Context) error {
-	if len(s.batch) == 0 {
+// readBatches reads the checked file at path, size labels at a time, looks
+// their jobs' latest runs up in st and sends each batch to out.
+func readBatches(ctx context.Context, st Store, path string, size int, out chan<- *batch) error {
+	dec := newDecoder()
+	b := &batch{}
+	ids := make([]string, 0, size)
+	send := func() error {
+		if len(b.labels) == 0 {
+			return nil
+		}
+		ids = ids[:0]
+		for _, l := range b.labels {
+			ids = append(ids, l.id)
+		}
+		b.runs = make(map[string]*found, len(b.labels))
+		err := st.LatestRuns(ctx, ids, func(r index.LatestRun) error {
+			if r.NoData {
+				return fmt.Errorf("job %q: %w", r.JobID, ErrNoData)
+			}
+			f := &found{run: r}
+			if r.Data != nil {
+				v, err := dec.decode(r.Data)
+				if err != nil {
+					return fmt.Errorf("job %q: its data in the index is not JSON: %w", r.JobID, err)
+				}
+				f.data = v
+				f.run.Data = nil // the driver's buffer
+			}
+			b.runs[r.JobID] = f
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("joining labels with outcomes: %w", err)
+		}
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b = &batch{labels: make([]label, 0, size)}
 		return nil
 	}
-	s.ids = s.ids[:0]
-	for _, l := range s.batch {
-		s.ids = append(s.ids, l.id)
-	}
-	clear(s.runs)
-	if s.runs == nil {
-		s.runs = make(map[string]*found, len(s.batch))
-	}
-	err := s.st.LatestRuns(ctx, s.ids, func(r index.LatestRun) error {
-		if r.NoData {
-			return fmt.Errorf("job %q: %w", r.JobID, ErrNoData)
+	err := lines(path, nil, func(n int, line []byte) error {
+		// checked: one decode gives the id and the expected tree
+		v, err := dec.decode(line)
+		m, _ := v.(map[string]any)
+		id, _ := m["id"].(string)
+		exp, _ := m["expected"].(map[string]any)
+		if err != nil || id == "" || exp == nil {
+			return &LineError{File: path, Line: n, Msg: "the file changed while it was read; run the eval again"}
 		}
-		f := &found{run: r}
-		if r.Data != nil {
-			v, err := decode(r.Data)
-			if err != nil {
-				return fmt.Errorf("job %q: its data in the index is not JSON: %w", r.JobID, err)
-			}
-			f.data = v
-			f.run.Data = nil // the driver's buffer
+		b.labels = append(b.labels, label{line: n, id: id, tree: exp})
+		if len(b.labels) == size {
+			return send()
 		}
-		s.runs[r.JobID] = f
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("joining labels with outcomes: %w", err)
+		return err
 	}
-	for _, l := range s.batch {
-		if err := s.score(l); err != nil {
-			return err
-		}
-	}
-	s.batch = s.batch[:0]
-	return nil
+	return send()
 }
 
-func (s *scorer) score(l label) error {
-	exp, err := decode(l.expected)
-	if err != nil {
-		return &LineError{File: s.file, Line: l.line, Msg: fmt.Sprintf("expected: %v", err)}
-	}
-	f := s.runs[l.id]
+type scorer struct {
+	opt    Options
+	cmp    *comparer
+	groups map[groupKey]*tally
+	errs   []Mismatch
+}
+
+// score adds one label, joined with its job's latest run (nil: none).
+func (s *scorer) score(l label, f *found) {
+	exp := l.tree
 	if f != nil && s.opt.Schema != "" && f.run.Schema != s.opt.Schema {
-		return nil
+		return
 	}
 	var key groupKey
 	if f != nil {
@@ -242,11 +265,10 @@ func (s *scorer) score(l label) error {
 		m.JobID = l.id
 		s.errs = append(s.errs, m)
 	}
-	return nil
 }
 
-func (s *scorer) result(digest string) *Result {
-	r := &Result{File: s.file, Digest: digest, At: time.Now().UTC(), Errors: s.errs}
+func (s *scorer) result(file, digest string) *Result {
+	r := &Result{File: file, Digest: digest, At: time.Now().UTC(), Errors: s.errs}
 	keys := make([]groupKey, 0, len(s.groups))
 	for k := range s.groups {
 		keys = append(keys, k)

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/big"
 	"slices"
@@ -86,6 +87,7 @@ type comparer struct {
 	produced any  // the produced value of a kind mismatch, shown for the values below it
 	fold     cases.Caser
 	sbuf     []byte
+	nbuf     []byte
 	ra, rb   big.Rat
 }
 
@@ -331,6 +333,9 @@ func (c *comparer) key(v any) string {
 	case string:
 		return "s" + c.normalize(v)
 	case json.Number:
+		if plainInt(string(v)) { // its own canonical form
+			return "n" + string(v)
+		}
 		if _, ok := c.ra.SetString(string(v)); ok {
 			return "n" + c.ra.RatString()
 		}
@@ -344,13 +349,39 @@ func (c *comparer) key(v any) string {
 	return "?"
 }
 
+// plainInt says whether s is an integer as big.Rat's RatString writes it:
+// digits, an optional minus, no leading zero.
+func plainInt(s string) bool {
+	neg := s != "" && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	if s == "" || (s[0] == '0' && (len(s) > 1 || neg)) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // equal compares two present scalars: strings after normalisation, numbers
 // by value, booleans as they are; values of different kinds never match.
 func (c *comparer) equal(a, b any) bool {
 	switch a := a.(type) {
 	case string:
 		b, ok := b.(string)
-		return ok && (a == b || c.normalize(a) == c.normalize(b))
+		if !ok {
+			return false
+		}
+		if a == b {
+			return true
+		}
+		c.nbuf = c.appendNorm(c.nbuf[:0], a)
+		c.sbuf = c.appendNorm(c.sbuf[:0], b)
+		return bytes.Equal(c.nbuf, c.sbuf)
 	case json.Number:
 		b, ok := b.(json.Number)
 		if !ok {
@@ -372,6 +403,12 @@ func (c *comparer) equal(a, b any) bool {
 // normalize is a string as compared: Unicode NFKC, case-folded, runs of
 // white space as one space, trimmed.
 func (c *comparer) normalize(s string) string {
+	c.sbuf = c.appendNorm(c.sbuf[:0], s)
+	return string(c.sbuf)
+}
+
+// appendNorm appends s normalised to b.
+func (c *comparer) appendNorm(b []byte, s string) []byte {
 	ascii := true
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
@@ -382,7 +419,6 @@ func (c *comparer) normalize(s string) string {
 	if !ascii { // ASCII is its own NFKC, and folds as it lowers
 		s = norm.NFKC.String(c.fold.String(norm.NFKC.String(s)))
 	}
-	b := c.sbuf[:0]
 	space := false
 	for _, r := range s {
 		if unicode.IsSpace(r) {
@@ -398,6 +434,5 @@ func (c *comparer) normalize(s string) string {
 		}
 		b = utf8.AppendRune(b, r)
 	}
-	c.sbuf = b
-	return string(b)
+	return b
 }

@@ -135,3 +135,15 @@ func TestMismatchesListed(t *testing.T) {
 		}
 	}
 }
+
+func TestNumberKeys(t *testing.T) {
+	cmp := newComparer()
+	for _, pair := range [][2]string{{"30", "30.0"}, {"-0", "0"}, {"1e2", "100"}, {"-5", "-5.00"}} {
+		if a, b := cmp.key(mustDecode(t, pair[0])), cmp.key(mustDecode(t, pair[1])); a != b {
+			t.Errorf("key(%s) = %q, key(%s) = %q: want one key", pair[0], a, pair[1], b)
+		}
+	}
+	if a, b := cmp.key(mustDecode(t, "12")), cmp.key(mustDecode(t, "-12")); a == b {
+		t.Errorf("12 and -12 share key %q", a)
+	}
+}
