@@ -147,3 +147,29 @@ func TestNumberKeys(t *testing.T) {
 		t.Errorf("12 and -12 share key %q", a)
 	}
 }
+
+// FuzzParseLabel: any line is either refused with its line number or read
+// as a label whose id is a non-empty string and whose expected value
+// decodes to an object; never a panic.
+func FuzzParseLabel(f *testing.F) {
+	for _, s := range []string{`{"id":"a","expected":{"x":1}}`, `{"id":"a","expected":[]}`, `{"id":7}`, `[1]`, `{"id":"a","id":"b","expected":{}}`,
+		`{"id":"\u00e9","expected":{"t":["a",null,1.5e3]},"note":"x"}`, `{"expected":{},"id":""}`, `{`, ``} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		l, err := parseLabel("f.jsonl", 3, []byte(line))
+		if err != nil {
+			if le, ok := err.(*LineError); !ok || le.Line != 3 {
+				t.Fatalf("error %v is not a LineError at line 3", err)
+			}
+			return
+		}
+		if l.id == "" {
+			t.Fatalf("%q: empty id accepted", line)
+		}
+		v, err := decode(l.expected)
+		if _, ok := v.(map[string]any); err != nil || !ok {
+			t.Fatalf("%q: expected %s does not decode to an object: %v", line, l.expected, err)
+		}
+	})
+}
