@@ -502,14 +502,15 @@ func (s *Store) Apply(ctx context.Context, p RetainPlan) (int, error) {
 
 // Reset empties the index and forgets the stream cursors (for `pipeline
 // dlq rebuild`, which then writes the streams back into it). The
-// migrations stay applied.
+// migrations stay applied, and so do the stored evals (table evals), which
+// are the user's and not the streams'.
 func (s *Store) Reset(ctx context.Context) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("resetting the index: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	for _, t := range []string{"failures", "attempts", "payloads", "outcomes", "clusters", "stream_cursors"} {
+	for _, t := range []string{"failures", "attempts", "payloads", "result_data", "outcomes", "clusters", "stream_cursors"} {
 		if _, err := tx.ExecContext(ctx, "DELETE FROM "+t); err != nil {
 			return fmt.Errorf("resetting the index: emptying %s: %w", t, err)
 		}

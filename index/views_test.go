@@ -59,6 +59,13 @@ func viewData(t *testing.T, s *Store) []job.Outcome {
 	if err := s.MarkReplayed(t.Context(), pending.JobID, 0); err != nil {
 		t.Fatal(err)
 	}
+	// a stored eval, for v_evals
+	if _, err := s.SaveEval(t.Context(), Eval{At: at, File: "labels.jsonl", Digest: "sha256:00", Groups: []EvalGroup{{
+		Schema: "invoice", Version: "v1", Model: "sim", Records: 2, WithResult: 2, Exact: 1,
+		EvalCounts: EvalCounts{Correct: 3, Wrong: 1},
+		Fields:     map[string]EvalCounts{"/total": {Correct: 1, Wrong: 1}, "/vendor": {Correct: 2}}}}}); err != nil {
+		t.Fatal(err)
+	}
 	return outs
 }
 

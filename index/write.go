@@ -275,7 +275,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
-	all := []*bulk{cl, out, pay, att, fai}
+	dat := newBulk(tx, `INSERT INTO result_data (outcome_id, data) VALUES `, 2, chunkRows)
+	all := []*bulk{cl, out, pay, att, fai, dat}
 	for _, b := range all {
 		defer b.close()
 	}
@@ -342,6 +343,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			}
 			if err := pay.add(ctx, r.id, r.body); err != nil {
 				return fmt.Errorf("inserting payloads: %w", err)
+			}
+			if r.dead == 0 && len(o.Data) > 0 { // what pipeline eval scores
+				if err := dat.add(ctx, r.id, string(o.Data)); err != nil {
+					return fmt.Errorf("inserting result data: %w", err)
+				}
 			}
 			// A first-pass success's one call is its outcome row (attempts 1,
 			// tokens) and its payload (the rest): no attempts row.

@@ -24,5 +24,10 @@ func Funnels(ctx context.Context, s *index.Store) (map[string]*Funnel, Totals, e
 	}
 	r := &Report{Versions: map[string][]string{}, Funnel: funnel(rows, healed)}
 	r.cover(rows)
+	evals, err := Evals(ctx, s, "")
+	if err != nil {
+		return nil, Totals{}, fmt.Errorf("building the funnel: %w", err)
+	}
+	attachEvals(r.Funnel, evals)
 	return r.Funnel, r.Totals, nil
 }

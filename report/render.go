@@ -234,6 +234,7 @@ func (r *Report) table(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	writeEvalsTable(&b, r)
 	if r.costShown() {
 		b.WriteString("\nCOST AND MODELS (cost per success counts the failures paid for; models: the model of the final answer)\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -375,6 +376,7 @@ func (r *Report) markdown(w io.Writer) error {
 				pct(ratio(f.DeadLettered, f.Jobs)), classes(f), f.ReplayedHealed, perSuccess(f), pct(f.HealTokenShare))
 		}
 	}
+	writeEvalsMarkdown(&b, r)
 	if r.costShown() {
 		b.WriteString("\n## Cost and models\n\nCost per success counts the failures paid for; models are the models of the final answers.\n\n")
 		b.WriteString("| schema | version | cost | cost per success | cost on healing | healed by fallback | models |\n|---|---|--:|--:|--:|--:|---|\n")

@@ -42,6 +42,7 @@ type htmlPage struct {
 	FunnelChart barChart
 	Cost        bool
 	Lint        []LintFinding
+	Evals       []*EvalFigures // the latest eval of each funnel row that has one
 	Colors      struct{ Healed, Masked, Stuck string }
 }
 
@@ -95,7 +96,7 @@ func (r *Report) html(w io.Writer) error {
 			Versions: sc.versions, Filter: sc.filter, Totals: sc.totals},
 		Fingerprint: r.FingerprintVersion, Rule: r.rule(), Shown: r.shown(),
 		Clusters: r.Clusters, Impossible: r.Impossible(), Masked: r.Masked(),
-		Cost: r.costShown(), Lint: r.Lint,
+		Cost: r.costShown(), Lint: r.Lint, Evals: r.evalRows(),
 	}
 	p.Colors.Healed, p.Colors.Masked, p.Colors.Stuck = colHealed, colMasked, colStuck
 	if len(r.Clusters) > 0 {

@@ -117,6 +117,10 @@ type Report struct {
 	Clusters      []Cluster          `json:"clusters"`
 	Funnel        map[string]*Funnel `json:"funnel"`
 	Lint          []LintFinding      `json:"lint"`
+	// Evals is the latest stored eval of every schema version of the
+	// selection's schemas that has one, covered or not (f1 over versions);
+	// absent when there is none.
+	Evals []*EvalFigures `json:"evals,omitempty"`
 }
 
 // Range is a time span, both ends included.
@@ -238,6 +242,9 @@ type Funnel struct {
 	Batch Batch `json:"batch"`
 	// Models splits the jobs by the model of their final answer.
 	Models []ModelShare `json:"models"`
+	// Eval is the latest stored eval of this schema version (`pipeline
+	// eval`); absent when there is none.
+	Eval *EvalFigures `json:"eval,omitempty"`
 }
 
 // Step is the jobs that succeeded at one attempt count.
@@ -324,6 +331,13 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 	}
 	r.Funnel = funnel(rows, healed)
 	r.cover(rows)
+	if r.Evals, err = Evals(ctx, s, o.Schema); err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	attachEvals(r.Funnel, r.Evals)
+	if len(r.Evals) == 0 {
+		r.Evals = nil
+	}
 
 	counts := all[:0]
 	for _, c := range all {

@@ -49,6 +49,12 @@ func (r *Report) escaped() *Report {
 		}
 		out.Funnel[l(k)] = &g // the html's chart labels its rows by the key
 	}
+	out.Evals = escapedEvals(r.Evals)
+	for _, f := range out.Funnel {
+		if f.Eval != nil {
+			f.Eval = escapedEvals([]*EvalFigures{f.Eval})[0]
+		}
+	}
 	out.Lint = make([]LintFinding, len(r.Lint))
 	for i, f := range r.Lint {
 		out.Lint[i] = LintFinding{Schema: l(f.Schema), File: l(f.File), Path: l(f.Path), Rule: l(f.Rule), Message: l(f.Message), Suggestion: l(f.Suggestion)}

@@ -22,6 +22,10 @@ type schemaRow struct {
 	// Failing are the schema's clusters that kill the most jobs, every
 	// version.
 	Failing []report.Cluster
+	// Evals is the latest eval of each version that has one, in the order
+	// the versions were first evaluated; F1Chart plots their f1.
+	Evals   []*report.EvalFigures
+	F1Chart *f1Chart
 }
 
 type schemasView struct {
@@ -80,7 +84,12 @@ func (s *Server) schemasPage(w http.ResponseWriter, r *http.Request) {
 			row.Failing = append(row.Failing, c)
 		}
 	}
+	for _, e := range rep.Evals {
+		row := get(e.Schema)
+		row.Evals = append(row.Evals, e)
+	}
 	for _, row := range rows {
+		row.F1Chart = newF1Chart(row.Evals)
 		v.Schemas = append(v.Schemas, row)
 	}
 	sort.Slice(v.Schemas, func(i, j int) bool { return v.Schemas[i].ID < v.Schemas[j].ID })

@@ -195,6 +195,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 			e.resultsCommand(),
 			e.statsCommand(),
 			e.reportCommand(),
+			e.evalCommand(),
 			e.dlqCommand(),
 			e.sanitizeCommand(),
 			e.validateCommand(),

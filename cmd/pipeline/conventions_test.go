@@ -77,6 +77,7 @@ func TestReadOnlyOnEmptyDataDir(t *testing.T) {
 	cmds := [][]string{
 		{"results"}, {"stats"}, {"report"}, {"dlq", "list"}, {"dlq", "show", "job-1"}, {"dlq", "export"},
 		{"dlq", "replay", "--schema", "invoice"}, {"dlq", "purge", "--all"},
+		{"eval", "--expected", "labels.jsonl"}, {"eval", "--history"},
 	}
 	for _, args := range cmds {
 		for _, exists := range []bool{false, true} {

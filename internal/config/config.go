@@ -30,6 +30,7 @@ type Config struct {
 	Report  Report
 	Actions Actions
 	Tools   Tools
+	Eval    Eval
 
 	// Command is the name of the command the settings are for ("run").
 	Command string

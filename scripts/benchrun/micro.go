@@ -28,6 +28,7 @@ func microPackages(o options) []microPkg {
 		{"./internal/sink", "Sink"},
 		{"./job", "ParseJob"},
 		{"./report", o.ReportBench},
+		{"./eval", "Run"},
 	}
 }
 

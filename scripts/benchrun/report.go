@@ -133,8 +133,34 @@ func goals(r *benchRun) []goal {
 			}
 		}
 		gs = append(gs, g)
+		gs = append(gs, evalGoal(r))
 	}
 	return gs
+}
+
+// evalBench is the eval benchmark the goal reads (package eval).
+const evalBench = "BenchmarkRun/100000"
+
+// goalEval is the budget of one eval of 100,000 labelled records.
+const goalEval = 5 * time.Second
+
+// evalGoal: pipeline eval scores 100,000 labelled records in under 5 s,
+// with a peak live heap that does not grow with the file.
+func evalGoal(r *benchRun) goal {
+	g := goal{Name: "Eval of 100,000 labelled records", Target: "< 5 s, flat memory"}
+	l, ok := findBench(r.Micro, evalBench)
+	if !ok {
+		g.Verdict = verdict(false, false, "")
+		return g
+	}
+	d := time.Duration(l.Values["ns/op"])
+	g.Measured = fmt.Sprintf("%v per eval, %.1f CPU s, peak live heap %.1f MiB (%s)", d.Round(time.Millisecond),
+		l.Values["cpu-s/op"], l.Values["peak-heap-MiB"], evalBench)
+	if small, ok := findBench(r.Micro, "BenchmarkRun/10000"); ok {
+		g.Measured += fmt.Sprintf("; 10,000 records: peak live heap %.1f MiB", small.Values["peak-heap-MiB"])
+	}
+	g.Verdict = verdict(true, d < goalEval, fmt.Sprintf("%.1fx the budget", float64(d)/float64(goalEval)))
+	return g
 }
 
 func abs(x float64) float64 {

@@ -1,0 +1,151 @@
+package eval_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmpipeline/pipeline/eval"
+	"github.com/llmpipeline/pipeline/index"
+	"github.com/llmpipeline/pipeline/job"
+)
+
+func openStore(t *testing.T) *index.Store {
+	t.Helper()
+	st, err := index.Open(filepath.Join(t.TempDir(), "pipeline.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func result(id, schema, version, model string, run int, data string) job.Outcome {
+	now := time.Now()
+	return job.Outcome{JobID: id, Schema: schema, SchemaVersion: version, Run: run, Status: job.StatusSucceeded,
+		Model: model, Attempts: 1, Data: json.RawMessage(data), StartedAt: now, FinishedAt: now}
+}
+
+func dead(id, schema, version, model string) job.Outcome {
+	now := time.Now()
+	return job.Outcome{JobID: id, Schema: schema, SchemaVersion: version, Status: job.StatusDeadLettered,
+		Class: job.ClassExhausted, Model: model, Attempts: 2, StartedAt: now, FinishedAt: now}
+}
+
+func writeFile(t *testing.T, lines ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "labels.jsonl")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunJoinsLatestRuns(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.Write(ctx, []job.Outcome{
+		result("a", "person", "v1", "primary", 0, `{"name":"Ada","age":30}`),
+		result("b", "person", "v1", "primary", 0, `{"name":"Bob","age":40}`),
+		dead("c", "person", "v1", "primary"),
+		result("x", "invoice", "v9", "primary", 0, `{"total":1}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// b ran again (a replay): the later run is the one scored
+	if err := st.Write(ctx, []job.Outcome{result("b", "person", "v2", "fallback", 1, `{"name":"Bob","age":41}`)}); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t,
+		`{"id":"a","expected":{"name":"ada","age":30.0}}`,
+		``,
+		`{"id":"b","expected":{"name":"Bob","age":41}}`,
+		`{"id":"c","expected":{"name":"Cy","age":50}}`,
+		`{"id":"nobody","expected":{"name":"N"}}`,
+		`{"id":"x","expected":{"total":1}}`,
+	)
+	res, err := eval.Run(ctx, st, file, eval.Options{Schema: "person", By: eval.ByModel, ShowErrors: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if s.Records != 4 || s.WithResult != 2 || s.NoResult != 2 || s.NotIndexed != 1 || s.Exact != 2 {
+		t.Errorf("records %+v", s)
+	}
+	if want := (eval.Counts{Correct: 4, Missing: 3}); s.Overall.Counts != want {
+		t.Errorf("overall %+v, want %+v", s.Overall.Counts, want)
+	}
+	if got := s.Fields["/age"].Counts; got != (eval.Counts{Correct: 2, Missing: 1}) {
+		t.Errorf("/age %+v", got)
+	}
+	if f1 := s.Overall.F1; f1 < 0.727 || f1 > 0.728 { // p 1, r 4/7
+		t.Errorf("f1 %v", f1)
+	}
+	// --by model: the fallback answered b's latest run
+	if fb := res.By["fallback"]; fb == nil || fb.Records != 1 || fb.Exact != 1 || fb.Overall.Correct != 2 {
+		t.Errorf("by fallback: %+v", fb)
+	}
+	if p := res.By["primary"]; p == nil || p.Records != 2 || p.NoResult != 1 || p.Overall.Missing != 2 {
+		t.Errorf("by primary: %+v", p)
+	}
+	if n := res.By[eval.NoOutcome]; n == nil || n.NotIndexed != 1 {
+		t.Errorf("by no outcome: %+v", n)
+	}
+	if len(res.Errors) != 3 || res.Errors[0].JobID != "c" || res.Errors[0].Kind != eval.Missing {
+		t.Errorf("errors %+v", res.Errors)
+	}
+	// groups for the history: one per schema, version and model
+	if len(res.Groups) != 3 {
+		t.Errorf("groups %+v", res.Groups)
+	}
+	if !strings.HasPrefix(res.Digest, "sha256:") || len(res.Digest) != 71 {
+		t.Errorf("digest %q", res.Digest)
+	}
+}
+
+func TestRunRefusesABrokenFile(t *testing.T) {
+	st := openStore(t)
+	cases := []struct {
+		name, line, want string
+	}{
+		{"not JSON", `{"id":"a","expected":{`, "labels.jsonl:2: not a JSON object"},
+		{"an array", `["a"]`, "labels.jsonl:2: not a JSON object"},
+		{"no id", `{"expected":{}}`, `labels.jsonl:2: no "id"`},
+		{"id a number", `{"id":7,"expected":{}}`, `labels.jsonl:2: "id" is 7, want a string`},
+		{"empty id", `{"id":"","expected":{}}`, `labels.jsonl:2: "id" is "", want a non-empty string`},
+		{"expected an array", `{"id":"b","expected":[1]}`, `labels.jsonl:2: job "b": "expected" is an array, want a JSON object`},
+		{"no expected", `{"id":"b"}`, `labels.jsonl:2: job "b": no "expected"`},
+		{"duplicate member", `{"id":"b","id":"c","expected":{}}`, "labels.jsonl:2: not a JSON object"},
+		{"labelled twice", `{"id":"a","expected":{}}`, `labels.jsonl:2: job "a" is labelled twice: first at line 1`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := writeFile(t, `{"id":"a","expected":{"name":"x"}}`, tc.line, `{"id":"z","expected":{}}`)
+			res, err := eval.Run(t.Context(), st, file, eval.Options{})
+			var le *eval.LineError
+			if !errors.As(err, &le) || le.Line != 2 {
+				t.Fatalf("got %v, %v; want a LineError at line 2", res, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), file+":2:") {
+				t.Errorf("got %q, want it to hold %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunResultWithoutData(t *testing.T) {
+	st := openStore(t)
+	o := result("a", "person", "v1", "m", 0, `{"name":"A"}`)
+	o.Data = nil // as an index written before data was kept reads
+	if err := st.Write(t.Context(), []job.Outcome{o}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := eval.Run(t.Context(), st, writeFile(t, `{"id":"a","expected":{"name":"A"}}`), eval.Options{})
+	if !errors.Is(err, eval.ErrNoData) || !strings.Contains(err.Error(), "dlq rebuild") {
+		t.Fatalf("got %v, want ErrNoData", err)
+	}
+}
