@@ -222,3 +222,29 @@ func TestCheckFollowsRefsAndBranches(t *testing.T) {
 		t.Errorf("got\n%s", got)
 	}
 }
+
+// TestLintTruth: lint reports a rule naming a property the object does not
+// define, and x-grounded on a non-string.
+func TestLintTruth(t *testing.T) {
+	t.Parallel()
+	raw := `{"type":"object","properties":{"total":{"type":"number","x-grounded":true},"vendor":{"type":"string","x-grounded":true},
+		"addr":{"type":"object","properties":{"city":{"type":"string"}}},"tags":{"type":"object","x-grounded":true}},
+		"x-rules":[{"rule":"self.total == self.subtotl"},{"rule":"has(self.addr.zip) || self.addr.city != ''"},
+		{"rule":"self.items.all(i, i.price > 0.0)"},{"rule":"self.total >= 0.0"}]}`
+	got := LintRaw("inv", []byte(raw))
+	want := map[string]string{
+		"/properties/total/x-grounded|" + RuleGroundedNonString: "x-grounded on a value of type number",
+		"/x-rules/0|" + RuleRuleUnknownField:                    "names self.subtotl",
+		"/x-rules/1|" + RuleRuleUnknownField:                    "names self.addr.zip",
+		"/x-rules/2|" + RuleRuleUnknownField:                    "names self.items",
+	}
+	if len(got) != len(want) {
+		t.Errorf("findings %+v, want %d", got, len(want))
+	}
+	for _, f := range got {
+		w, ok := want[f.Path+"|"+f.Rule]
+		if !ok || !strings.Contains(f.Message, w) {
+			t.Errorf("unexpected finding %+v", f)
+		}
+	}
+}

@@ -266,6 +266,17 @@ func TestValidateTruthChecks(t *testing.T) {
 		!strings.Contains(errs, "Syntax error") {
 		t.Errorf("a rule that does not compile: exit %d\n%s", code, errs)
 	}
+	lintDir := t.TempDir()
+	typo := strings.Replace(truthSchemaFile, "self.subtotal + self.tax", "self.subtotl + self.tax", 1)
+	typo = strings.Replace(typo, `"total":{"type":"number"}`, `"total":{"type":"number","x-grounded":true}`, 1)
+	if err := os.WriteFile(filepath.Join(lintDir, "inv.json"), []byte(typo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = runCLI(t, "", "schemas", "lint", "--schemas", lintDir)
+	if code != exitNegative || !strings.Contains(out, "rule_unknown_property") || !strings.Contains(out, "self.subtotl") ||
+		!strings.Contains(out, "grounded_non_string") {
+		t.Errorf("schemas lint: exit %d\n%s", code, out)
+	}
 	_, errs, code = runCLI(t, "{}", with("--input", filepath.Join(schemaDir, "missing.txt"))...)
 	if code != exitUsage || !strings.Contains(errs, "missing.txt") {
 		t.Errorf("a missing --input: exit %d\n%s", code, errs)
