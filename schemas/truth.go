@@ -167,7 +167,7 @@ func (s *Schema) Check(doc []byte, in *Input, max int) (diags []Diagnostic, omit
 	w := truthWalk{seen: map[visit]bool{}}
 	w.schema(s.compiled, root)
 	c := checker{in: in}
-	c.node(root, nil, false, &cursor{})
+	c.node(root, nil, false, &cursor{}, 0)
 	diags = c.diags
 	if len(diags) > max {
 		omitted = len(diags) - max
@@ -434,7 +434,9 @@ type checker struct {
 // found: the next one is looked for after it first.
 type cursor struct{ at int }
 
-func (c *checker) node(n *node, path []string, grounded bool, cur *cursor) {
+// node checks n and what is below it. cur is the cursor of the container
+// holding n; start is where a container n begins its own cursor.
+func (c *checker) node(n *node, path []string, grounded bool, cur *cursor, start int) {
 	grounded = grounded || n.grounded
 	switch n.kind {
 	case '"':
@@ -442,14 +444,22 @@ func (c *checker) node(n *node, path []string, grounded bool, cur *cursor) {
 			c.ground(n.str, pointer(path), cur)
 		}
 	case '{':
-		own := &cursor{}
+		own := &cursor{at: start}
 		for i, k := range n.keys {
-			c.node(n.kids[i], append(path, k), grounded, own)
+			c.node(n.kids[i], append(path, k), grounded, own, 0)
 		}
 	case '[':
-		own := &cursor{}
+		// An element that is an object or array starts looking after the
+		// first grounded value of the element before it (document order);
+		// strings of the array share the array's cursor.
+		own := &cursor{at: start}
+		elem := start
 		for i, kid := range n.kids {
-			c.node(kid, append(path, strconv.Itoa(i)), grounded, own)
+			before := len(c.grounding)
+			c.node(kid, append(path, strconv.Itoa(i)), grounded, own, elem)
+			if (kid.kind == '{' || kid.kind == '[') && len(c.grounding) > before {
+				elem = c.grounding[before].Start
+			}
 		}
 	}
 	if len(n.rules) > 0 {
