@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
 	"github.com/google/cel-go/ext"
 )
 
@@ -101,10 +103,22 @@ func compileRules(v any) ([]*Rule, error) {
 	return out, nil
 }
 
-// eval runs the rule on self (a JSON value with numbers as float64, see
-// celValue). It returns whether the rule holds, or why it could not say.
-func (r *Rule) eval(self any) (bool, error) {
-	out, _, err := r.prg.Eval(map[string]any{"self": self})
+// selfActivation is the one variable of a rule.
+type selfActivation struct{ self ref.Val }
+
+func (a *selfActivation) ResolveName(name string) (any, bool) {
+	if name == "self" {
+		return a.self, true
+	}
+	return nil, false
+}
+
+func (a *selfActivation) Parent() interpreter.Activation { return nil }
+
+// eval runs the rule on self (see node.celValue). It returns whether the
+// rule holds, or why it could not say.
+func (r *Rule) eval(self *selfActivation) (bool, error) {
+	out, _, err := r.prg.Eval(self)
 	if err != nil {
 		return false, err
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -215,30 +217,36 @@ func (n *node) value() any {
 	return nil
 }
 
-// celValue is the node as rules read it: CEL's JSON mapping, every number
-// a double.
-func (n *node) celValue() any {
+// celValue is the node as rules read it, built once per Check for all the
+// rules of the node: CEL's JSON mapping (every number a double), as CEL
+// values, so that evaluating a rule converts nothing.
+func (n *node) celValue() ref.Val {
 	switch n.kind {
+	case 'n':
+		return types.NullValue
+	case 't':
+		return types.Bool(n.str == "true")
 	case '0':
 		f, err := n.num.Float64()
 		if err != nil {
-			return n.num.String()
+			return types.String(n.num.String())
 		}
-		return f
+		return types.Double(f)
+	case '"':
+		return types.String(n.str)
 	case '{':
-		m := make(map[string]any, len(n.keys))
+		m := make(map[ref.Val]ref.Val, len(n.keys))
 		for i, k := range n.keys {
-			m[k] = n.kids[i].celValue()
+			m[types.String(k)] = n.kids[i].celValue()
 		}
-		return m
-	case '[':
-		a := make([]any, len(n.kids))
+		return types.NewRefValMap(types.DefaultTypeAdapter, m)
+	default: // '['
+		a := make([]ref.Val, len(n.kids))
 		for i, k := range n.kids {
 			a[i] = k.celValue()
 		}
-		return a
+		return types.NewRefValList(types.DefaultTypeAdapter, a)
 	}
-	return n.value()
 }
 
 // decodeOrdered reads one JSON value keeping the order of object members
@@ -483,7 +491,7 @@ func (c *checker) ground(value, path string, cur *cursor) {
 }
 
 func (c *checker) rules(n *node, path []string) {
-	self := n.celValue()
+	self := &selfActivation{self: n.celValue()}
 	base := pointer(path)
 	for _, r := range n.rules {
 		ok, err := r.eval(self)
