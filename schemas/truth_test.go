@@ -27,7 +27,8 @@ const truthSchema = `{
 	},
 	"x-rules": [
 		{"rule": "self.total == self.subtotal + self.tax", "message": "total must be subtotal + tax", "path": "/total"},
-		{"rule": "self.discount >= 0.0"}
+		{"rule": "self.discount >= 0.0"},
+		{"rule": "math.abs(self.total - self.subtotal - self.tax) < 1000.0 && size(self.vendor) > 0"}
 	]
 }`
 
@@ -70,10 +71,10 @@ func TestGroundingOffsets(t *testing.T) {
 			name: "normalized: case, white space, NFKC, decomposed accents",
 			// The input writes "Café" decomposed (e + U+0301), full-width
 			// digits, and breaks the name over two lines.
-			input: "😀 Bill to: ACME   Corp\n  Ltd, Cafe\u0301 ＡＢＣ１２３ 🎉",
-			doc:   `{"a":"acme corp ltd","b":"café abc123"}`,
-			want:  map[string]string{"/a": "ACME   Corp\n  Ltd", "/b": "Cafe\u0301 ＡＢＣ１２３"},
-			match: map[string]string{"/a": MatchNormalized, "/b": MatchNormalized},
+			input: "😀 Bill to: ACME   Corp\n  Ltd, Cafe\u0301 ＡＢＣ１２３ 🎉 HAUPTSTRASSE 5",
+			doc:   `{"a":"acme corp ltd","b":"café abc123","c":"Hauptstraße"}`,
+			want:  map[string]string{"/a": "ACME   Corp\n  Ltd", "/b": "Cafe\u0301 ＡＢＣ１２３", "/c": "HAUPTSTRASSE"},
+			match: map[string]string{"/a": MatchNormalized, "/b": MatchNormalized, "/c": MatchNormalized},
 		},
 		{
 			name:  "the next occurrence after the previous value of the object",
@@ -201,7 +202,7 @@ func TestVersionCoversRules(t *testing.T) {
 	if a.Version == b.Version {
 		t.Errorf("a changed rule kept version %s", a.Version)
 	}
-	if !a.HasChecks() || len(a.Rules()) != 3 {
+	if !a.HasChecks() || len(a.Rules()) != 4 {
 		t.Errorf("HasChecks %v, Rules %+v", a.HasChecks(), a.Rules())
 	}
 }
