@@ -78,6 +78,9 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 		return res
 	}
 	base := taskMessages(t, l.system(t.Schema))
+	// The input as grounding searches it: what it learns of the text
+	// serves every attempt of the job.
+	in := schemas.NewInput(t.Input)
 	var turns []failedTurn
 	chain := l.stages()
 	n := 0 // attempts answered so far, across the chain
@@ -133,7 +136,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			if a.Latency == 0 {
 				a.Latency = time.Since(start)
 			}
-			data, feedback := l.judge(t.Schema, resp, &a)
+			data, grounding, feedback := l.judge(t.Schema, in, resp, &a)
 			res.Attempts = append(res.Attempts, a)
 			res.Model = st.name
 			l.log(ctx, t, a)
@@ -142,6 +145,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 			case job.ClassNone:
 				res.Class = job.ClassNone
 				res.Data = data
+				res.Grounding = grounding
 				return res
 			case job.ClassRefused:
 				res.Class = job.ClassRefused
@@ -245,9 +249,12 @@ func attemptsUsed(as []Attempt) string {
 }
 
 // judge classifies one answer, filling a's class, stages and diagnostics.
-// It returns the validated JSON on success, the heal feedback for a
-// healable failure.
-func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data []byte, feedback string) {
+// It returns the validated JSON on success (and where its x-grounded
+// values are in the input), the heal feedback for a healable failure.
+// The schema's truth checks (x-grounded against in, x-rules) run once the
+// JSON Schema is satisfied; their diagnostics are schema failures like any
+// other.
+func (l *Loop) judge(s *schemas.Schema, in *schemas.Input, resp model.Response, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
 	if resp.Refusal != "" {
 		// A refusal is no answer to sanitize or validate. The trace keeps
 		// its text as the raw output when the model gave nothing else.
@@ -255,11 +262,11 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 		if a.Raw == "" {
 			a.Raw = resp.Refusal
 		}
-		return nil, ""
+		return nil, nil, ""
 	}
 	if isTruncation(resp) {
 		a.Class = job.ClassTruncated
-		return nil, ""
+		return nil, nil, ""
 	}
 	// One copy of the answer, owned by this call: the data returned on
 	// success is a sub-slice of it.
@@ -270,7 +277,7 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 		// sanitize.Clean would return these same trimmed bytes with no
 		// stage, so its own scan of the answer is skipped.
 		if diags, omitted, err := s.Validate(doc, l.cfg.MaxDiagnostics); err == nil {
-			return l.validated(doc, diags, omitted, a)
+			return l.validated(s, in, doc, diags, omitted, a)
 		}
 	}
 	clean, err := sanitize.Clean(raw)
@@ -278,29 +285,38 @@ func (l *Loop) judge(s *schemas.Schema, resp model.Response, a *Attempt) (data [
 	switch {
 	case errors.Is(err, sanitize.ErrTruncated):
 		a.Class = job.ClassTruncated
-		return nil, ""
+		return nil, nil, ""
 	case err != nil:
 		a.Class = job.ClassGrammar
-		return nil, grammarFeedback(err.Error())
+		return nil, nil, grammarFeedback(err.Error())
 	}
 	diags, omitted, err := s.Validate(clean.JSON, l.cfg.MaxDiagnostics)
 	if err != nil {
 		a.Class = job.ClassGrammar
-		return nil, grammarFeedback(err.Error())
+		return nil, nil, grammarFeedback(err.Error())
 	}
-	return l.validated(clean.JSON, diags, omitted, a)
+	return l.validated(s, in, clean.JSON, diags, omitted, a)
 }
 
-// validated classifies JSON that parsed by its diagnostics.
-func (l *Loop) validated(doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, feedback string) {
+// validated classifies JSON that parsed by its diagnostics, then, when
+// the JSON Schema is satisfied, by the schema's truth checks.
+func (l *Loop) validated(s *schemas.Schema, in *schemas.Input, doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
+	if len(diags) == 0 && s.HasChecks() {
+		var err error
+		diags, omitted, grounding, err = s.Check(doc, in, l.cfg.MaxDiagnostics)
+		if err != nil {
+			a.Class = job.ClassGrammar
+			return nil, nil, grammarFeedback(err.Error())
+		}
+	}
 	if len(diags) == 0 {
 		a.Class = job.ClassNone
-		return doc, ""
+		return doc, grounding, ""
 	}
 	a.Class = job.ClassSchema
 	a.Diagnostics = diags
 	a.DiagnosticsOmitted = omitted
-	return nil, schemaFeedback(schemas.Lines(diags, omitted))
+	return nil, nil, schemaFeedback(schemas.Lines(diags, omitted))
 }
 
 // maxRefusalReason bounds the refusal text quoted in a Result's Reason (the

@@ -24,6 +24,10 @@ type Result struct {
 	// Model is the spec of the model of the last attempt: the one that
 	// produced the final answer (Config.Model when no model answered).
 	Model string
+	// Grounding says where each x-grounded value of Data is in the input
+	// (code point offsets), in document order; nil when the schema grounds
+	// nothing.
+	Grounding []schemas.Grounding
 	// Skipped lists the models passed over because they were unavailable
 	// (transport failure, breaker open, request error), each with why.
 	Skipped []Skip

@@ -41,6 +41,10 @@ type Outcome struct {
 	Attempts int `json:"attempts"`
 	// Data is the validated result; only on success.
 	Data json.RawMessage `json:"data,omitzero"`
+	// Grounding says where each x-grounded value of Data was found in the
+	// job's input, in document order; only on success, and only when the
+	// schema grounds values.
+	Grounding []Grounding `json:"grounding,omitempty"`
 	// Job is the job as it arrived (the raw message for an invalid job).
 	Job json.RawMessage `json:"job,omitzero"`
 	// Trace has one entry per model call, successes included.
@@ -54,6 +58,17 @@ type Outcome struct {
 	// the index cuts the payload from it instead of encoding the outcome
 	// again. It is never encoded itself.
 	Encoded []byte `json:"-"`
+}
+
+// Grounding is where one x-grounded value of a result is in the job's
+// input: Start and End are offsets in Unicode code points, so input[start:end]
+// in Python is the value (exactly, or after normalisation: Match is "exact"
+// or "normalized"). For a chunk job, the offsets are in the chunk's input.
+type Grounding struct {
+	Path  string `json:"path"`
+	Start int    `json:"start"`
+	End   int    `json:"end"`
+	Match string `json:"match"`
 }
 
 // Attempt is the trace of one model call.

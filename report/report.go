@@ -568,7 +568,12 @@ func suggest(c Cluster) string {
 		return fmt.Sprintf("%s at %s is not met (received %s): relax it or explain it in the description", c.Keyword, field, seen)
 	case "additionalProperties", "unevaluatedProperties":
 		return fmt.Sprintf("models add %s: allow the property or name it in the schema", field)
+	case "x-grounded":
+		return fmt.Sprintf("models answer %s at %s, which the inputs do not hold: make the field nullable if inputs may lack it, or drop x-grounded if the value is derived (a total, a normalised code)", seen, field)
 	default:
+		if strings.HasPrefix(c.Keyword, "x-rules/") {
+			return fmt.Sprintf("the rule %s at %s never holds (received %s): check it against real inputs (pipeline validate --input), or explain it in the description", c.Keyword, field, seen)
+		}
 		return fmt.Sprintf("no attempt satisfied %s at %s: review that part of the schema and the instructions", c.Keyword, field)
 	}
 }

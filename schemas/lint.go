@@ -175,6 +175,7 @@ func (l *linter) schema(v any, path string) {
 	l.pair(obj, path, "minContains", "maxContains", RuleMinContainsAbove, "matching items")
 	l.enumConstType(obj, path)
 	l.requiredForbidden(obj, path)
+	l.truth(obj, path)
 
 	for _, kw := range []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"} {
 		if m, ok := obj[kw].(map[string]any); ok {

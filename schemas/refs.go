@@ -178,6 +178,12 @@ func (d *schemaDir) compile(id, name string) (*Schema, error) {
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat()
 	c.UseLoader(l)
+	vocab, err := truthVocab()
+	if err != nil {
+		return nil, &CompileError{ID: id, Err: fmt.Errorf("preparing x-grounded and x-rules: %w", err)}
+	}
+	c.RegisterVocabulary(vocab)
+	c.AssertVocabs()
 	compiled, err := c.Compile(d.urlOf(name))
 	if err != nil {
 		return nil, &CompileError{ID: id, Err: d.explain(err, name, l.used), Findings: LintRaw(id, res.canon)}
@@ -207,6 +213,7 @@ func (d *schemaDir) compile(id, name string) (*Schema, error) {
 	s.Title = compiled.Title
 	s.Description = compiled.Description
 	indexSubschemas(compiled, s.subs)
+	s.truth, s.rules = hasTruth(s.subs)
 	if f := compileFast(compiled); !f.opaque {
 		s.fast = f
 	}

@@ -52,6 +52,10 @@ type Schema struct {
 	// fast accepts most valid documents without the general validator
 	// (fast.go); nil when the root uses a keyword it does not decide.
 	fast *fastNode
+	// truth: some subschema carries x-grounded or x-rules (truth.go);
+	// rules lists the x-rules.
+	truth bool
+	rules []Rule
 }
 
 // Registry is a set of compiled schemas by id. It is read-only after Load

@@ -566,6 +566,16 @@ func (d Diagnostic) Line() string {
 		}
 		return s
 	}
+	if d.Keyword == KeywordGrounded {
+		return fmt.Sprintf("- %s [%s]: %s", p, d.Keyword, d.Message)
+	}
+	if strings.HasPrefix(d.Keyword, KeywordRules+"/") {
+		s := fmt.Sprintf("- %s [%s]: %s (rule: %s)", p, d.Keyword, d.Message, d.Expected)
+		if d.Received != "" {
+			s += ", got " + d.Received
+		}
+		return s
+	}
 	what := d.Message
 	if d.Expected != "" {
 		what = "expected " + d.Expected

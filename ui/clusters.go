@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
+	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // clusterQuery is the clusters page's selection, from its URL.
@@ -142,7 +144,10 @@ func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery
 
 // clusterView is one cluster's page.
 type clusterView struct {
-	C        report.Cluster
+	C report.Cluster
+	// Rules are the x-rules the cluster's keyword names (x-rules/<i>) in
+	// the schema as loaded now, when its version is the cluster's.
+	Rules    []schemas.Rule
 	Dead     []index.Entry
 	More     bool
 	Filter   string
@@ -168,6 +173,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, errors.New("no cluster "+id+" in the index"))
 		return
 	}
+	v.Rules = s.rulesOf(v.C)
 	v.Dead, err = s.cfg.Store.List(r.Context(), index.Filter{Cluster: id, Limit: s.cfg.PageSize + 1})
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
@@ -178,4 +184,41 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Filter = url.Values{"cluster": {id}}.Encode()
 	s.render(w, r, http.StatusOK, "cluster", page{Title: "Cluster " + id, Nav: "clusters", Data: v})
+}
+
+// rulesOf returns the rules an x-rules cluster fails on: those of the
+// schema's current version with the keyword's index, narrowed to the
+// ones reported at the cluster's path when that tells them apart. None
+// when the schemas do not load or the version is another.
+func (s *Server) rulesOf(c report.Cluster) []schemas.Rule {
+	idx, ok := strings.CutPrefix(c.Keyword, schemas.KeywordRules+"/")
+	if !ok || s.cfg.LoadSchemas == nil {
+		return nil
+	}
+	n, err := strconv.Atoi(idx)
+	if err != nil {
+		return nil
+	}
+	reg, err := s.cfg.LoadSchemas()
+	if err != nil {
+		return nil
+	}
+	sc, ok := reg.Get(c.Schema)
+	if !ok || sc.Version != c.Version {
+		return nil
+	}
+	var all, at []schemas.Rule
+	for _, r := range sc.Rules() {
+		if r.Index != n {
+			continue
+		}
+		all = append(all, r)
+		if strings.HasSuffix(c.Path, r.Path) {
+			at = append(at, r)
+		}
+	}
+	if len(at) > 0 {
+		return at
+	}
+	return all
 }

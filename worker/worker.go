@@ -173,6 +173,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 	case job.ClassNone:
 		out.Status = job.StatusSucceeded
 		out.Data = res.Data
+		out.Grounding = grounding(res.Grounding)
 		out.FinishedAt = h.cfg.Now()
 		h.cfg.Metrics.outcome(d.Job.Schema, out.Status, "")
 		return h.publish(d, queue.ActionResult, out, "")
@@ -298,6 +299,18 @@ func trace(as []heal.Attempt) []job.Attempt {
 			LatencyMS:          a.Latency.Milliseconds(),
 			TransportRetries:   a.TransportRetries,
 		}
+	}
+	return out
+}
+
+// grounding is the loop's grounding as the outcome records it.
+func grounding(gs []schemas.Grounding) []job.Grounding {
+	if len(gs) == 0 {
+		return nil
+	}
+	out := make([]job.Grounding, len(gs))
+	for i, g := range gs {
+		out[i] = job.Grounding{Path: g.Path, Start: g.Start, End: g.End, Match: g.Match}
 	}
 	return out
 }

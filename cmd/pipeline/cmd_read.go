@@ -33,7 +33,7 @@ func (e *env) resultsCommand() *cli.Command {
 		Name:  "results",
 		Usage: "print the results stored on the RESULTS stream, one JSON object per line",
 		Description: `Each line: {"job_id","schema","schema_version","attempts","data",...}. Without --json only
-job_id, schema, attempts and data are printed; --json prints the whole outcome with its attempt trace,
+job_id, schema, attempts, data and grounding (where the schema's x-grounded values are in the input) are printed; --json prints the whole outcome with its attempt trace,
 as stored on the stream. Either way one compact JSON object per line, whatever the model wrote.
 --latest leaves out the results of runs a later run of the same job superseded (a rerun or a
 replay that ended), so an edited file run again with submit --rerun-changed prints each job once.`,
@@ -76,11 +76,12 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					return fmt.Errorf("message on %s: %w", m.Subject, err)
 				}
 				return enc.Encode(struct {
-					JobID    string          `json:"job_id"`
-					Schema   string          `json:"schema"`
-					Attempts int             `json:"attempts"`
-					Data     json.RawMessage `json:"data"`
-				}{o.JobID, o.Schema, o.Attempts, o.Data})
+					JobID     string          `json:"job_id"`
+					Schema    string          `json:"schema"`
+					Attempts  int             `json:"attempts"`
+					Data      json.RawMessage `json:"data"`
+					Grounding []job.Grounding `json:"grounding,omitempty"`
+				}{o.JobID, o.Schema, o.Attempts, o.Data, o.Grounding})
 			}
 			if conf(c).Report.Latest {
 				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -84,12 +85,15 @@ func (e *env) validateCommand() *cli.Command {
 		Usage: "sanitize and validate a raw model output against a schema; print the diagnostics as the model sees them",
 		Description: `Other schema files of --schemas that do not load do not matter, only --schema's own file and
 the files it references.
+The schema's x-rules apply once the JSON Schema is satisfied, and its x-grounded values are looked
+for in the text of --input when it is given (without it, grounding is skipped), as the workers do.
 Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usage error;
 3 the schema cannot be loaded (the error names the file and why).`,
 		ArgsUsage: "[FILE|-]",
 		Flags: flags([]cli.Flag{config.SchemasFlag(), config.DataDirFlag(), jsonFlag(),
 			&cli.StringFlag{Name: "schema", Required: true, Usage: "schema id"},
 			&cli.IntFlag{Name: "max-diagnostics", Value: 20, Usage: "diagnostics shown (the rest are counted)"},
+			&cli.StringFlag{Name: "input", Usage: "the job's input text (a file): x-grounded values must occur in it", TakesFile: true},
 		}, config.SchemaLimitFlags()),
 		Action: func(c *cli.Context) error {
 			reg, err := app.LoadRegistry(conf(c))
@@ -104,6 +108,14 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				src, _ := app.ResolveSchemas(conf(c)) // it just resolved without error
 				return fail(exitUsage, "--schema %q: unknown schema in %s (known: %s)", conf(c).Tools.Schema, src, strings.Join(reg.IDs(), ", "))
 			}
+			var in *schemas.Input
+			if name := conf(c).Tools.Input; name != "" {
+				text, err := readTextFile(name)
+				if err != nil {
+					return err
+				}
+				in = schemas.NewInput(text)
+			}
 			raw, err := e.readAll(c)
 			if err != nil {
 				return err
@@ -117,6 +129,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				Repairs     []string             `json:"repairs"`
 				Diagnostics []schemas.Diagnostic `json:"diagnostics"`
 				Omitted     int                  `json:"omitted"`
+				Grounding   []schemas.Grounding  `json:"grounding,omitempty"`
 			}
 			v := verdict{Schema: sc.ID, Version: sc.Version, Diagnostics: []schemas.Diagnostic{}}
 			res, cerr := sanitize.Clean(raw)
@@ -128,6 +141,9 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				v.Class, v.Error = "grammar", cerr.Error()
 			default:
 				ds, omitted, err := sc.Validate(res.JSON, conf(c).Heal.MaxDiagnostics)
+				if err == nil && len(ds) == 0 {
+					ds, omitted, v.Grounding, err = sc.Check(res.JSON, in, conf(c).Heal.MaxDiagnostics)
+				}
 				if err != nil {
 					v.Class, v.Error = "grammar", err.Error()
 				} else {
@@ -148,7 +164,11 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 				}
 				switch {
 				case v.Valid:
-					fmt.Fprintf(e.stdout, "valid against %s@%s\n", sc.ID, sc.Version)
+					fmt.Fprintf(e.stdout, "valid against %s@%s", sc.ID, sc.Version)
+					if len(v.Grounding) > 0 {
+						fmt.Fprintf(e.stdout, " (%d values grounded in the input)", len(v.Grounding))
+					}
+					fmt.Fprintln(e.stdout)
 				case v.Error != "":
 					fmt.Fprintf(e.stdout, "%s: %s\n", v.Class, escape.Line(v.Error))
 				default:
@@ -162,6 +182,23 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			return nil
 		},
 	}
+}
+
+// readTextFile reads validate's --input.
+func readTextFile(name string) (string, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return "", fail(exitUsage, "--input: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRawInput+1))
+	if err != nil {
+		return "", fail(exitUsage, "--input: reading %s: %w", name, err)
+	}
+	if len(b) > maxRawInput {
+		return "", fail(exitUsage, "--input: %s is larger than %d MB", name, maxRawInput>>20)
+	}
+	return string(b), nil
 }
 
 func (e *env) schemasCommand() *cli.Command {

@@ -193,7 +193,10 @@ type Actions struct {
 
 // Tools is the settings of sanitize, validate and config show.
 type Tools struct {
-	Schema  string `flag:"schema"`
+	Schema string `flag:"schema"`
+	// Input is validate's --input: the job's input text, against which
+	// x-grounded values are checked.
+	Input   string `flag:"input"`
 	Explain bool   `flag:"explain"`
 	Command string `flag:"command"`
 }
