@@ -81,7 +81,7 @@ type failure struct {
 //
 // When parse reports a failure of kind transport (a garbled body from a
 // proxy, say) that is retried too.
-func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
+func (c *caller) post(ctx context.Context, url string, body wire, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
 	budget := c.cfg.TransportRetries
 	// spent counts the retries on the budget; held is the time spent in
 	// waits the provider asked for, which spend none.
@@ -211,12 +211,21 @@ func (c *caller) redact(s string) string {
 }
 
 // once is one HTTP exchange under the per-request timeout.
-func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
+func (c *caller) once(ctx context.Context, url string, body wire, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	var rd io.Reader = bytes.NewReader(body.data)
+	if len(body.splices) > 0 {
+		rd = body.reader(rctx)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, rd)
 	if err != nil {
 		return model.Response{}, &failure{kind: model.KindRequest, message: "building the request: " + err.Error()}
+	}
+	if len(body.splices) > 0 {
+		// The files are read as the body is written (see wire).
+		req.ContentLength = body.size()
+		req.GetBody = func() (io.ReadCloser, error) { return body.reader(rctx), nil }
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
