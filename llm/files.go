@@ -122,7 +122,7 @@ func (r *b64Reader) Read(p []byte) (int, error) {
 		k, err := io.ReadFull(r.src, r.in[:])
 		r.n += int64(k)
 		if r.n > r.file.Size {
-			return 0, fmt.Errorf("file %s (sha256 %s) is longer than its %d bytes", r.file.Name, r.file.SHA256, r.file.Size)
+			return 0, &fileError{fmt.Errorf("file %s (sha256 %s) is longer than its %d bytes", r.file.Name, r.file.SHA256, r.file.Size)}
 		}
 		if k > 0 {
 			base64.StdEncoding.Encode(r.out[:], r.in[:k])
@@ -131,7 +131,7 @@ func (r *b64Reader) Read(p []byte) (int, error) {
 		switch {
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			if r.n != r.file.Size {
-				return 0, fmt.Errorf("file %s (sha256 %s) is %d bytes, not its %d", r.file.Name, r.file.SHA256, r.n, r.file.Size)
+				return 0, &fileError{fmt.Errorf("file %s (sha256 %s) is %d bytes, not its %d", r.file.Name, r.file.SHA256, r.n, r.file.Size)}
 			}
 			r.done = true
 		case err != nil:
@@ -142,6 +142,13 @@ func (r *b64Reader) Read(p []byte) (int, error) {
 	r.pend = r.pend[n:]
 	return n, nil
 }
+
+// fileError is a file that is not what its job says (another size): no
+// retry reads it better, so the call fails as a request error.
+type fileError struct{ err error }
+
+func (e *fileError) Error() string { return e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
 
 // fileMarks stand, in an encoded request, where each file's base64 goes:
 // a random nonce makes them text no message holds.

@@ -338,6 +338,9 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 
 func (c *caller) transportFailure(rctx context.Context, err error) *failure {
 	msg := err.Error()
+	if fe := (*fileError)(nil); errors.As(err, &fe) {
+		return &failure{kind: model.KindRequest, message: fe.Error()}
+	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		msg = fmt.Sprintf("request timed out after %s", c.cfg.Timeout)
 	}
