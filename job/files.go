@@ -128,3 +128,16 @@ func validDigest(s string) bool {
 	}
 	return true
 }
+
+// Records names files as outcomes keep them: name, media type, bytes and
+// sha256 of each (nil for none).
+func Records(files []File) []File {
+	if len(files) == 0 {
+		return nil
+	}
+	out := make([]File, len(files))
+	for i, f := range files {
+		out[i] = File{Name: f.Name, MediaType: f.MediaType, Bytes: f.Bytes, SHA256: f.SHA256}
+	}
+	return out
+}

@@ -64,7 +64,7 @@ func sourceOf(dir string, i int, f job.File, maxFile int64) (fileSource, string)
 		if err != nil {
 			return fileSource{}, fmt.Sprintf("%s: data URL is not valid base64: %v", at, err)
 		}
-		return fileSource{name: fmt.Sprintf("files[%d] (data URL)", i), data: data, size: int64(len(data))}, ""
+		return fileSource{name: "(data URL)", data: data, size: int64(len(data))}, ""
 	}
 	p := f.Path
 	if !filepath.IsAbs(p) {
