@@ -86,4 +86,3 @@ func FileTokens(msgs []Message) int {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
