@@ -275,7 +275,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
-	all := []*bulk{cl, out, pay, att, fai}
+	fil := newBulk(tx, `INSERT INTO outcome_files (outcome_id, seq, sha256, name, media_type, bytes) VALUES `, 6, chunkRows)
+	all := []*bulk{cl, out, pay, att, fai, fil}
 	for _, b := range all {
 		defer b.close()
 	}
@@ -342,6 +343,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			}
 			if err := pay.add(ctx, r.id, r.body); err != nil {
 				return fmt.Errorf("inserting payloads: %w", err)
+			}
+			for k, f := range o.Files {
+				if err := fil.add(ctx, r.id, k, f.SHA256, f.Name, f.MediaType, f.Bytes); err != nil {
+					return fmt.Errorf("inserting outcome files: %w", err)
+				}
 			}
 			// A first-pass success's one call is its outcome row (attempts 1,
 			// tokens) and its payload (the rest): no attempts row.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -200,4 +201,80 @@ func TestFilesSubmitThenRun(t *testing.T) {
 			t.Errorf("job %s ended %d times", id, n)
 		}
 	}
+}
+
+// TestFilesPurgeAndReplay: purging the last dead letter that names a file
+// deletes the file; a file other jobs still name stays, and a replay
+// after a purge of other jobs runs with its files.
+func TestFilesPurgeAndReplay(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	pngData, pdfData := receiptPNG(t), bigPDF(50<<10)
+	writeFile(t, dir, "shared.png", pngData)
+	writeFile(t, dir, "solo.pdf", pdfData)
+	writeFile(t, dir, "jobs.jsonl", []byte(`{"id":"t1","schema":"ticket","files":["shared.png"]}
+{"id":"s1","schema":"shipment","files":["shared.png","solo.pdf"]}
+{"id":"i1","schema":"invoice","input":"see the receipt","files":["shared.png"]}
+`))
+	common := []string{"--data-dir", dataDir}
+	mustCLI(t, "", append(append([]string{"submit"}, common...), filepath.Join(dir, "jobs.jsonl"))...)
+	mustCLI(t, "", append([]string{"run", "--until-idle", "--sim-latency", "0", "--sim-force", "truncated"}, common...)...)
+	if dead := jsonLines(t, mustCLI(t, "", append([]string{"dlq", "list", "--json"}, common...)...)); len(dead) != 3 {
+		t.Fatalf("%d dead letters, want 3", len(dead))
+	}
+	show := mustCLI(t, "", append(append([]string{"dlq", "show", "--json"}, common...), "s1")...)
+	var shown struct {
+		Files []map[string]any `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(show), &shown); err != nil {
+		t.Fatalf("dlq show --json: %v: %s", err, truncateStr(show, 300))
+	}
+	if len(shown.Files) != 2 || shown.Files[1]["name"] != "solo.pdf" || shown.Files[1]["media_type"] != "application/pdf" ||
+		shown.Files[1]["sha256"] != sha(pdfData) || shown.Files[1]["bytes"] != float64(len(pdfData)) || shown.Files[0]["name"] != "shared.png" {
+		t.Errorf("dlq show s1 names files %v, want shared.png and solo.pdf with media type, bytes and sha256", shown.Files)
+	}
+	if strings.Contains(show, base64.StdEncoding.EncodeToString(pdfData[:300])) {
+		t.Errorf("dlq show holds the file's bytes")
+	}
+	has := func(digest string) bool {
+		for _, d := range storedFiles(t, dataDir) {
+			if d == digest {
+				return true
+			}
+		}
+		return false
+	}
+	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "shipment"}, common...)...)
+	if has(sha(pdfData)) {
+		t.Errorf("solo.pdf is still stored after its last dead letter was purged")
+	}
+	if !has(sha(pngData)) {
+		t.Fatalf("shared.png was deleted while other dead letters name it")
+	}
+	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "ticket"}, common...)...)
+	if !has(sha(pngData)) {
+		t.Fatalf("shared.png was deleted while i1 still names it")
+	}
+	out := mustCLI(t, "", append([]string{"dlq", "replay", "--schema", "invoice"}, common...)...)
+	if !strings.Contains(out, "replayed 1 jobs, 0 failed") {
+		t.Fatalf("replay: %q", out)
+	}
+	mustCLI(t, "", append([]string{"run", "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0"}, common...)...)
+	results := jsonLines(t, mustCLI(t, "", append([]string{"results", "--json"}, common...)...))
+	if len(results) != 1 || results[0]["job_id"] != "i1" || results[0]["status"] != "succeeded" {
+		t.Fatalf("results after the replay: %v", results)
+	}
+	files, _ := results[0]["files"].([]any)
+	if len(files) != 1 || files[0].(map[string]any)["sha256"] != sha(pngData) {
+		t.Errorf("the replayed result names files %v, want shared.png", files)
+	}
+	if !has(sha(pngData)) {
+		t.Errorf("shared.png is gone while i1's result names it")
+	}
+}
+
+func truncateStr(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
