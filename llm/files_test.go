@@ -293,3 +293,56 @@ func TestFilesShortFileFails(t *testing.T) {
 		t.Errorf("a short file was sent %d times, want once at most", n)
 	}
 }
+
+// Batch mode: the batch lines carry the files in the same native form as
+// the synchronous calls, and their sizes (what the batches are cut by,
+// within the providers' per-batch limits) count them.
+func TestFilesInBatchLines(t *testing.T) {
+	png, pdf := testPNG(t), testPDF(20000)
+	req := fileConversation(png, pdf, nil, false)
+	br := BatchRequest{CustomID: "inv-0001~a1", Request: req}
+
+	ob, err := NewOpenAIBatch(Config{BaseURL: "http://127.0.0.1:1/v1", APIKey: testKey, Model: "gpt-4o-mini"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := ob.line(t.Context(), br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ol struct {
+		CustomID string            `json:"custom_id"`
+		Body     openAISpecRequest `json:"body"`
+	}
+	if err := json.Unmarshal(line, &ol); err != nil {
+		t.Fatal(err)
+	}
+	var parts []openAISpecPart
+	strictDecode(t, ol.Body.Messages[1].Content, &parts)
+	if len(parts) != 3 || parts[0].ImageURL == nil || parts[0].ImageURL.URL != dataURL("image/png", png) ||
+		parts[1].File == nil || parts[1].File.FileData != dataURL("application/pdf", pdf) || parts[2].Type != "text" {
+		t.Errorf("the OpenAI batch line's task turn is not image_url, file, text with the files' bytes")
+	}
+	if n, err := ob.Size(br); err != nil || n != len(line)+1 || n < base64.StdEncoding.EncodedLen(len(pdf)) {
+		t.Errorf("Size = %d, %v; want the line's %d bytes with the files", n, err, len(line)+1)
+	}
+
+	ab, err := NewAnthropicBatch(Config{BaseURL: "http://127.0.0.1:1", APIKey: testKey, Model: "claude-sonnet-4-5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := ab.request(t.Context(), br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params anthropicSpecRequest
+	if err := json.Unmarshal(e.Params, &params); err != nil {
+		t.Fatal(err)
+	}
+	var blocks []anthropicSpecBlock
+	strictDecode(t, params.Messages[0].Content, &blocks)
+	if len(blocks) != 3 || blocks[0].Type != "image" || blocks[0].Source.Data != base64.StdEncoding.EncodeToString(png) ||
+		blocks[1].Type != "document" || blocks[1].Source.Data != base64.StdEncoding.EncodeToString(pdf) {
+		t.Errorf("the Anthropic batch request's task turn is not image, document, text with the files' bytes")
+	}
+}
