@@ -76,7 +76,18 @@ func ReplayOne(ctx context.Context, conn *broker.Conn, st *index.Store, en index
 	if err != nil {
 		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)
 	}
-	item := queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: ledger.RunMsgID(j.ID, o.Run+1)}
+	var files []string
+	for i, f := range j.Files {
+		_, ok, err := conn.Payloads().StatFile(ctx, f.SHA256)
+		if err != nil {
+			return fmt.Errorf("looking up its files: %w", err)
+		}
+		if !ok {
+			return fmt.Errorf("its files[%d] %q (sha256 %s) is no longer in the object store: submit the job again with the file", i, f.Name, f.SHA256)
+		}
+		files = append(files, f.SHA256)
+	}
+	item := queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: ledger.RunMsgID(j.ID, o.Run+1), Files: files}
 	if _, err := queue.Submit(ctx, conn, []queue.SubmitItem{item}, nil); err != nil {
 		return fmt.Errorf("publishing: %w", err)
 	}
@@ -109,6 +120,17 @@ func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f
 	if EmptyFilter(f) && !all {
 		return nil, ErrNoFilter
 	}
+	var files []string
+	if !dryRun {
+		// The files the purged dead letters name, read before they go.
+		sel, err := st.PurgeRuns(ctx, f, true)
+		if err != nil {
+			return nil, err
+		}
+		if files, err = st.FilesOfRuns(ctx, sel); err != nil {
+			return nil, err
+		}
+	}
 	runs, err := st.PurgeRuns(ctx, f, dryRun)
 	if err != nil {
 		return nil, err
@@ -124,5 +146,36 @@ func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f
 	if _, err := sink.DeleteOutcomes(ctx, conn, broker.StreamDLQ, msgIDs); err != nil {
 		return ids, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), broker.StreamDLQ, err)
 	}
+	if err := dropFiles(ctx, conn, st, files); err != nil {
+		return ids, fmt.Errorf("purged %d dead letters, but deleting the files no job names any more failed (they stay in the object store): %w", len(ids), err)
+	}
 	return ids, nil
+}
+
+// dropFiles deletes the stored files of digests that no indexed run (any
+// result or dead letter) nor any job on the queue names any more.
+func dropFiles(ctx context.Context, conn *broker.Conn, st *index.Store, digests []string) error {
+	if len(digests) == 0 {
+		return nil
+	}
+	queued, err := queue.FilesQueued(ctx, conn)
+	if err != nil {
+		return err
+	}
+	for _, d := range digests {
+		if queued[d] {
+			continue
+		}
+		named, err := st.FileReferenced(ctx, d)
+		if err != nil {
+			return err
+		}
+		if named {
+			continue
+		}
+		if err := conn.Payloads().DeleteFile(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -56,6 +56,7 @@ func TestFaults(t *testing.T) {
 		{"kill -9 of run --batch with batches in flight", scenarioBatchKill9},
 	}
 	scenarios = append(scenarios, payloadScenarios()...)
+	scenarios = append(scenarios, filesScenarios()...)
 	scenarios = append(scenarios, ledgerScenarios()...)
 	scenarios = append(scenarios, storeScenarios()...)
 	var mu sync.Mutex

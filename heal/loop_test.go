@@ -387,7 +387,7 @@ func TestTaskUnchanged(t *testing.T) {
 	if res := l.Run(t.Context(), task); !res.OK() {
 		t.Fatalf("Run: %s %s", res.Class, res.Reason)
 	}
-	if task != before || !slices.Equal(task.Schema.Raw, rawBefore) {
+	if !reflect.DeepEqual(task, before) || !slices.Equal(task.Schema.Raw, rawBefore) {
 		t.Error("the task changed")
 	}
 	if !reflect.DeepEqual(Messages(task), msgsBefore) {
@@ -584,8 +584,8 @@ func TestSystemTurnPerSchema(t *testing.T) {
 	reqs := m.requests()
 	for i, task := range tasks {
 		want := Messages(task)
-		if !slices.Equal(reqs[i].Messages, want) {
-			t.Errorf("request %d messages differ from Messages(task):\n got %q\nwant %q", i, reqs[i].Messages, want)
+		if !reflect.DeepEqual(reqs[i].Messages, want) {
+			t.Errorf("request %d messages differ from Messages(task):\n got %+v\nwant %+v", i, reqs[i].Messages, want)
 		}
 	}
 	if reqs[0].Messages[0].Content == reqs[1].Messages[0].Content {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -171,7 +172,7 @@ func TestLoopThroughOpenAI(t *testing.T) {
 			}
 			task0 := heal.Messages(task)
 			first := bodies[0]
-			if first.Model != "gpt-test" || first.Temperature != 0.7 || first.MaxTokens != 800 || !slices.Equal(first.Messages, task0) {
+			if first.Model != "gpt-test" || first.Temperature != 0.7 || first.MaxTokens != 800 || !reflect.DeepEqual(first.Messages, task0) {
 				t.Errorf("first request: model %q temperature %v max_tokens %d, %d messages", first.Model, first.Temperature, first.MaxTokens, len(first.Messages))
 			}
 			if tt.class == job.ClassAuth {
@@ -195,7 +196,7 @@ func TestLoopThroughOpenAI(t *testing.T) {
 			if want := []string{"system", "user", "assistant", "user"}; !slices.Equal(roles, want) {
 				t.Fatalf("second attempt roles = %v, want %v", roles, want)
 			}
-			if !slices.Equal(second.Messages[:2], task0) {
+			if !reflect.DeepEqual(second.Messages[:2], task0) {
 				t.Error("second attempt does not start with the original task")
 			}
 			if second.Messages[2].Content != bad {

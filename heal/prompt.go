@@ -15,6 +15,9 @@ type Task struct {
 	// Input is the text to extract from; Instructions optional extra
 	// guidance from the job.
 	Input, Instructions string
+	// Files are the job's images and PDFs: they go on the task's user
+	// turn, before its text, and stay there in every heal request.
+	Files []model.File
 }
 
 // Messages returns the original task as a fresh slice: a system turn with
@@ -60,17 +63,33 @@ func taskMessages(t Task, system string) []model.Message {
 	user.Grow(64 + len(title) + len(ins) + len(t.Input))
 	user.WriteString("Extract ")
 	user.WriteString(title)
-	user.WriteString(" from the text below.")
+	switch {
+	case len(t.Files) == 0:
+		user.WriteString(" from the text below.")
+	case t.Input == "":
+		user.WriteString(" from the attached " + filesWord(len(t.Files)) + ".")
+	default:
+		user.WriteString(" from the attached " + filesWord(len(t.Files)) + " and the text below.")
+	}
 	if ins != "" {
 		user.WriteString("\nAdditional instructions: ")
 		user.WriteString(ins)
 	}
-	user.WriteString("\n\nText:\n")
-	user.WriteString(t.Input)
+	if len(t.Files) == 0 || t.Input != "" {
+		user.WriteString("\n\nText:\n")
+		user.WriteString(t.Input)
+	}
 	return []model.Message{
 		{Role: model.RoleSystem, Content: system},
-		{Role: model.RoleUser, Content: user.String()},
+		{Role: model.RoleUser, Content: user.String(), Files: t.Files},
 	}
+}
+
+func filesWord(n int) string {
+	if n == 1 {
+		return "file"
+	}
+	return "files"
 }
 
 // failedTurn is one failed attempt as it goes back to the model.

@@ -276,7 +276,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
 	dat := newBulk(tx, `INSERT INTO result_data (outcome_id, data) VALUES `, 2, chunkRows)
-	all := []*bulk{cl, out, pay, att, fai, dat}
+	fil := newBulk(tx, `INSERT INTO outcome_files (outcome_id, seq, sha256, name, media_type, bytes) VALUES `, 6, chunkRows)
+	all := []*bulk{cl, out, pay, att, fai, dat, fil}
 	for _, b := range all {
 		defer b.close()
 	}
@@ -347,6 +348,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			if r.dead == 0 && len(o.Data) > 0 { // what pipeline eval scores
 				if err := dat.add(ctx, r.id, string(o.Data)); err != nil {
 					return fmt.Errorf("inserting result data: %w", err)
+				}
+			}
+			for k, f := range o.Files {
+				if err := fil.add(ctx, r.id, k, f.SHA256, f.Name, f.MediaType, f.Bytes); err != nil {
+					return fmt.Errorf("inserting outcome files: %w", err)
 				}
 			}
 			// A first-pass success's one call is its outcome row (attempts 1,

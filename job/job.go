@@ -107,6 +107,9 @@ type Job struct {
 	Input        string          `json:"input"`
 	Instructions string          `json:"instructions,omitempty"`
 	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	// Files are images and PDFs the model reads with Input (see File);
+	// Input may then be empty.
+	Files []File `json:"files,omitempty"`
 }
 
 // ErrInvalid is wrapped by every error Parse returns.
@@ -138,8 +141,13 @@ func Parse(data []byte) (Job, error) {
 		return j, fmt.Errorf("%w: missing required field \"schema\"", ErrInvalid)
 	case !ValidSchemaID(j.Schema):
 		return j, fmt.Errorf("%w: field \"schema\" %q: %s", ErrInvalid, j.Schema, SchemaIDRule)
-	case j.Input == "":
-		return j, fmt.Errorf("%w: missing required field \"input\"", ErrInvalid)
+	case j.Input == "" && len(j.Files) == 0:
+		return j, fmt.Errorf("%w: missing required field \"input\" (or \"files\")", ErrInvalid)
+	}
+	for i, f := range j.Files {
+		if p := checkFile(i, f); p != "" {
+			return j, fmt.Errorf("%w: field %s", ErrInvalid, p)
+		}
 	}
 	if len(j.Metadata) > 0 && j.Metadata[0] != '{' {
 		return j, fmt.Errorf("%w: field \"metadata\" must be an object", ErrInvalid)
@@ -163,8 +171,16 @@ func decodeProblem(err error) string {
 	case errors.As(err, &se):
 		field := strings.TrimPrefix(string(se.JSONPointer), "/")
 		want := "a string"
-		if field == "metadata" {
+		switch {
+		case field == "metadata":
 			want = "an object"
+		case field == "files":
+			want = "an array of paths or {\"path\"|\"url\", \"name\"} objects"
+		case strings.HasPrefix(field, "files/"):
+			want = "a path or an object"
+			if strings.Count(field, "/") > 1 {
+				want = "a string"
+			}
 		}
 		return fmt.Sprintf("field %q must be %s, got %s", field, want, kindName(se.JSONKind))
 	default:

@@ -47,6 +47,9 @@ type Outcome struct {
 	Grounding []Grounding `json:"grounding,omitempty"`
 	// Job is the job as it arrived (the raw message for an invalid job).
 	Job json.RawMessage `json:"job,omitzero"`
+	// Files names each file of the job (name, media type, bytes, sha256),
+	// never its bytes: those stay in the object store, by digest.
+	Files []File `json:"files,omitempty"`
 	// Trace has one entry per model call, successes included.
 	Trace      []Attempt `json:"trace,omitempty"`
 	Deliveries int       `json:"deliveries,omitzero"`

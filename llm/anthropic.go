@@ -214,12 +214,16 @@ func (a *Anthropic) Complete(ctx context.Context, req model.Request) (model.Resp
 		}
 	}
 	var system []string
+	marks := newFileMarks()
 	for _, m := range req.Messages {
 		if m.Role == model.RoleSystem {
 			system = append(system, m.Content)
 			continue
 		}
 		body.Messages = appendAnthropicTurn(body.Messages, m, tool, name)
+		if len(m.Files) > 0 && m.Role == model.RoleUser {
+			addAnthropicFiles(body.Messages, m.Files, marks)
+		}
 	}
 	if len(system) > 0 {
 		body.System = []anthropicText{{Type: "text", Text: strings.Join(system, "\n\n"), CacheControl: &anthropicCacheControl{Type: "ephemeral"}}}
@@ -233,10 +237,14 @@ func (a *Anthropic) Complete(ctx context.Context, req model.Request) (model.Resp
 		}
 	}
 	data, err := json.Marshal(body)
+	var w wire
+	if err == nil {
+		w, err = marks.splice(data)
+	}
 	if err != nil {
 		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: ProviderAnthropic, Message: "encoding the request: " + err.Error()}
 	}
-	return a.c.post(ctx, a.url, data, body.MaxTokens, parseAnthropicResponse)
+	return a.c.post(ctx, a.url, w, body.MaxTokens, parseAnthropicResponse)
 }
 
 // appendAnthropicTurn adds m to msgs as content blocks, joining it to the

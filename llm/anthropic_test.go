@@ -3,6 +3,7 @@ package llm
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -95,7 +96,7 @@ func TestAnthropicRequestAndResponse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(req.Messages, tt.messages) {
+			if !reflect.DeepEqual(req.Messages, tt.messages) {
 				t.Error("the request's messages were modified")
 			}
 			want := model.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 20}

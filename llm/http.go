@@ -81,7 +81,7 @@ type failure struct {
 //
 // When parse reports a failure of kind transport (a garbled body from a
 // proxy, say) that is retried too.
-func (c *caller) post(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
+func (c *caller) post(ctx context.Context, url string, body wire, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, error) {
 	r := retrier{c: c, doing: "calling the model"}
 	for n := 0; ; n++ {
 		start := time.Now()
@@ -233,12 +233,21 @@ func (c *caller) redact(s string) string {
 }
 
 // once is one HTTP exchange under the per-request timeout.
-func (c *caller) once(ctx context.Context, url string, body []byte, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
+func (c *caller) once(ctx context.Context, url string, body wire, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(body))
+	var rd io.Reader = bytes.NewReader(body.data)
+	if len(body.splices) > 0 {
+		rd = body.reader(rctx)
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url, rd)
 	if err != nil {
 		return model.Response{}, &failure{kind: model.KindRequest, message: "building the request: " + err.Error()}
+	}
+	if len(body.splices) > 0 {
+		// The files are read as the body is written (see wire).
+		req.ContentLength = body.size()
+		req.GetBody = func() (io.ReadCloser, error) { return body.reader(rctx), nil }
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -351,6 +360,9 @@ func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastRe
 
 func (c *caller) transportFailure(rctx context.Context, err error) *failure {
 	msg := err.Error()
+	if fe := (*fileError)(nil); errors.As(err, &fe) {
+		return &failure{kind: model.KindRequest, message: fe.Error()}
+	}
 	if errors.Is(rctx.Err(), context.DeadlineExceeded) {
 		msg = fmt.Sprintf("request timed out after %s", c.cfg.Timeout)
 	}

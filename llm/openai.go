@@ -343,7 +343,7 @@ func (o *OpenAI) learn(ctx context.Context, err error, body *openAIRequest) bool
 // and returns it encoded with its completion limit (0: none) and, in
 // json_schema mode, the way back from an answer to the strict schema sent
 // (nil: none needed).
-func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *strict.Restore, error) {
+func (o *OpenAI) request(req model.Request) (*openAIRequest, wire, int, *strict.Restore, error) {
 	body := &openAIRequest{
 		Model:     o.cfg.Model,
 		Messages:  req.Messages,
@@ -392,15 +392,27 @@ func (o *OpenAI) request(req model.Request) (*openAIRequest, []byte, int, *stric
 	}
 	var data []byte
 	var err error
-	if tool && hasToolTurns(req.Messages) {
+	marks := newFileMarks()
+	switch {
+	case hasFiles(req.Messages):
+		name := ""
+		if tool {
+			name = body.ToolChoice.Function.Name
+		}
+		data, err = json.Marshal(openAIFileTurns{openAIRequest: body, Messages: openAIFileMessages(req.Messages, tool, name, marks)})
+	case tool && hasToolTurns(req.Messages):
 		data, err = json.Marshal(openAIToolTurns{openAIRequest: body, Messages: openAIToolMessages(req.Messages, body.ToolChoice.Function.Name)})
-	} else {
+	default:
 		data, err = encodeOpenAIRequest(body)
 	}
-	if err != nil {
-		return nil, nil, 0, nil, &model.Error{Kind: model.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+	var w wire
+	if err == nil {
+		w, err = marks.splice(data)
 	}
-	return body, data, limit, back, nil
+	if err != nil {
+		return nil, wire{}, 0, nil, &model.Error{Kind: model.KindRequest, Provider: ProviderOpenAI, Message: "encoding the request: " + err.Error()}
+	}
+	return body, w, limit, back, nil
 }
 
 // strictRefused reads err for a 400 refusing the strict schema body held

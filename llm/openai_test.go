@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -177,7 +178,7 @@ func TestOpenAIRequestAndResponse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(before, req.Messages) {
+			if !reflect.DeepEqual(before, req.Messages) {
 				t.Error("the request's messages were modified")
 			}
 			want := model.Usage{PromptTokens: 120, CompletionTokens: 40, CachedTokens: 64, ReasoningTokens: 8}

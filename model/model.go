@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"strings"
 	"time"
 )
 
@@ -42,6 +44,11 @@ type Message struct {
 	// (OpenAI tool_calls and a tool message, Anthropic tool_use and
 	// tool_result blocks); it is never sent under this name.
 	ToolCallID string `json:"-"`
+	// Files, on the task's user turn, are the job's images and PDFs: each
+	// provider sends them in its native form (OpenAI image_url and file
+	// parts, Anthropic image and document blocks) before Content. Heal
+	// turns carry the task turn, files included, as it was.
+	Files []File `json:"-"`
 }
 
 // Request is one model call. Messages must not be modified by the Model.
@@ -121,3 +128,24 @@ func (u Usage) Add(v Usage) Usage {
 		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
 	}
 }
+
+// File is one file (an image or a PDF) of a job as a provider sends it:
+// its description, and how to read its bytes. A provider reads them once
+// per call, as it writes the request (never holding them whole), and
+// again for a transport retry. Width and Height (an image's) and Pages (a
+// PDF's) are 0 when not known; EstimateTokens uses them.
+type File struct {
+	Name      string
+	MediaType string
+	Size      int64
+	SHA256    string
+	Width     int
+	Height    int
+	Pages     int
+	// Open reads the file from its store; the reader fails on its last
+	// Read when the content does not match SHA256.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// Image reports whether f is an image (else a PDF).
+func (f File) Image() bool { return strings.HasPrefix(f.MediaType, "image/") }

@@ -145,6 +145,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /dead-letters/{job}", s.deadLetter)
 	m.HandleFunc("GET /job", s.deadLetter) // ?id=, for the ids "." and ".."
 	m.HandleFunc("GET /schemas", s.schemasPage)
+	m.HandleFunc("GET /files/{digest}", s.file)
 	m.HandleFunc("POST /actions/replay", s.replay)
 	m.HandleFunc("POST /actions/purge", s.purge)
 	m.HandleFunc("GET /login", s.loginPage)

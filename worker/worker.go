@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
 
 	"github.com/llmpipeline/pipeline/heal"
 	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/secret"
 	"github.com/llmpipeline/pipeline/job"
@@ -49,6 +51,15 @@ type Config struct {
 	// it is stored: a model or a provider may echo a key or a credential
 	// into an answer, a reason or a transcript.
 	Secrets *secret.Redactor
+	// Files reads the jobs' files (images, PDFs) from the object store;
+	// nil when the handler has none (a job with files is then handed back).
+	Files FileStore
+}
+
+// FileStore is where the jobs' files are: payload.Store.
+type FileStore interface {
+	StatFile(ctx context.Context, digest string) (payload.FileInfo, bool, error)
+	OpenFile(ctx context.Context, digest string) (io.ReadCloser, error)
 }
 
 // Handler turns one job delivery into an outcome: it resolves the schema,
@@ -107,6 +118,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		Run:        ledger.RunOf(d.MsgID, d.Job.ID),
 		Model:      h.cfg.Model,
 		Job:        jobJSON(d),
+		Files:      job.Records(d.Job.Files),
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,
 	}
@@ -153,11 +165,20 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		return queue.Outcome{Action: queue.ActionRetry, Delay: budgetHandBack, Reason: "budget reached: not started"}
 	}
 
+	files, missing, err := h.files(ctx, d.Job)
+	switch {
+	case err != nil:
+		return queue.Outcome{Action: queue.ActionRetry, Delay: h.cfg.RetryDelay, Reason: "reading the job's files: " + err.Error()}
+	case missing != "":
+		return h.deadLetter(d, out, job.ClassInvalidJob, missing,
+			"submit the job again with its file: `pipeline submit` stores every file it names")
+	}
 	res := h.cfg.Loop.Run(ctx, heal.Task{
 		JobID:        d.Job.ID,
 		Schema:       sc,
 		Input:        d.Job.Input,
 		Instructions: d.Job.Instructions,
+		Files:        files,
 	})
 	out.Attempts = len(res.Attempts)
 	out.Trace = h.trace(res.Attempts, batchedOf(ctx))

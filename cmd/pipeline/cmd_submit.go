@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,7 +36,7 @@ not published;
 --rerun-changed publishes those, and only those, as a new run. A job id already in the stream
 within the duplicate window is counted as a duplicate, not published again. Exit 1 when lines were
 rejected without --skip-invalid.`,
-		Flags: flags(config.BrokerFlags(), config.StreamLimitFlags(), []cli.Flag{config.SchemasFlag(), jsonFlag(), config.MaxJobBytesFlag(),
+		Flags: flags(config.BrokerFlags(), config.StreamLimitFlags(), []cli.Flag{config.SchemasFlag(), jsonFlag(), config.MaxJobBytesFlag(), config.MaxFileBytesFlag(),
 			&cli.BoolFlag{Name: "skip-invalid", Usage: "publish the valid lines and report the bad ones"},
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
@@ -62,6 +63,12 @@ rejected without --skip-invalid.`,
 			// First pass: check every line, the ids on disk, so memory
 			// stays flat whatever the size.
 			jc := app.NewJobCheck(reg, limit)
+			if jc.MaxFileBytes, err = app.MaxFileBytes(conf(c)); err != nil {
+				return err
+			}
+			if name != "<stdin>" {
+				jc.Dir = filepath.Dir(name)
+			}
 			if src, err := app.ResolveSchemas(conf(c)); err == nil { // it just resolved without error
 				jc.Where = src.String()
 			}

@@ -11,10 +11,13 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/exit"
 	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
@@ -57,6 +60,19 @@ type JobCheck struct {
 	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
 
 	Where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
+
+	// Dir is the directory a job's file paths are relative to (the jobs
+	// file's; "" for the current directory, as for stdin).
+	Dir string
+	// MaxFileBytes bounds each file of a job (0: DefaultMaxFileBytes).
+	MaxFileBytes int64
+}
+
+func (jc *JobCheck) maxFile() int64 {
+	if jc.MaxFileBytes > 0 {
+		return jc.MaxFileBytes
+	}
+	return DefaultMaxFileBytes
 }
 
 // NewJobCheck checks jobs against the schemas of reg, a line at most limit bytes.
@@ -96,6 +112,11 @@ func (jc *JobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 			return j, nil, fmt.Sprintf("unknown schema %q in %s; known there: %v", j.Schema, jc.Where, jc.reg.IDs())
 		}
 		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
+	}
+	if len(j.Files) > 0 {
+		if reason := checkFiles(jc.Dir, j, size, jc.maxFile(), jc.limit); reason != "" {
+			return j, nil, reason
+		}
 	}
 	return j, line, ""
 }
@@ -198,6 +219,13 @@ const (
 // pass accepted, in order. A line that is not what the first pass saw
 // (the file changed in between) is an error.
 func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(queue.SubmitItem) error) error {
+	return jc.itemsFrom(context.Background(), nil, open, rerun, each)
+}
+
+// itemsFrom is ItemsFrom that stores the jobs' files in store (see
+// storeFiles) and hands on each job with its files' references; without
+// a store, a job with files is an error.
+func (jc *JobCheck) itemsFrom(ctx context.Context, store *payload.Store, open Opener, rerun RerunMode, each func(queue.SubmitItem) error) error {
 	if jc.ids == nil {
 		return errors.New("the input was not checked first")
 	}
@@ -228,8 +256,24 @@ func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(queue.Subm
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
-		return each(queue.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
-			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged})
+		data := bytes.Clone(line)
+		var files []string
+		if len(j.Files) > 0 {
+			if store == nil {
+				return fmt.Errorf("line %d: job %q has files, and no object store to put them in", n, j.ID)
+			}
+			if err := storeFiles(ctx, store, jc.Dir, &j, jc.maxFile()); err != nil {
+				return fmt.Errorf("line %d: %w", n, err)
+			}
+			if data, err = jsonv2.Marshal(j); err != nil {
+				return fmt.Errorf("line %d: encoding job %q with its files: %w", n, j.ID, err)
+			}
+			for _, f := range j.Files {
+				files = append(files, f.SHA256)
+			}
+		}
+		return each(queue.SubmitItem{Data: data, Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
+			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged, Files: files})
 	})
 	if err == nil && seen != jc.Valid {
 		err = fmt.Errorf("the input changed since it was checked: %d jobs now, %d then", seen, jc.Valid)
@@ -267,7 +311,7 @@ func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Op
 		batch, size = batch[:0], 0
 		return err
 	}
-	err := jc.ItemsFrom(open, rerun, func(it queue.SubmitItem) error {
+	err := jc.itemsFrom(ctx, conn.Payloads(), open, rerun, func(it queue.SubmitItem) error {
 		batch = append(batch, it)
 		size += len(it.Data)
 		if len(batch) < submitBatch && size < submitBatchBytes {
@@ -350,6 +394,18 @@ func MaxJobBytes(cfg *config.Config) (int64, error) {
 	n, err := ParseBytes(cfg.Workers.MaxJobBytes)
 	if err != nil || n <= 0 {
 		return 0, exit.Fail(exit.Usage, "--max-job-bytes %q: a positive size (e.g. 64MiB, 500KB, or bytes)", cfg.Workers.MaxJobBytes)
+	}
+	return n, nil
+}
+
+// MaxFileBytes reads --max-file-bytes.
+func MaxFileBytes(cfg *config.Config) (int64, error) {
+	if cfg.Submit.MaxFileBytes == "" {
+		return DefaultMaxFileBytes, nil
+	}
+	n, err := ParseBytes(cfg.Submit.MaxFileBytes)
+	if err != nil || n <= 0 {
+		return 0, exit.Fail(exit.Usage, "--max-file-bytes %q: a positive size (e.g. 32MiB, 5MB, or bytes)", cfg.Submit.MaxFileBytes)
 	}
 	return n, nil
 }

@@ -93,6 +93,7 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 		return err
 	}
 	defer conn.Close()
+	h.UseFiles(conn.Payloads())
 	ShareParams(ctx, conn, log, append([]BuiltModel{bm}, models.Limited...))
 	if cfg.Workers.Concurrency > 0 {
 		// Limits apply per model: the fleet shares each model's, the

@@ -171,6 +171,8 @@ type Submit struct {
 	SkipInvalid  bool `flag:"skip-invalid"`
 	Rerun        bool `flag:"rerun"`
 	RerunChanged bool `flag:"rerun-changed"`
+	// MaxFileBytes bounds each file (image, PDF) of a job.
+	MaxFileBytes string `flag:"max-file-bytes"`
 }
 
 // Report is what the failure report and results show.

@@ -86,6 +86,11 @@ func InputDigest(j job.Job) string {
 		}
 	}
 	digestBufs.Put(bp)
+	// A job's files count by their digests (a job without files hashes
+	// as it always has).
+	for _, f := range j.Files {
+		h.Write([]byte(f.SHA256))
+	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 

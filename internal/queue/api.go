@@ -47,6 +47,9 @@ type SubmitItem struct {
 	// not AlreadyDone, and RerunChanged publishes it as a new run.
 	Input        string
 	RerunChanged bool
+	// Files are the SHA-256 of the files the job names (job.File), sent
+	// as the message's payload.HeaderFiles.
+	Files []string
 }
 
 // Delivery is one job message handed to a Handler.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
@@ -79,6 +80,9 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 			break
 		}
 		msg := broker.NewMsg(broker.SchemaSubject(broker.SubjectJobs, it.Schema), it.MsgID, it.Data)
+		if len(it.Files) > 0 {
+			msg.Header.Set(payload.HeaderFiles, strings.Join(it.Files, ","))
+		}
 		object, err := c.Payloads().Offload(ctx, msg, payload.KindJobs)
 		if err != nil {
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)

@@ -321,7 +321,9 @@ func setRate(b *rate.Limiter, now time.Time, perSec float64, burst int) bool {
 }
 
 // estimate is what a request counts against the token limit before it is
-// sent: its messages' bytes over four, plus its completion limit.
+// sent: its messages' bytes over four, its files' tokens by the
+// providers' formulas (model.File.Tokens: images by size, PDF pages by
+// text and image), plus its completion limit.
 func (l *Limiter) estimate(req model.Request) int {
 	n := 0
 	for _, m := range req.Messages {
@@ -331,7 +333,7 @@ func (l *Limiter) estimate(req model.Request) int {
 	if maxTokens <= 0 {
 		maxTokens = l.cfg.MaxTokens
 	}
-	return (n+bytesPerToken-1)/bytesPerToken + maxTokens
+	return (n+bytesPerToken-1)/bytesPerToken + model.FileTokens(req.Messages) + maxTokens
 }
 
 // Wait blocks until a request estimated at tokens may be sent, and

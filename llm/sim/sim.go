@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -191,7 +192,10 @@ func (s *Model) Complete(ctx context.Context, req model.Request) (model.Response
 	for _, m := range req.Messages {
 		prompt += len(m.Content) + 16
 	}
-	resp.Usage = model.Usage{PromptTokens: tokens(prompt), CompletionTokens: tokens(len(resp.Content))}
+	if err := readFiles(ctx, req.Messages); err != nil {
+		return model.Response{}, &model.Error{Kind: model.KindRequest, Provider: providerName, Message: err.Error()}
+	}
+	resp.Usage = model.Usage{PromptTokens: tokens(prompt) + model.FileTokens(req.Messages), CompletionTokens: tokens(len(resp.Content))}
 	resp.Latency = time.Since(start)
 	return resp, nil
 }
@@ -209,6 +213,31 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// readFiles reads the files of msgs as a provider receives them: each
+// whole, once; a file that cannot be read fails the call.
+func readFiles(ctx context.Context, msgs []model.Message) error {
+	for i := range msgs {
+		for _, f := range msgs[i].Files {
+			if f.Open == nil {
+				continue
+			}
+			r, err := f.Open(ctx)
+			if err != nil {
+				return fmt.Errorf("reading file %s: %w", f.Name, err)
+			}
+			n, err := io.Copy(io.Discard, r)
+			r.Close()
+			if err == nil && n != f.Size {
+				err = fmt.Errorf("%d bytes, not its %d", n, f.Size)
+			}
+			if err != nil {
+				return fmt.Errorf("reading file %s: %w", f.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // tokens is the usual rough estimate: four bytes a token.

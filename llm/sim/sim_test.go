@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -347,7 +348,7 @@ func TestSimDoesNotModifyRequest(t *testing.T) {
 	before := slices.Clone(req.Messages)
 	schema := string(req.Schema)
 	complete(t, sim, req)
-	if !slices.Equal(before, req.Messages) || string(req.Schema) != schema {
+	if !reflect.DeepEqual(before, req.Messages) || string(req.Schema) != schema {
 		t.Fatal("the request was modified")
 	}
 }
