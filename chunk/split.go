@@ -189,3 +189,30 @@ func nextStart(rs []rune, start, end, overlap int) int {
 	}
 	return end
 }
+
+// Texts is the text of every range of rs (as Split returns them: starts
+// and ends each in increasing order), in one walk over text.
+func Texts(text string, rs []Range) []string {
+	starts := make([]int, len(rs))
+	ends := make([]int, len(rs))
+	for _, side := range []struct {
+		at  func(Range) int
+		out []int
+	}{{func(r Range) int { return r.Start }, starts}, {func(r Range) int { return r.End }, ends}} {
+		i, char := 0, 0
+		for k, r := range rs {
+			want := side.at(r)
+			for char < want && i < len(text) {
+				_, n := utf8.DecodeRuneInString(text[i:])
+				i += n
+				char++
+			}
+			side.out[k] = i
+		}
+	}
+	out := make([]string, len(rs))
+	for k := range rs {
+		out[k] = text[starts[k]:ends[k]]
+	}
+	return out
+}

@@ -164,3 +164,13 @@ func FuzzSplit(f *testing.F) {
 		checkCover(t, text, chars, rs)
 	})
 }
+
+func TestTextsMatchText(t *testing.T) {
+	text := strings.Repeat("Ünïcödé words, 本文です。 ", 50)
+	rs := Split(text, 40, 8)
+	for k, s := range Texts(text, rs) {
+		if s != Text(text, rs[k]) || Count(s) != rs[k].Len() {
+			t.Fatalf("chunk %d: Texts %q, Text %q", k+1, s, Text(text, rs[k]))
+		}
+	}
+}

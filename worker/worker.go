@@ -109,6 +109,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		Job:        jobJSON(d),
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,
+		Chunk:      d.Job.Chunk,
 	}
 	if out.JobID == "" || d.JobErr != nil {
 		// An invalid job is keyed on its message id, the id its dead letter

@@ -57,6 +57,10 @@ type JobCheck struct {
 	toldEncoding bool // the first pass gave the hint to convert a non-UTF-8 file
 
 	Where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
+
+	// Chunking splits the jobs longer than Chunking.Chars characters into
+	// chunk jobs (a job's own "chunking" overrides it); zero keeps them whole.
+	Chunking job.Chunking
 }
 
 // NewJobCheck checks jobs against the schemas of reg, a line at most limit bytes.
@@ -96,6 +100,9 @@ func (jc *JobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 			return j, nil, fmt.Sprintf("unknown schema %q in %s; known there: %v", j.Schema, jc.Where, jc.reg.IDs())
 		}
 		return j, nil, fmt.Sprintf("unknown schema %q (known: %v)", j.Schema, jc.reg.IDs())
+	}
+	if why := jc.checkChunking(j); why != "" {
+		return j, nil, why
 	}
 	return j, line, ""
 }
@@ -228,6 +235,18 @@ func (jc *JobCheck) ItemsFrom(open Opener, rerun RerunMode, each func(queue.Subm
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
+		chunks, err := jc.chunkItems(j, rerun)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		for _, it := range chunks {
+			if err := each(it); err != nil {
+				return err
+			}
+		}
+		if chunks != nil {
+			return nil
+		}
 		return each(queue.SubmitItem{Data: bytes.Clone(line), Schema: j.Schema, MsgID: j.ID, JobID: j.ID, Input: ledger.InputDigest(j),
 			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged})
 	})
@@ -258,6 +277,7 @@ func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Op
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
 		total.Reruns += s.Reruns
+		total.Chunks += s.Chunks
 		total.Changed += s.Changed
 		if room := maxChangedShown - len(total.ChangedIDs); room > 0 {
 			total.ChangedIDs = append(total.ChangedIDs, s.ChangedIDs[:min(room, len(s.ChangedIDs))]...)

@@ -159,6 +159,7 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 		}
 		defer stopUI()
 	}
+	sc.Workers.Documents = h.Documents() // long documents end when their last chunk does
 	stopProgress := ShowProgress(ctx, rt.Stderr, rt.Terminal, status, func(ctx context.Context) (queue.PendingInfo, error) { return queue.Pending(ctx, conn) })
 	if cfg.Batch.Enabled {
 		err = ServeBatch(ctx, cfg, conn, status.Handler(h), bm, sc, models.BatchPaid(metrics, name), BatchReport{Registry: promReg, Status: status}, log)

@@ -170,6 +170,10 @@ type Submit struct {
 	SkipInvalid  bool `flag:"skip-invalid"`
 	Rerun        bool `flag:"rerun"`
 	RerunChanged bool `flag:"rerun-changed"`
+	// ChunkChars and ChunkOverlap split long documents into chunk jobs
+	// (0: jobs stay whole).
+	ChunkChars   int `flag:"chunk-chars"`
+	ChunkOverlap int `flag:"chunk-overlap"`
 }
 
 // Report is what the failure report and results show.

@@ -271,6 +271,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 			UntilIdle:     cfg.Workers.UntilIdle,
 			Gate:          stack.Chain.Gate,
 			Logger:        log,
+			Documents:     h.Documents(),
 		},
 		Store:  sinkStore,
 		Budget: stack.Chain.Budget,
