@@ -121,5 +121,3 @@ func (r *runner) storedBody(ctx context.Context, stream string, seq uint64) ([]b
 	}
 	return r.c.Payloads().Get(ctx, m.Header, m.Data)
 }
-
-
