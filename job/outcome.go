@@ -60,6 +60,10 @@ type Outcome struct {
 	PromptTokens     int            `json:"prompt_tokens,omitzero"`
 	CompletionTokens int            `json:"completion_tokens,omitzero"`
 	MergeDiagnostics []Diagnostic   `json:"merge_diagnostics,omitempty"`
+	// Merged is a long document's dead letter's merge: of the chunks that
+	// succeeded (class partial), or of all of them, which the schema
+	// refused (class merge). Data stays for validated results only.
+	Merged json.RawMessage `json:"merged,omitzero"`
 
 	// Encoded, when set, is this outcome's message as EncodeOutcome wrote
 	// it (a worker hands it to the sink of its process with the Outcome):

@@ -140,6 +140,7 @@ func (h *Handler) documentLetter(end queue.DocumentEnd, out job.Outcome, class j
 	for _, d := range data {
 		out.ChunkRuns[d.k].Data = d.data
 	}
+	out.Merged, out.Data = out.Data, nil
 	out.Status = job.StatusDeadLettered
 	out.Class = class
 	out.Reason = reason

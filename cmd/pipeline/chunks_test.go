@@ -209,3 +209,74 @@ func TestLongDocumentEndsOnceMerged(t *testing.T) {
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestPartialDocumentReplayedToAResult: one chunk of a document fails the
+// schema on every attempt; the document ends as one dead letter of class
+// partial holding the merge of the others and naming the failed chunk.
+// Once the model is fixed, dlq replay of the document runs only that chunk
+// again, and the document ends as a result with every chunk merged.
+func TestPartialDocumentReplayedToAResult(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newChunkServer(t)
+	dir, schemas := t.TempDir(), contractDir(t)
+	mustCLI(t, contractJob(t, "deal-2", longContract(true)), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "-")
+	run := []string{"run", "--data-dir", dir, "--schemas", schemas, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL + "/v1", "--max-attempts", "2"}
+	mustCLI(t, "", run...)
+
+	if res := results(t, dir); len(res) != 0 {
+		t.Fatalf("results of a partial document: %v, want none", res)
+	}
+	var dead map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--data-dir", dir, "--json", "deal-2")), &dead); err != nil {
+		t.Fatal(err)
+	}
+	if dead["class"] != "partial" {
+		t.Fatalf("document dead letter class %v, want partial: %v", dead["class"], dead)
+	}
+	reason, _ := dead["reason"].(string)
+	failedPart := ""
+	for part, c := range srv.callsPerChunk() {
+		if c == 2 {
+			failedPart = part
+		}
+	}
+	if failedPart == "" || !strings.Contains(reason, "deal-2#"+failedPart+" (no_progress") {
+		t.Fatalf("reason %q does not name the failed chunk %q (calls %v)", reason, failedPart, srv.callsPerChunk())
+	}
+	data, _ := json.Marshal(dead["merged"])
+	if !strings.Contains(string(data), `"ACME"`) {
+		t.Errorf("partial data %s: want the merge of the chunks that succeeded", data)
+	}
+	chunks := dead["chunks"].(map[string]any)
+	if chunks["succeeded"].(float64) != chunks["total"].(float64)-1 {
+		t.Errorf("chunks %v: want all but one succeeded", chunks)
+	}
+
+	srv.mu.Lock()
+	srv.fail = false
+	srv.mu.Unlock()
+	before := srv.callsPerChunk()
+	mustCLI(t, "", "dlq", "replay", "--data-dir", dir, "deal-2")
+	mustCLI(t, "", run...)
+	after := srv.callsPerChunk()
+	for part := range after {
+		want := before[part]
+		if part == failedPart {
+			want++
+		}
+		if after[part] != want {
+			t.Errorf("chunk %s: %d calls after the replay, want %d (only the failed chunk runs again)", part, after[part], want)
+		}
+	}
+	res := results(t, dir)
+	if len(res) != 1 || res[0]["job_id"] != "deal-2" {
+		t.Fatalf("results after the replay: %v, want deal-2 once", res)
+	}
+	chunks = res[0]["chunks"].(map[string]any)
+	if chunks["succeeded"] != chunks["total"] {
+		t.Errorf("chunks %v after the replay: want all succeeded", chunks)
+	}
+	if list := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dir, "--json")); len(list) != 0 {
+		t.Errorf("dlq list after the replay: %v, want nothing left", list)
+	}
+}
