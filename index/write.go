@@ -275,7 +275,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	att := newBulk(tx, `INSERT INTO attempts (outcome_id, n, temperature, class, finish_reason, repairs, diagnostics,
 		prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, latency_ms, transport_retries, model, cost_usd) VALUES `, 15, chunkRows)
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
-	all := []*bulk{cl, out, pay, att, fai}
+	con := newBulk(tx, `INSERT OR IGNORE INTO conflicts (outcome_id, path, chunks) VALUES `, 3, chunkRows)
+	all := []*bulk{cl, out, pay, att, fai, con}
 	for _, b := range all {
 		defer b.close()
 	}
@@ -354,6 +355,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 					len(a.Diagnostics)+a.DiagnosticsOmitted, int64(a.PromptTokens), int64(a.CompletionTokens), int64(a.CachedTokens),
 					int64(a.ReasoningTokens), a.LatencyMS, a.TransportRetries, attemptModel(a, o), a.CostUSD); err != nil {
 					return fmt.Errorf("inserting attempts: %w", err)
+				}
+			}
+			for k := range o.Conflicts {
+				if err := con.add(ctx, r.id, o.Conflicts[k].Path, len(o.Conflicts[k].Values)); err != nil {
+					return fmt.Errorf("inserting conflicts: %w", err)
 				}
 			}
 			at := millis(o.FinishedAt)

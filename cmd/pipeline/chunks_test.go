@@ -202,6 +202,18 @@ func TestLongDocumentEndsOnceMerged(t *testing.T) {
 			t.Errorf("chunk %s: %d model calls, want 1", part, c)
 		}
 	}
+	var rep struct {
+		Conflicts []map[string]any `json:"conflicts"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "report", "--data-dir", dir, "--format", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(rep.Conflicts); string(got) != `[{"documents":1,"path":"/currency","schema":"contract","values":2}]` {
+		t.Errorf("report conflicts %s, want /currency in 1 document", got)
+	}
+	if table := mustCLI(t, "", "report", "--data-dir", dir); !regexp.MustCompile(`MERGE CONFLICTS.*\n.*\ncontract +/currency +1 +2`).MatchString(table) {
+		t.Errorf("report table without its merge conflicts:\n%s", table)
+	}
 	all := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dir, "--json", "--chunks"))
 	if len(all) != n+2 {
 		t.Errorf("results --chunks: %d lines, want %d chunks, the document and the short job", len(all), n)
@@ -251,6 +263,23 @@ func TestPartialDocumentReplayedToAResult(t *testing.T) {
 	if chunks["succeeded"].(float64) != chunks["total"].(float64)-1 {
 		t.Errorf("chunks %v: want all but one succeeded", chunks)
 	}
+
+	// The console's page of the document lists its chunks and conflicts.
+	web, conn, st := console(t, dir, schemas)
+	resp, err := http.Get(web.URL + "/dead-letters/deal-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`id="doc-chunks"`, "deal-2#" + failedPart, `id="doc-conflicts"`, "/currency", "USD"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("console page of deal-2 lacks %q", want)
+		}
+	}
+	web.Close()
+	st.Close()
+	conn.Close()
 
 	srv.mu.Lock()
 	srv.fail = false
