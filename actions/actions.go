@@ -72,6 +72,12 @@ func ReplayOne(ctx context.Context, conn *broker.Conn, st *index.Store, en index
 	if err != nil {
 		return fmt.Errorf("reading the dead letter: %w", err)
 	}
+	switch {
+	case o.Chunks != nil: // a long document: its chunks run again
+		return replayDocument(ctx, conn, st, o)
+	case o.Chunk != nil: // one chunk: its document ends again after it
+		return replayChunks(ctx, conn, st, []job.Outcome{o})
+	}
 	j, err := job.Parse(o.Job)
 	if err != nil {
 		return fmt.Errorf("the stored job cannot be replayed as is: %w", err)

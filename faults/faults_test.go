@@ -59,6 +59,7 @@ func TestFaults(t *testing.T) {
 	scenarios = append(scenarios, filesScenarios()...)
 	scenarios = append(scenarios, ledgerScenarios()...)
 	scenarios = append(scenarios, storeScenarios()...)
+	scenarios = append(scenarios, chunkScenarios()...)
 	var mu sync.Mutex
 	rows := map[string]row{}
 	ran := map[string]bool{}

@@ -60,3 +60,14 @@ var (
 	diag      = jobtest.Diag
 	realistic = jobtest.Realistic
 )
+
+// embeddedMigrations is how many migrations the binary embeds (the
+// versions need not be contiguous while branches add theirs).
+func embeddedMigrations(t *testing.T) int {
+	t.Helper()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ms)
+}

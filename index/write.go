@@ -277,7 +277,8 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 	fai := newBulk(tx, `INSERT INTO failures (outcome_id, attempt, seq, cluster, lead, dead, at, received, fixed) VALUES `, 9, chunkRows)
 	dat := newBulk(tx, `INSERT INTO result_data (outcome_id, data) VALUES `, 2, chunkRows)
 	fil := newBulk(tx, `INSERT INTO outcome_files (outcome_id, seq, sha256, name, media_type, bytes) VALUES `, 6, chunkRows)
-	all := []*bulk{cl, out, pay, att, fai, dat, fil}
+	con := newBulk(tx, `INSERT OR IGNORE INTO conflicts (outcome_id, path, chunks) VALUES `, 3, chunkRows)
+	all := []*bulk{cl, out, pay, att, fai, dat, fil, con}
 	for _, b := range all {
 		defer b.close()
 	}
@@ -366,6 +367,11 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 					len(a.Diagnostics)+a.DiagnosticsOmitted, int64(a.PromptTokens), int64(a.CompletionTokens), int64(a.CachedTokens),
 					int64(a.ReasoningTokens), a.LatencyMS, a.TransportRetries, attemptModel(a, o), a.CostUSD); err != nil {
 					return fmt.Errorf("inserting attempts: %w", err)
+				}
+			}
+			for k := range o.Conflicts {
+				if err := con.add(ctx, r.id, o.Conflicts[k].Path, len(o.Conflicts[k].Values)); err != nil {
+					return fmt.Errorf("inserting conflicts: %w", err)
 				}
 			}
 			at := millis(o.FinishedAt)

@@ -45,4 +45,10 @@ const (
 	// any worker finishing it: the worker died or hung on every delivery
 	// (set by the worker).
 	ClassAbandoned Class = "abandoned"
+	// ClassMerge: a long document whose chunks all succeeded, but whose
+	// merged data fails the schema.
+	ClassMerge Class = "merge"
+	// ClassPartial: a long document some of whose chunks were
+	// dead-lettered; it holds the merge of the others (replay finishes it).
+	ClassPartial Class = "partial"
 )

@@ -110,6 +110,12 @@ type Job struct {
 	// Files are images and PDFs the model reads with Input (see File);
 	// Input may then be empty.
 	Files []File `json:"files,omitempty"`
+	// Chunking overrides submit's --chunk-chars and --chunk-overlap for
+	// this job (chunk.go).
+	Chunking *Chunking `json:"chunking,omitempty"`
+	// Chunk is set on the chunk jobs submit makes of a long document: which
+	// part of which document this job's input is (chunk.go).
+	Chunk *ChunkOf `json:"chunk,omitempty"`
 }
 
 // ErrInvalid is wrapped by every error Parse returns.
@@ -151,6 +157,9 @@ func Parse(data []byte) (Job, error) {
 	}
 	if len(j.Metadata) > 0 && j.Metadata[0] != '{' {
 		return j, fmt.Errorf("%w: field \"metadata\" must be an object", ErrInvalid)
+	}
+	if err := j.checkChunk(); err != nil {
+		return j, fmt.Errorf("%w: %s", ErrInvalid, err)
 	}
 	return j, nil
 }

@@ -56,6 +56,22 @@ type Outcome struct {
 	StartedAt  time.Time `json:"started_at"`
 	FinishedAt time.Time `json:"finished_at"`
 
+	// Chunk is set on a chunk job's outcome: which part of which long
+	// document it is (document.go).
+	Chunk *ChunkOf `json:"chunk,omitempty"`
+	// Chunks, ChunkRuns, Conflicts, the token sums and MergeDiagnostics are
+	// set on a long document's outcome (document.go).
+	Chunks           *ChunkCount    `json:"chunks,omitempty"`
+	ChunkRuns        []ChunkSummary `json:"chunk_runs,omitempty"`
+	Conflicts        []Conflict     `json:"conflicts,omitempty"`
+	PromptTokens     int            `json:"prompt_tokens,omitzero"`
+	CompletionTokens int            `json:"completion_tokens,omitzero"`
+	MergeDiagnostics []Diagnostic   `json:"merge_diagnostics,omitempty"`
+	// Merged is a long document's dead letter's merge: of the chunks that
+	// succeeded (class partial), or of all of them, which the schema
+	// refused (class merge). Data stays for validated results only.
+	Merged json.RawMessage `json:"merged,omitzero"`
+
 	// Encoded, when set, is this outcome's message as EncodeOutcome wrote
 	// it (a worker hands it to the sink of its process with the Outcome):
 	// the index cuts the payload from it instead of encoding the outcome

@@ -246,6 +246,15 @@ func (r *Report) table(w io.Writer) error {
 		}
 		tw.Flush()
 	}
+	if len(r.Conflicts) > 0 {
+		b.WriteString("\nMERGE CONFLICTS (long documents: fields where a later chunk answered another value than the one kept)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCHEMA\tPATH\tDOCUMENTS\tVALUES")
+		for _, c := range r.Conflicts {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", c.Schema, path(c.Path), c.Documents, c.Values)
+		}
+		tw.Flush()
+	}
 	if len(r.Lint) > 0 {
 		b.WriteString("\nSCHEMA LINT\n")
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -384,6 +393,12 @@ func (r *Report) markdown(w io.Writer) error {
 			f := r.Funnel[s]
 			c := costRow(f)
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", md(f.Schema), code(short(f.Version)), c[0], c[1], c[2], c[3], md(c[4]))
+		}
+	}
+	if len(r.Conflicts) > 0 {
+		b.WriteString("\n## Merge conflicts\n\nLong documents: fields where a later chunk answered another value than the one kept.\n\n| schema | path | documents | values |\n|---|---|--:|--:|\n")
+		for _, c := range r.Conflicts {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d |\n", md(c.Schema), code(path(c.Path)), c.Documents, c.Values)
 		}
 	}
 	if len(r.Lint) > 0 {

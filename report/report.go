@@ -121,6 +121,9 @@ type Report struct {
 	// selection's schemas that has one, covered or not (f1 over versions);
 	// absent when there is none.
 	Evals []*EvalFigures `json:"evals,omitempty"`
+	// Conflicts count, per schema and field path, the long documents
+	// whose chunks answered different values there (merge conflicts).
+	Conflicts []index.ConflictCount `json:"conflicts,omitempty"`
 }
 
 // Range is a time span, both ends included.
@@ -302,6 +305,11 @@ func Build(ctx context.Context, s *index.Store, o Options) (*Report, error) {
 		funnelErr, cntErr error
 	)
 	an := s.Analytics()
+	conflicts, err := s.ConflictCounts(ctx, f)
+	if err != nil {
+		return nil, fmt.Errorf("building the report: %w", err)
+	}
+	r.Conflicts = conflicts
 	wg.Go(func() { all, cntErr = an.ClusterCounts(ctx, f) })
 	rows, funnelErr = an.Funnel(ctx, f)
 	wg.Wait()

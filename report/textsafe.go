@@ -22,6 +22,11 @@ func (r *Report) escaped() *Report {
 	for k, vs := range r.Versions {
 		out.Versions[l(k)] = lines(vs)
 	}
+	out.Conflicts = make([]index.ConflictCount, len(r.Conflicts))
+	for i, c := range r.Conflicts {
+		c.Schema, c.Path = l(c.Schema), l(c.Path)
+		out.Conflicts[i] = c
+	}
 	out.Clusters = make([]Cluster, len(r.Clusters))
 	for i, c := range r.Clusters {
 		c.ID, c.Schema, c.Version, c.Path, c.Keyword = l(c.ID), l(c.Schema), l(c.Version), l(c.Path), l(c.Keyword)

@@ -121,6 +121,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		Files:      job.Records(d.Job.Files),
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,
+		Chunk:      d.Job.Chunk,
 	}
 	if out.JobID == "" || d.JobErr != nil {
 		// An invalid job is keyed on its message id, the id its dead letter

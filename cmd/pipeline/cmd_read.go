@@ -41,6 +41,7 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 		Flags: flags(config.BrokerFlags(), []cli.Flag{jsonFlag(),
 			&cli.StringFlag{Name: "schema", Usage: "only results of this schema"},
 			&cli.BoolFlag{Name: "latest", Usage: "only each job's latest run: leave out a result whose job ran again later (--rerun, --rerun-changed, dlq replay), as the job ledger says"},
+			&cli.BoolFlag{Name: "chunks", Usage: "also the results of the chunk jobs of long documents (without it: the documents, merged, and the ordinary jobs)"},
 		}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			if err := app.RequireStore(conf(c)); err != nil {
@@ -58,7 +59,11 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 			enc := jsonEncoder(e.stdout)
 			var line bytes.Buffer
 			asJSON := conf(c).Output.JSON // read once: building the Config is not free, and emit runs per result
+			chunks := c.Bool("chunks")
 			emit := func(m sink.Msg) error {
+				if !chunks && app.IsChunkOutcome(m.Data) {
+					return nil
+				}
 				if asJSON {
 					// compacted: a message stored by an older worker may
 					// hold the model's answer as it was spelled, newlines
@@ -81,7 +86,10 @@ replay that ended), so an edited file run again with submit --rerun-changed prin
 					Attempts  int             `json:"attempts"`
 					Data      json.RawMessage `json:"data"`
 					Grounding []job.Grounding `json:"grounding,omitempty"`
-				}{o.JobID, o.Schema, o.Attempts, o.Data, o.Grounding})
+					Files     []job.File      `json:"files,omitempty"`
+					Chunks    *job.ChunkCount `json:"chunks,omitempty"`
+					Conflicts []job.Conflict  `json:"conflicts,omitempty"`
+				}{o.JobID, o.Schema, o.Attempts, o.Data, o.Grounding, o.Files, o.Chunks, o.Conflicts})
 			}
 			if conf(c).Report.Latest {
 				latest := app.NewLatestFilter(conn, app.LatestBatch, emit)

@@ -7,11 +7,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/llmpipeline/pipeline/chunk"
 	"github.com/llmpipeline/pipeline/internal/app"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/config"
 	"github.com/llmpipeline/pipeline/internal/escape"
 	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
 )
 
 func (e *env) submitCommand() *cli.Command {
@@ -41,7 +43,7 @@ rejected without --skip-invalid.`,
 			&cli.BoolFlag{Name: "rerun", Usage: "publish jobs whose run already ended again, as a new run (as 'dlq replay' does); without it they are counted as already done"},
 			&cli.BoolFlag{Name: "rerun-changed", Usage: "publish, as a new run, the jobs whose id already ended with another input (an edited line); the unchanged ones stay already done"},
 			&cli.IntFlag{Name: "max-errors", Value: 50, Usage: "bad lines printed (the rest are counted)"},
-		}, config.SchemaLimitFlags(), config.LogFlags()),
+		}, config.SchemaLimitFlags(), config.ChunkFlags(), config.LogFlags()),
 		Action: func(c *cli.Context) error {
 			log, err := e.logger(c)
 			if err != nil {
@@ -68,6 +70,10 @@ rejected without --skip-invalid.`,
 			}
 			if name != "<stdin>" {
 				jc.Dir = filepath.Dir(name)
+			}
+			jc.Chunking = job.Chunking{Chars: conf(c).Submit.ChunkChars, Overlap: conf(c).Submit.ChunkOverlap}
+			if err := chunk.Check(jc.Chunking.Chars, jc.Chunking.Overlap); err != nil {
+				return fail(exitUsage, "--chunk-chars %d --chunk-overlap %d: %w", jc.Chunking.Chars, jc.Chunking.Overlap, err)
 			}
 			if src, err := app.ResolveSchemas(conf(c)); err == nil { // it just resolved without error
 				jc.Where = src.String()
@@ -136,7 +142,7 @@ rejected without --skip-invalid.`,
 func (e *env) printSubmit(c *cli.Context, s queue.SubmitStats, rejected int) {
 	if conf(c).Output.JSON {
 		b, _ := json.Marshal(map[string]int{"published": s.Published, "duplicates": s.Duplicates,
-			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected})
+			"already_done": s.AlreadyDone, "changed": s.Changed, "reruns": s.Reruns, "rejected": rejected, "chunks": s.Chunks})
 		fmt.Fprintf(e.stdout, "%s\n", b)
 		return
 	}
@@ -148,5 +154,9 @@ func (e *env) printSubmit(c *cli.Context, s queue.SubmitStats, rejected int) {
 	if s.Changed > 0 {
 		changed = fmt.Sprintf(", changed %d", s.Changed)
 	}
-	fmt.Fprintf(e.stdout, "published %d%s, duplicates %d, already done %d%s, rejected %d\n", s.Published, reruns, s.Duplicates, s.AlreadyDone, changed, rejected)
+	chunks := ""
+	if s.Chunks > 0 {
+		chunks = fmt.Sprintf(" (%d of them chunks of long documents)", s.Chunks)
+	}
+	fmt.Fprintf(e.stdout, "published %d%s%s, duplicates %d, already done %d%s, rejected %d\n", s.Published, chunks, reruns, s.Duplicates, s.AlreadyDone, changed, rejected)
 }

@@ -61,6 +61,9 @@ type JobCheck struct {
 
 	Where string // where reg was loaded from, as an unknown schema's message names it (schemaSource)
 
+	// Chunking splits the jobs longer than Chunking.Chars characters into
+	// chunk jobs (a job's own "chunking" overrides it); zero keeps them whole.
+	Chunking job.Chunking
 	// Dir is the directory a job's file paths are relative to (the jobs
 	// file's; "" for the current directory, as for stdin).
 	Dir string
@@ -117,6 +120,9 @@ func (jc *JobCheck) parse(raw []byte, size int64) (job.Job, []byte, string) {
 		if reason := checkFiles(jc.Dir, j, size, jc.maxFile(), jc.limit); reason != "" {
 			return j, nil, reason
 		}
+	}
+	if why := jc.checkChunking(j); why != "" {
+		return j, nil, why
 	}
 	return j, line, ""
 }
@@ -256,6 +262,18 @@ func (jc *JobCheck) itemsFrom(ctx context.Context, store *payload.Store, open Op
 			return nil // a repeat, refused by the first pass
 		}
 		seen++
+		chunks, err := jc.chunkItems(j, rerun)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		for _, it := range chunks {
+			if err := each(it); err != nil {
+				return err
+			}
+		}
+		if chunks != nil {
+			return nil
+		}
 		data := bytes.Clone(line)
 		var files []string
 		if len(j.Files) > 0 {
@@ -302,6 +320,7 @@ func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Op
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
 		total.Reruns += s.Reruns
+		total.Chunks += s.Chunks
 		total.Changed += s.Changed
 		if room := maxChangedShown - len(total.ChangedIDs); room > 0 {
 			total.ChangedIDs = append(total.ChangedIDs, s.ChangedIDs[:min(room, len(s.ChangedIDs))]...)

@@ -92,8 +92,9 @@ func (s *Stack) ServeConfig(cfg *config.Config, log *slog.Logger) (worker.ServeC
 			UntilIdle:     cfg.Workers.UntilIdle,
 			MaxJobBytes:   jobLimit,
 			// The breakers': fetch while any model of the chain takes calls.
-			Gate:   s.Chain.Gate,
-			Logger: log,
+			Gate:      s.Chain.Gate,
+			Documents: s.Handler.Documents(),
+			Logger:    log,
 		},
 		NoWorkers:     cfg.Workers.Concurrency == 0,
 		RetainMaxAge:  cfg.Store.MaxAge,

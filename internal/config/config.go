@@ -173,6 +173,10 @@ type Submit struct {
 	RerunChanged bool `flag:"rerun-changed"`
 	// MaxFileBytes bounds each file (image, PDF) of a job.
 	MaxFileBytes string `flag:"max-file-bytes"`
+	// ChunkChars and ChunkOverlap split long documents into chunk jobs
+	// (0: jobs stay whole).
+	ChunkChars   int `flag:"chunk-chars"`
+	ChunkOverlap int `flag:"chunk-overlap"`
 }
 
 // Report is what the failure report and results show.

@@ -248,3 +248,14 @@ func RunFlags() []cli.Flag {
 			Usage: "start even when schema files of --schemas do not load: a warning per file, and their jobs are dead-lettered (unknown_schema, with the load error); without it, run refuses to start (exit 3)"},
 	}, SchemaLimitFlags(), ConsoleFlags(), BatchFlags(), LogFlags())
 }
+
+// ChunkFlags are submit's splitting of long documents (Submit.ChunkChars,
+// Submit.ChunkOverlap).
+func ChunkFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "chunk-chars", EnvVars: []string{"PIPELINE_CHUNK_CHARS"},
+			Usage: "split each job whose input is longer than this many characters into chunk jobs <id>#<k> of at most this many, cut at blank lines, then sentence ends, then whitespace; the document ends once, with the chunks' answers merged by its schema (0: jobs stay whole; a job's \"chunking\": {\"chars\", \"overlap\"} overrides it; see docs/long-documents.md)"},
+		&cli.IntFlag{Name: "chunk-overlap", EnvVars: []string{"PIPELINE_CHUNK_OVERLAP"},
+			Usage: "characters consecutive chunks share (under half of --chunk-chars)"},
+	}
+}

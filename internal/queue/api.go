@@ -28,6 +28,9 @@ type SubmitStats struct {
 	// published; the first 1000 of their job ids in ChangedIDs.
 	Changed    int
 	ChangedIDs []string
+	// Chunks: the items of Published that are chunk jobs of a long
+	// document (SubmitItem.Chunk).
+	Chunks int
 }
 
 // SubmitItem is one job to publish: its raw JSON, its schema id (its
@@ -50,6 +53,9 @@ type SubmitItem struct {
 	// Files are the SHA-256 of the files the job names (job.File), sent
 	// as the message's payload.HeaderFiles.
 	Files []string
+	// Chunk marks a chunk job of a long document (counted in
+	// SubmitStats.Chunks).
+	Chunk bool
 }
 
 // Delivery is one job message handed to a Handler.
@@ -192,4 +198,9 @@ type WorkerConfig struct {
 	// recorded first. The handler ran (the model was called) all the
 	// same, so a run's counts include it. Like Stored, it must return soon.
 	Repeated func(sink.Msg)
+
+	// Documents, if set, merges each long document (chunk jobs carry
+	// job.Job.Chunk) once its every chunk ended; without it chunk jobs end
+	// as ordinary jobs and their documents never do.
+	Documents Documents
 }

@@ -37,6 +37,9 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 				}
 				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
 				r.repeated(d, out, other, seq)
+				if !r.documentOK(j, d, other, seq) {
+					return
+				}
 				r.ackDone(j, d, "")
 				return
 			}
@@ -56,6 +59,19 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 			r.nakOnce(j, r.retryDelay(d, 0))
 			return
 		}
+		if d.Job.Chunk != nil {
+			var err error
+			if ours {
+				err = r.chunkEnded(d, st.ack.Stream, st.ack.Sequence)
+			} else {
+				err = r.chunkEndedFromLedger(d)
+			}
+			if err != nil {
+				r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
+				r.nakOnce(j, r.retryDelay(d, 0))
+				return
+			}
+		}
 		if !ours {
 			r.ackDone(j, d, "")
 			return
@@ -73,6 +89,11 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		}
 		r.c.Payloads().Drop(r.pubCtx, d.payload)
 	case actionDone:
+		if err := r.chunkEndedFromLedger(d); err != nil {
+			r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
+			r.nakOnce(j, r.retryDelay(d, 0))
+			return
+		}
 		r.ackDone(j, d, "job's run already ended (job ledger); acked without calling the model")
 	case ActionHandOff:
 		r.ackDone(j, d, "")
@@ -293,4 +314,15 @@ func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
 		}
 	}
 	return broker.Jitter(want)
+}
+
+// documentOK ends the document of a chunk whose outcome is on stream at
+// seq; when that fails it hands the chunk back and reports false.
+func (r *runner) documentOK(j *inflight, d *Delivery, stream string, seq uint64) bool {
+	if err := r.chunkEnded(d, stream, seq); err != nil {
+		r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
+		r.nakOnce(j, r.retryDelay(d, 0))
+		return false
+	}
+	return true
 }

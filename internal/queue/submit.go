@@ -42,6 +42,7 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 	type pending struct {
 		fut    jetstream.PubAckFuture
 		object string // the body's object, "" when inline
+		chunk  bool
 	}
 	futs := make(chan pending, broker.PublishAsyncMaxPending)
 	acked := make(chan error, 1)
@@ -64,6 +65,9 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 				c.Payloads().DropIfUnreferenced(ctx, broker.StreamJobs, ack.Sequence, p.object)
 			} else {
 				stats.Published++
+				if p.chunk {
+					stats.Chunks++
+				}
 			}
 			n++
 			if progress != nil {
@@ -93,7 +97,7 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)
 			break
 		}
-		futs <- pending{fut: fut, object: object}
+		futs <- pending{fut: fut, object: object, chunk: it.Chunk}
 	}
 	close(futs)
 	ackErr := <-acked

@@ -1,0 +1,311 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// contractSchema: parties are merged on their name (x-merge-key), the
+// currency is a scalar whose later values are conflicts.
+const contractSchema = `{
+  "type": "object",
+  "required": ["parties"],
+  "properties": {
+    "currency": {"type": ["string", "null"]},
+    "parties": {"type": "array", "x-merge-key": ["name"],
+      "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "role": {"type": "string"}}}}
+  }
+}`
+
+// chunkServer speaks the OpenAI chat completions wire format and answers
+// from the text it is given: every "PARTY=<name>" is a party ("ROLE=<r>"
+// right after gives its role), the first "CUR=<c>" the currency. A text with
+// FAIL in it gets an answer the schema refuses, until failing is turned off.
+// It counts the calls per chunk (the part line names the chunk).
+type chunkServer struct {
+	*httptest.Server
+	mu    sync.Mutex
+	fail  bool
+	calls map[string]int
+}
+
+var (
+	partyRe = regexp.MustCompile(`PARTY=(\w+)(?: ROLE=(\w+))?`)
+	curRe   = regexp.MustCompile(`CUR=(\w+)`)
+	partRe  = regexp.MustCompile(`part (\d+) of (\d+)`)
+)
+
+func newChunkServer(t *testing.T) *chunkServer {
+	t.Helper()
+	s := &chunkServer{fail: true, calls: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || r.URL.Path != "/v1/chat/completions" || len(req.Messages) < 2 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		task := req.Messages[1].Content // the user turn: instructions and input
+		part := "whole"
+		if m := partRe.FindStringSubmatch(task); m != nil {
+			part = m[1]
+		}
+		s.mu.Lock()
+		s.calls[part]++
+		failing := s.fail
+		s.mu.Unlock()
+		answer := map[string]any{"parties": []any{}}
+		for _, m := range partyRe.FindAllStringSubmatch(task, -1) {
+			p := map[string]any{"name": m[1]}
+			if m[2] != "" {
+				p["role"] = m[2]
+			}
+			answer["parties"] = append(answer["parties"].([]any), p)
+		}
+		if m := curRe.FindStringSubmatch(task); m != nil {
+			answer["currency"] = m[1]
+		}
+		content, _ := json.Marshal(answer)
+		if failing && strings.Contains(task, "FAIL") {
+			content = []byte(`{"parties": "none"}`)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-" + part, "object": "chat.completion", "created": 1, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": string(content)}}},
+			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
+		})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *chunkServer) callsPerChunk() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+func contractDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "contract.json"), []byte(contractSchema), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// longContract is a document of paragraphs of about 150 characters: ACME
+// is named in the first and the last paragraph, the currency EUR first and
+// USD later, and fail puts FAIL in the fourth.
+func longContract(fail bool) string {
+	paras := []string{
+		"This agreement is made between PARTY=ACME ROLE=seller and the buyer named below. All amounts are in CUR=EUR unless stated.",
+		"The buyer is PARTY=Bob ROLE=buyer who agrees to the terms set out in the following clauses of this agreement, in full.",
+		"Delivery shall take place within thirty days of signature. The seller bears the risk until delivery is complete and accepted.",
+		"Payment is due within fourteen days of the invoice. Late payment accrues interest at the statutory rate, compounded monthly.",
+		"Notices go to the parties at their registered addresses. Either party may change its address for notices by written notice.",
+		"Amounts in the annex are in CUR=USD for reference only. The guarantor is PARTY=Carol ROLE=guarantor of the buyer's debts.",
+		"Signed for and on behalf of PARTY=ACME by its director, on the date written at the head of this agreement, in two copies.",
+	}
+	if fail {
+		paras[3] += " FAIL"
+	}
+	return strings.Join(paras, "\n\n")
+}
+
+func contractJob(t *testing.T, id, text string) string {
+	t.Helper()
+	line, err := json.Marshal(map[string]string{"id": id, "schema": "contract", "input": text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(line) + "\n"
+}
+
+// TestLongDocumentEndsOnceMerged: a document of seven paragraphs at
+// --chunk-chars 300 becomes chunk jobs; once they ran, results shows the
+// document once, its data the merge of the chunks (ACME once, its role from
+// the first chunk; the currency EUR with USD as a conflict), its outcome
+// counting the chunks, their ranges, attempts and tokens; results --chunks
+// shows the chunks too. A short job beside it stays an ordinary job.
+func TestLongDocumentEndsOnceMerged(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newChunkServer(t)
+	dir, schemas := t.TempDir(), contractDir(t)
+	in := contractJob(t, "deal-1", longContract(false)) + contractJob(t, "short-1", "A note from PARTY=Dan only.")
+	out := mustCLI(t, in, "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "--chunk-overlap", "40", "--json", "-")
+	var sub map[string]int
+	if err := json.Unmarshal([]byte(out), &sub); err != nil {
+		t.Fatalf("submit --json: %v\n%s", err, out)
+	}
+	if sub["chunks"] < 3 || sub["published"] != sub["chunks"]+1 {
+		t.Fatalf("submit: %v, want at least 3 chunks plus the short job published", sub)
+	}
+	n := sub["chunks"]
+	mustCLI(t, "", "run", "--data-dir", dir, "--schemas", schemas, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1", "--concurrency", "4")
+
+	res := results(t, dir)
+	if len(res) != 2 {
+		t.Fatalf("results: %d lines, want the document and the short job:\n%v", len(res), res)
+	}
+	var doc map[string]any
+	for _, r := range res {
+		if r["job_id"] == "deal-1" {
+			doc = r
+		}
+	}
+	if doc == nil {
+		t.Fatalf("no result for deal-1: %v", res)
+	}
+	data, _ := json.Marshal(doc["data"])
+	if want := `{"currency":"EUR","parties":[{"name":"ACME","role":"seller"},{"name":"Bob","role":"buyer"},{"name":"Carol","role":"guarantor"}]}`; string(data) != want {
+		t.Errorf("merged data\n got %s\nwant %s", data, want)
+	}
+	chunks, _ := json.Marshal(doc["chunks"])
+	if want := `{"succeeded":` + itoa(n) + `,"total":` + itoa(n) + `}`; string(chunks) != want {
+		t.Errorf("chunks %s, want %s", chunks, want)
+	}
+	conflicts, _ := json.Marshal(doc["conflicts"])
+	if !strings.Contains(string(conflicts), `"path":"/currency"`) || !strings.Contains(string(conflicts), `"USD"`) {
+		t.Errorf("conflicts %s: want /currency with EUR kept and USD from a later chunk", conflicts)
+	}
+	runs := doc["chunk_runs"].([]any)
+	if len(runs) != n || doc["attempts"].(float64) != float64(n) || doc["prompt_tokens"].(float64) != float64(100*n) {
+		t.Errorf("document: %d chunk runs, %v attempts, %v prompt tokens; want %d, %d, %d", len(runs), doc["attempts"], doc["prompt_tokens"], n, n, 100*n)
+	}
+	last := runs[len(runs)-1].(map[string]any)
+	if last["end"].(float64) != float64(len([]rune(longContract(false)))) || runs[0].(map[string]any)["start"].(float64) != 0 {
+		t.Errorf("chunk ranges do not cover the document: first %v, last %v", runs[0], last)
+	}
+	for part, c := range srv.callsPerChunk() {
+		if c != 1 {
+			t.Errorf("chunk %s: %d model calls, want 1", part, c)
+		}
+	}
+	var rep struct {
+		Conflicts []map[string]any `json:"conflicts"`
+	}
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "report", "--data-dir", dir, "--format", "json")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := json.Marshal(rep.Conflicts); string(got) != `[{"documents":1,"path":"/currency","schema":"contract","values":2}]` {
+		t.Errorf("report conflicts %s, want /currency in 1 document", got)
+	}
+	if table := mustCLI(t, "", "report", "--data-dir", dir); !regexp.MustCompile(`MERGE CONFLICTS.*\n.*\ncontract +/currency +1 +2`).MatchString(table) {
+		t.Errorf("report table without its merge conflicts:\n%s", table)
+	}
+	all := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dir, "--json", "--chunks"))
+	if len(all) != n+2 {
+		t.Errorf("results --chunks: %d lines, want %d chunks, the document and the short job", len(all), n)
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestPartialDocumentReplayedToAResult: one chunk of a document fails the
+// schema on every attempt; the document ends as one dead letter of class
+// partial holding the merge of the others and naming the failed chunk.
+// Once the model is fixed, dlq replay of the document runs only that chunk
+// again, and the document ends as a result with every chunk merged.
+func TestPartialDocumentReplayedToAResult(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newChunkServer(t)
+	dir, schemas := t.TempDir(), contractDir(t)
+	mustCLI(t, contractJob(t, "deal-2", longContract(true)), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "-")
+	run := []string{"run", "--data-dir", dir, "--schemas", schemas, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL + "/v1", "--max-attempts", "2"}
+	mustCLI(t, "", run...)
+
+	if res := results(t, dir); len(res) != 0 {
+		t.Fatalf("results of a partial document: %v, want none", res)
+	}
+	var dead map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--data-dir", dir, "--json", "deal-2")), &dead); err != nil {
+		t.Fatal(err)
+	}
+	if dead["class"] != "partial" {
+		t.Fatalf("document dead letter class %v, want partial: %v", dead["class"], dead)
+	}
+	reason, _ := dead["reason"].(string)
+	failedPart := ""
+	for part, c := range srv.callsPerChunk() {
+		if c == 2 {
+			failedPart = part
+		}
+	}
+	if failedPart == "" || !strings.Contains(reason, "deal-2#"+failedPart+" (no_progress") {
+		t.Fatalf("reason %q does not name the failed chunk %q (calls %v)", reason, failedPart, srv.callsPerChunk())
+	}
+	data, _ := json.Marshal(dead["merged"])
+	if !strings.Contains(string(data), `"ACME"`) {
+		t.Errorf("partial data %s: want the merge of the chunks that succeeded", data)
+	}
+	chunks := dead["chunks"].(map[string]any)
+	if chunks["succeeded"].(float64) != chunks["total"].(float64)-1 {
+		t.Errorf("chunks %v: want all but one succeeded", chunks)
+	}
+
+	// The console's page of the document lists its chunks and conflicts.
+	web, conn, st := console(t, dir, schemas)
+	resp, err := http.Get(web.URL + "/dead-letters/deal-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`id="doc-chunks"`, "deal-2#" + failedPart, `id="doc-conflicts"`, "/currency", "USD"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("console page of deal-2 lacks %q", want)
+		}
+	}
+	web.Close()
+	st.Close()
+	conn.Close()
+
+	srv.mu.Lock()
+	srv.fail = false
+	srv.mu.Unlock()
+	before := srv.callsPerChunk()
+	mustCLI(t, "", "dlq", "replay", "--data-dir", dir, "deal-2")
+	mustCLI(t, "", run...)
+	after := srv.callsPerChunk()
+	for part := range after {
+		want := before[part]
+		if part == failedPart {
+			want++
+		}
+		if after[part] != want {
+			t.Errorf("chunk %s: %d calls after the replay, want %d (only the failed chunk runs again)", part, after[part], want)
+		}
+	}
+	res := results(t, dir)
+	if len(res) != 1 || res[0]["job_id"] != "deal-2" {
+		t.Fatalf("results after the replay: %v, want deal-2 once", res)
+	}
+	chunks = res[0]["chunks"].(map[string]any)
+	if chunks["succeeded"] != chunks["total"] {
+		t.Errorf("chunks %v after the replay: want all succeeded", chunks)
+	}
+	if list := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dir, "--json")); len(list) != 0 {
+		t.Errorf("dlq list after the replay: %v, want nothing left", list)
+	}
+}

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"fmt"
+
+	jsonv2 "github.com/go-json-experiment/json"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/llmpipeline/pipeline/chunk"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
+)
+
+// chunkingOf is the splitting that applies to j: its own "chunking", else
+// submit's --chunk-chars and --chunk-overlap.
+func (jc *JobCheck) chunkingOf(j job.Job) job.Chunking {
+	if j.Chunking != nil {
+		return *j.Chunking
+	}
+	return jc.Chunking
+}
+
+// checkChunking says why j cannot be split as it asks ("" when it can).
+func (jc *JobCheck) checkChunking(j job.Job) string {
+	if j.Chunk != nil {
+		return `field "chunk" is submit's own (it marks the chunks of a long document); remove it and let --chunk-chars split the document`
+	}
+	c := jc.chunkingOf(j)
+	if err := chunk.Check(c.Chars, c.Overlap); err != nil {
+		return err.Error()
+	}
+	if c.Chars > 0 && len(j.ID) > job.MaxChunkedIDBytes && chunk.Count(j.Input) > c.Chars {
+		return fmt.Sprintf("job id is %d bytes: a document split into chunks (id#k) may have at most %d", len(j.ID), job.MaxChunkedIDBytes)
+	}
+	return ""
+}
+
+// PartLine is the line a chunk job's instructions begin with.
+func PartLine(c job.ChunkOf) string {
+	return fmt.Sprintf("This text is part %d of %d of a longer document (its characters %d to %d of %d). Extract what this part says; the other parts are read separately and the answers merged.",
+		c.K, c.N, c.Start+1, c.End, c.Chars)
+}
+
+// chunkItems are the chunk jobs of j when it is longer than its chunk
+// size (nil when it is one ordinary job). A job with files is never split:
+// every chunk would carry the files whole, and the model reads the text
+// beside them.
+func (jc *JobCheck) chunkItems(j job.Job, rerun RerunMode) ([]queue.SubmitItem, error) {
+	if len(j.Files) > 0 {
+		return nil, nil
+	}
+	c := jc.chunkingOf(j)
+	ranges := chunk.Split(j.Input, c.Chars, c.Overlap)
+	if ranges == nil {
+		return nil, nil
+	}
+	total := chunk.Count(j.Input)
+	items := make([]queue.SubmitItem, 0, len(ranges))
+	texts := chunk.Texts(j.Input, ranges)
+	for k, r := range ranges {
+		cj := job.Job{ID: job.ChunkID(j.ID, k+1), Schema: j.Schema, Metadata: j.Metadata}
+		ref := job.ChunkOf{Document: j.ID, K: k + 1, N: len(ranges), Start: r.Start, End: r.End, Chars: total, Instructions: j.Instructions}
+		cj.Input = texts[k]
+		cj.Instructions = PartLine(ref)
+		if j.Instructions != "" {
+			cj.Instructions += "\n\n" + j.Instructions
+		}
+		cj.Chunk = &ref
+		data, err := jsonv2.Marshal(cj)
+		if err != nil {
+			return nil, fmt.Errorf("encoding chunk %d of %q: %w", k+1, j.ID, err)
+		}
+		items = append(items, queue.SubmitItem{Data: data, Schema: j.Schema, MsgID: cj.ID, JobID: cj.ID, Input: ledger.InputDigest(cj),
+			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged, Chunk: true})
+	}
+	return items, nil
+}
+
+// IsChunkOutcome reports whether an outcome message (as stored on RESULTS
+// or DLQ) is a chunk job's: results leaves those out unless --chunks.
+func IsChunkOutcome(msg []byte) bool {
+	return gjson.GetBytes(msg, "chunk").IsObject()
+}

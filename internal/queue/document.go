@@ -1,0 +1,123 @@
+package queue
+
+// Long documents: a chunk job is settled like any job, and before it is
+// acked the runtime records its end in the document's state
+// (ledger.Documents). The caller whose record completes the document merges
+// it (WorkerConfig.Documents) and stores the document's outcome exactly as a
+// job's is stored: on RESULTS or DLQ under the document's message id, then
+// in the job ledger under the document's id, whose record is written once.
+// A crash anywhere in between leaves the chunk unacked: its redelivery finds
+// its run ended, records it again (no change), sees the document complete
+// and not ended, and concludes it.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/job"
+)
+
+// Documents merges a long document whose every chunk ended.
+type Documents interface {
+	// Merge returns the document's outcome: ActionResult or
+	// ActionDeadLetter with its Schema and Payload (and Record, as a
+	// handler's). Any other action hands the last chunk back, to try again.
+	Merge(ctx context.Context, doc DocumentEnd) Outcome
+}
+
+// DocumentEnd is a document whose every chunk's latest run ended.
+type DocumentEnd struct {
+	ID  string
+	Run int
+	// MsgID is the document's outcome's message id (ledger.RunMsgID).
+	MsgID  string
+	Chunks []ChunkEnd // in chunk order
+}
+
+// ChunkEnd is one chunk's outcome as stored.
+type ChunkEnd struct {
+	K       int
+	Run     int
+	Stream  string // broker.StreamResults or broker.StreamDLQ
+	Payload []byte // the outcome's message body
+}
+
+// chunkEnded records the end of a chunk delivery's run (its outcome on
+// stream at seq) and concludes its document when it was the last. It does
+// nothing for a job that is not a chunk, or when no Documents is set.
+func (r *runner) chunkEnded(d *Delivery, stream string, seq uint64) error {
+	if r.docs == nil || d.JobErr != nil || d.Job.Chunk == nil {
+		return nil
+	}
+	c := d.Job.Chunk
+	ctx, cancel := context.WithTimeout(r.pubCtx, time.Minute)
+	defer cancel()
+	doc, last, err := r.docs.ChunkEnded(ctx, c.Document, c.N, c.K, ledgerRunOf(d), stream, seq)
+	if err != nil {
+		return fmt.Errorf("recording chunk %d of document %s: %w", c.K, c.Document, err)
+	}
+	if !last {
+		return nil
+	}
+	return r.concludeDocument(ctx, doc)
+}
+
+// chunkEndedFromLedger is chunkEnded for a delivery whose run the ledger
+// says ended: where its outcome is comes from the ledger.
+func (r *runner) chunkEndedFromLedger(d *Delivery) error {
+	if r.docs == nil || d.JobErr != nil || d.Job.Chunk == nil {
+		return nil
+	}
+	run, ok, err := r.ledger.RunEnded(r.pubCtx, d.Job.ID, ledgerRunOf(d))
+	if err != nil || !ok {
+		return fmt.Errorf("reading where chunk %s's outcome is: %w (found %v)", d.MsgID, err, ok)
+	}
+	return r.chunkEnded(d, run.Stream, run.Seq)
+}
+
+// concludeDocument stores the outcome of doc's run, unless the ledger has
+// it already, and marks the document ended.
+func (r *runner) concludeDocument(ctx context.Context, doc ledger.Document) error {
+	if _, ended, err := r.ledger.RunEnded(ctx, doc.ID, doc.Run); err != nil {
+		return err
+	} else if ended {
+		return r.docs.Concluded(ctx, doc.ID, doc.Run)
+	}
+	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
+	for i, c := range doc.Chunks {
+		body, err := r.storedBody(ctx, c.Stream, c.Seq)
+		if err != nil {
+			return fmt.Errorf("reading the outcome of chunk %d of document %s: %w", i+1, doc.ID, err)
+		}
+		end.Chunks = append(end.Chunks, ChunkEnd{K: i + 1, Run: c.Run, Stream: c.Stream, Payload: body})
+	}
+	out := r.cfg.Documents.Merge(ctx, end)
+	if out.Action != ActionResult && out.Action != ActionDeadLetter {
+		return fmt.Errorf("merging document %s: %s", doc.ID, reasonOr(out.Reason, "no outcome"))
+	}
+	dd := &Delivery{MsgID: end.MsgID, Job: job.Job{ID: doc.ID, Schema: out.Schema}, SchemaToken: out.Schema}
+	st, err := r.store(dd, out)
+	if err != nil {
+		return fmt.Errorf("storing the outcome of document %s: %w", doc.ID, err)
+	}
+	if _, err := r.conclude(dd, out, st); err != nil {
+		return fmt.Errorf("recording the outcome of document %s in the job ledger: %w", doc.ID, err)
+	}
+	return r.docs.Concluded(ctx, doc.ID, doc.Run)
+}
+
+// storedBody reads the body of the outcome at seq on stream (from the
+// object store when it was offloaded).
+func (r *runner) storedBody(ctx context.Context, stream string, seq uint64) ([]byte, error) {
+	s, err := r.c.JetStream().Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("looking up stream %s: %w", stream, err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s seq %d: %w", stream, seq, err)
+	}
+	return r.c.Payloads().Get(ctx, m.Header, m.Data)
+}

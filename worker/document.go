@@ -1,0 +1,209 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/llmpipeline/pipeline/chunk"
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/queue"
+	"github.com/llmpipeline/pipeline/job"
+	"github.com/llmpipeline/pipeline/schemas"
+
+	jsonv2 "github.com/go-json-experiment/json"
+)
+
+// maxFailedNamed bounds the failed chunks a partial document's reason names.
+const maxFailedNamed = 5
+
+// Documents merges long documents: it implements queue.Documents with the
+// Handler's schemas, clock, metrics and redaction.
+type Documents struct {
+	h       *Handler
+	mu      sync.Mutex
+	mergers map[string]*chunk.Merger // by schema version
+}
+
+var _ queue.Documents = (*Documents)(nil)
+
+// Documents is the merger of the documents whose chunks h handles.
+func (h *Handler) Documents() *Documents {
+	return &Documents{h: h, mergers: map[string]*chunk.Merger{}}
+}
+
+// Merge decides a document's outcome from its chunks' outcomes: a result
+// with the merged data when every chunk succeeded and the merge passes the
+// schema; a dead letter of class merge when it does not; of class partial,
+// with the merge of the chunks that succeeded, when some chunk failed.
+func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Outcome {
+	h := ds.h
+	out := job.Outcome{JobID: end.ID, Run: end.Run, FinishedAt: h.cfg.Now()}
+	var parts []chunk.Part
+	var failed []string
+	var data []jsonData
+	for _, c := range end.Chunks {
+		co, err := job.DecodeOutcome(c.Payload)
+		if err != nil {
+			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: %v", c.K, end.ID, err)}
+		}
+		if out.Schema == "" {
+			out.Schema = co.Schema
+			out.Job = documentJob(co)
+		}
+		if out.StartedAt.IsZero() || co.StartedAt.Before(out.StartedAt) {
+			out.StartedAt = co.StartedAt
+		}
+		s := job.ChunkSummary{K: c.K, JobID: co.JobID, Run: co.Run, Status: co.Status, Class: co.Class, Reason: co.Reason,
+			Attempts: co.Attempts, CostUSD: co.CostUSD}
+		if co.Chunk != nil {
+			s.Start, s.End = co.Chunk.Start, co.Chunk.End
+		}
+		s.PromptTokens, s.CompletionTokens = job.Tokens(co.Trace)
+		out.Attempts += s.Attempts
+		out.PromptTokens += s.PromptTokens
+		out.CompletionTokens += s.CompletionTokens
+		if co.CostUSD != nil {
+			sum := *co.CostUSD
+			if out.CostUSD != nil {
+				sum += *out.CostUSD
+			}
+			out.CostUSD = &sum
+		}
+		if co.Model != "" {
+			out.Model = co.Model
+		}
+		if c.Stream == broker.StreamResults && co.Status == job.StatusSucceeded {
+			parts = append(parts, chunk.Part{Chunk: c.K, Data: co.Data})
+			data = append(data, jsonData{k: len(out.ChunkRuns), data: co.Data})
+		} else {
+			failed = append(failed, fmt.Sprintf("%s (%s: %s)", co.JobID, co.Class, firstLine(co.Reason)))
+		}
+		out.ChunkRuns = append(out.ChunkRuns, s)
+	}
+	out.Chunks = &job.ChunkCount{Total: len(end.Chunks), Succeeded: len(parts)}
+	sc, ok := h.cfg.Schemas.Get(out.Schema)
+	if !ok {
+		return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("document %s: unknown schema %q", end.ID, out.Schema)}
+	}
+	out.SchemaVersion = sc.Version
+	m, err := ds.merger(sc.Version, sc.Raw)
+	if err != nil {
+		return queue.Outcome{Action: queue.ActionRetry, Reason: err.Error()}
+	}
+	merged, conflicts, err := m.Merge(parts)
+	if err != nil {
+		return h.documentLetter(end, out, job.ClassMerge, err.Error(), data)
+	}
+	out.Data = merged
+	for _, c := range conflicts {
+		jc := job.Conflict{Path: c.Path}
+		for _, v := range c.Values {
+			jc.Values = append(jc.Values, job.ConflictValue{Chunk: v.Chunk, Value: v.Value})
+		}
+		out.Conflicts = append(out.Conflicts, jc)
+	}
+	if len(failed) > 0 {
+		named := failed[:min(len(failed), maxFailedNamed)]
+		reason := fmt.Sprintf("%d of %d chunks failed: %s", len(failed), len(end.Chunks), strings.Join(named, "; "))
+		if len(failed) > len(named) {
+			reason += fmt.Sprintf("; and %d more", len(failed)-len(named))
+		}
+		return h.documentLetter(end, out, job.ClassPartial, reason, nil)
+	}
+	diags, omitted, err := sc.Validate(merged, 50)
+	if err != nil || len(diags) > 0 {
+		for _, d := range diags {
+			out.MergeDiagnostics = append(out.MergeDiagnostics, job.Diagnostic{Path: d.Path, Keyword: d.Keyword, Message: d.Message, Expected: d.Expected, Received: d.Received})
+		}
+		reason := fmt.Sprintf("the merge of the %d chunks fails the schema: %d problems, first %s %s", len(end.Chunks), len(diags)+omitted, first(diags).Path, first(diags).Message)
+		if err != nil {
+			reason = "the merge of the chunks is not valid JSON for the schema: " + err.Error()
+		}
+		return h.documentLetter(end, out, job.ClassMerge, reason, data)
+	}
+	out.Status = job.StatusSucceeded
+	h.cfg.Metrics.outcome(out.Schema, out.Status, "")
+	return h.redact(h.publish(&queue.Delivery{SchemaToken: out.Schema}, queue.ActionResult, out, ""))
+}
+
+type jsonData struct {
+	k    int
+	data []byte
+}
+
+// documentLetter dead-letters a document; data (for class merge) keeps
+// every chunk's answer in its summary.
+func (h *Handler) documentLetter(end queue.DocumentEnd, out job.Outcome, class job.Class, reason string, data []jsonData) queue.Outcome {
+	for _, d := range data {
+		out.ChunkRuns[d.k].Data = d.data
+	}
+	out.Merged, out.Data = out.Data, nil
+	out.Status = job.StatusDeadLettered
+	out.Class = class
+	out.Reason = reason
+	if class == job.ClassPartial {
+		out.Hint = "fix what failed the chunks (their dead letters say why), then `pipeline dlq replay " + end.ID + "`: only the failed chunks run again"
+	} else {
+		out.Hint = "the chunks' answers merge into data the schema refuses: loosen the schema (a maximum count over the whole document, an x-merge-key), or split less (--chunk-chars)"
+	}
+	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)
+	return h.redact(h.publish(&queue.Delivery{SchemaToken: out.Schema}, queue.ActionDeadLetter, out, string(class)+": "+reason))
+}
+
+func (ds *Documents) merger(version string, raw []byte) (*chunk.Merger, error) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if m, ok := ds.mergers[version]; ok {
+		return m, nil
+	}
+	m, err := chunk.NewMerger(raw)
+	if err != nil {
+		return nil, err
+	}
+	ds.mergers[version] = m
+	return m, nil
+}
+
+// documentJob is the document's job as its outcome records it: the
+// chunk's, without the input (the chunks hold it) and with the document's
+// id and instructions.
+func documentJob(co job.Outcome) []byte {
+	c := co.Chunk
+	if c == nil {
+		return nil
+	}
+	j, err := job.Parse(co.Job)
+	if err != nil {
+		return nil
+	}
+	doc := struct {
+		ID           string          `json:"id"`
+		Schema       string          `json:"schema"`
+		Instructions string          `json:"instructions,omitempty"`
+		Metadata     json.RawMessage `json:"metadata,omitempty"`
+		Chars        int             `json:"chars"`
+		Chunking     *job.Chunking   `json:"chunking,omitempty"`
+	}{ID: c.Document, Schema: j.Schema, Instructions: c.Instructions, Metadata: j.Metadata, Chars: c.Chars, Chunking: j.Chunking}
+	b, err := jsonv2.Marshal(doc)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// first is the first of ds (a zero Diagnostic when none).
+func first(ds []schemas.Diagnostic) schemas.Diagnostic {
+	if len(ds) == 0 {
+		return schemas.Diagnostic{}
+	}
+	return ds[0]
+}
