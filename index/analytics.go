@@ -186,13 +186,34 @@ func (a *Analytics) ClusterCounts(ctx context.Context, f Filter) ([]ClusterCount
 }
 
 // clusterCountsQuery is ClusterCounts' query over the failures f selects
-// (failureWhere): one pass over failures_by_cluster, in its GROUP BY
-// order. The first and last failure times are two seeks per cluster into
-// that index (cluster, at, ...), not a MIN and a MAX over every row of the
-// pass (which took 40 % of its time); with a model in the filter they stay
-// in the pass, so that its list of the model's outcomes is built once.
+// (failureWhere). Selected by schema and version at most, the counts are
+// cluster_rollup's, kept by the index's triggers: no pass over the
+// failures at all. Otherwise one pass over failures_by_cluster, in its
+// GROUP BY order. The first and last failure times are two seeks per
+// cluster into that index (cluster, at, ...), not a MIN and a MAX over
+// every row of the pass (which took 40 % of its time); with a model in the
+// filter they stay in the pass, so that its list of the model's outcomes
+// is built once.
 func clusterCountsQuery(f Filter) (string, []any) {
 	where, args := f.failureWhere("")
+	if f.Model == "" && f.Since.IsZero() && f.Until.IsZero() {
+		var conds []string
+		var cargs []any
+		if f.Schema != "" {
+			conds, cargs = append(conds, "c.schema_id = ?"), append(cargs, f.Schema)
+		}
+		if f.Version != "" {
+			conds, cargs = append(conds, "c.version = ?"), append(cargs, f.Version)
+		}
+		sel := ""
+		if len(conds) > 0 {
+			sel = " WHERE " + strings.Join(conds, " AND ")
+		}
+		return `SELECT c.id, c.fp_version, c.schema_id, c.version, c.path, c.keyword, g.jobs, g.dead, g.fixed, g.dead_fixed,
+		       (SELECT MIN(at) FROM failures WHERE lead = 1 AND cluster = g.cluster),
+		       (SELECT MAX(at) FROM failures WHERE lead = 1 AND cluster = g.cluster)
+		FROM cluster_rollup g JOIN clusters c ON c.id = g.cluster` + sel + ` ORDER BY g.cluster`, cargs
+	}
 	pass, firstLast := `, MIN(at) AS first, MAX(at) AS last`, `g.first, g.last`
 	if f.Model == "" {
 		pass = ""
@@ -378,25 +399,35 @@ func (a *Analytics) Funnel(ctx context.Context, f Filter) ([]FunnelRow, error) {
 	return out, rows.Err()
 }
 
-// funnelQuery is Funnel's query: one pass over the covering index
-// outcomes_funnel_v4, in its GROUP BY order. The index holds finished_at
-// right after the grouped columns, so each group's first and last finish
-// times are two seeks into it, not a MIN and a MAX over every row of the
-// pass (which took 30 % of its time).
+// funnelQuery is Funnel's query. Selected by schema, version and model at
+// most, the groups are funnel_rollup's, kept by the index's triggers: no
+// pass over the outcomes at all. Otherwise one pass over the covering
+// index outcomes_funnel_v4, in its GROUP BY order. Either way the index
+// holds finished_at right after the grouped columns, so each group's first
+// and last finish times are two seeks into it, not a MIN and a MAX over
+// every row of the pass (which took 30 % of its time).
 func funnelQuery(f Filter) (string, []any) {
 	f.IncludeReplayed = true
 	f.Class, f.Path, f.Cluster, f.IDs = "", "", "", nil
 	where, args := f.where(false)
 	group := ` WHERE o.schema_id = g.schema_id AND o.version = g.version AND o.dead = g.dead AND o.attempts = g.attempts
 		AND o.class = g.class AND o.model = g.model AND o.first_model = g.first_model`
+	firstLast := `(SELECT MIN(o.finished_at) FROM outcomes o` + group + `),
+		       (SELECT MAX(o.finished_at) FROM outcomes o` + group + `)`
+	if f.Since.IsZero() && f.Until.IsZero() {
+		// where has the schema, version and model only, as g's columns.
+		return `SELECT g.schema_id, g.version, g.dead, g.attempts, g.class, g.model, g.first_model, g.jobs, g.tokens, g.heal_tokens,
+		       g.cost_usd, g.heal_cost_usd, g.priced, ` + firstLast + `, g.batch_attempts, g.batch_cost_usd
+		FROM funnel_rollup g` + strings.ReplaceAll(where, "o.", "g.") + `
+		ORDER BY g.schema_id, g.version, g.dead, g.attempts, g.class, g.model, g.first_model`, args
+	}
 	if where != "" {
 		group += " AND " + strings.TrimPrefix(where, " WHERE ")
 	}
+	firstLast = `(SELECT MIN(o.finished_at) FROM outcomes o` + group + `),
+		       (SELECT MAX(o.finished_at) FROM outcomes o` + group + `)`
 	return `SELECT g.schema_id, g.version, g.dead, g.attempts, g.class, g.model, g.first_model, g.jobs, g.tokens, g.heal_tokens,
-		       g.cost_usd, g.heal_cost_usd, g.priced,
-		       (SELECT MIN(o.finished_at) FROM outcomes o` + group + `),
-		       (SELECT MAX(o.finished_at) FROM outcomes o` + group + `),
-		       g.batch_attempts, g.batch_cost_usd
+		       g.cost_usd, g.heal_cost_usd, g.priced, ` + firstLast + `, g.batch_attempts, g.batch_cost_usd
 		FROM (SELECT o.schema_id, o.version, o.dead, o.attempts, o.class, o.model, o.first_model, COUNT(*) AS jobs,
 		             SUM(o.tokens) AS tokens, SUM(o.heal_tokens) AS heal_tokens, SUM(o.cost_usd) AS cost_usd,
 		             SUM(o.heal_cost_usd) AS heal_cost_usd, SUM(o.priced) AS priced,
