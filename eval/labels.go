@@ -23,7 +23,7 @@ type label struct {
 	line     int
 	id       string
 	expected jsontext.Value // a JSON object
-	tree     map[string]any // expected, decoded (when scoring)
+	tree     object         // expected, decoded (when scoring)
 }
 
 // LineError is a line of a labelled file that is not a label: FILE:LINE
@@ -151,7 +151,7 @@ func check(path string) (string, int, error) {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), count, nil
 }
 
-// decoder reads JSON values into trees of map[string]any, []any, string,
+// decoder reads JSON values into trees of object, []any, string,
 // json.Number (the number's text, so that 30 and 30.0 compare by value and
 // large integers stay exact), bool and nil, through jsontext's decoder
 // (several times faster than encoding/json's reflection into any). One
@@ -159,6 +159,10 @@ func check(path string) (string, int, error) {
 type decoder struct {
 	r   bytes.Reader
 	dec *jsontext.Decoder
+	// the members and elements of the objects and arrays being read
+	members []member
+	elems   []any
+	names   map[string]string
 }
 
 func newDecoder() *decoder {
@@ -171,6 +175,9 @@ func newDecoder() *decoder {
 
 // decode reads the one JSON value b holds.
 func (d *decoder) decode(b []byte) (any, error) {
+	clear(d.members) // what an error left behind
+	clear(d.elems)
+	d.members, d.elems = d.members[:0], d.elems[:0]
 	d.r.Reset(b)
 	d.dec.Reset(&d.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	v, err := d.value()
@@ -193,31 +200,51 @@ func (d *decoder) value() (any, error) {
 	}
 	switch tok.Kind() {
 	case '{':
-		m := map[string]any{}
+		// members gather on the decoder's stack, then go into an object of
+		// their exact size: one allocation per object
+		start := len(d.members)
+		var pos map[string]int // for big objects, to replace a duplicate
 		for d.dec.PeekKind() != '}' {
-			k, err := d.dec.ReadToken()
+			key, err := d.name()
 			if err != nil {
 				return nil, err
 			}
-			key := k.String() // before the next read voids k
 			v, err := d.value()
 			if err != nil {
 				return nil, err
 			}
-			m[key] = v
+			cur := object(d.members[start:])
+			if i := cur.index(key, pos); i >= 0 {
+				cur[i].val = v
+				continue
+			}
+			d.members = append(d.members, member{key, v})
+			if n := len(d.members) - start; pos != nil {
+				pos[key] = n - 1
+			} else if n == bigObject {
+				pos = object(d.members[start:]).positions()
+			}
 		}
 		_, err := d.dec.ReadToken()
-		return m, err
+		o := make(object, len(d.members)-start)
+		copy(o, d.members[start:])
+		clear(d.members[start:])
+		d.members = d.members[:start]
+		return o, err
 	case '[':
-		a := []any{}
+		start := len(d.elems)
 		for d.dec.PeekKind() != ']' {
 			v, err := d.value()
 			if err != nil {
 				return nil, err
 			}
-			a = append(a, v)
+			d.elems = append(d.elems, v)
 		}
 		_, err := d.dec.ReadToken()
+		a := make([]any, len(d.elems)-start)
+		copy(a, d.elems[start:])
+		clear(d.elems[start:])
+		d.elems = d.elems[:start]
 		return a, err
 	case '"':
 		return tok.String(), nil
@@ -231,6 +258,32 @@ func (d *decoder) value() (any, error) {
 		return nil, nil
 	}
 	return nil, fmt.Errorf("unexpected %v", tok)
+}
+
+// name reads an object's member name, the names seen before shared
+// (interned): the same few keys repeat in every record.
+func (d *decoder) name() (string, error) {
+	raw, err := d.dec.ReadValue()
+	if err != nil {
+		return "", err
+	}
+	if bytes.IndexByte(raw, '\\') < 0 && len(raw) >= 2 {
+		if k, ok := d.names[string(raw[1:len(raw)-1])]; ok {
+			return k, nil
+		}
+	}
+	b, err := jsontext.AppendUnquote(nil, raw)
+	if err != nil {
+		return "", err
+	}
+	k := string(b)
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
+	if len(d.names) < 4096 {
+		d.names[k] = k
+	}
+	return k, nil
 }
 
 // decode reads one JSON value with a decoder of its own (tests).
