@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,6 +24,10 @@ type label struct {
 	expected jsontext.Value // a JSON object
 	tree     object         // expected, decoded (when scoring)
 }
+
+// ErrFile is wrapped by the errors of a labelled file that cannot be read
+// (no such file, a directory, a line over 64 MiB).
+var ErrFile = errors.New("reading the labelled file")
 
 // LineError is a line of a labelled file that is not a label: FILE:LINE
 // and what is wrong with it.
@@ -98,7 +103,7 @@ func kindName(k jsontext.Kind) string {
 func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("reading the labelled file: %w", err)
+		return fmt.Errorf("%w: %w", ErrFile, err)
 	}
 	defer f.Close()
 	var r io.Reader = f
@@ -119,7 +124,7 @@ func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading %s after line %d: %w", path, n, err)
+		return fmt.Errorf("%w: %s after line %d: %w", ErrFile, path, n, err)
 	}
 	return nil
 }

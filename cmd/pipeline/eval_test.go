@@ -186,6 +186,9 @@ func TestEvalEndToEnd(t *testing.T) {
 	if out := mustCLI(t, "", "eval", "--data-dir", dir, "--history", "--schema", "ticket"); strings.Count(out, "\n") != 4 || !strings.Contains(out, labels) {
 		t.Errorf("history table:\n%s", out)
 	}
+	if _, errs, code := runCLI(t, "", "eval", "--data-dir", dir, "--expected", filepath.Join(dir, "nope.jsonl")); code != exitUsage || !strings.Contains(errs, "reading the labelled file") {
+		t.Errorf("no such labelled file: exit %d, stderr %q", code, errs)
+	}
 	if _, errs, code := runCLI(t, "", "eval", "--data-dir", dir); code != exitUsage || !strings.Contains(errs, "--expected") {
 		t.Errorf("no --expected: exit %d, stderr %q", code, errs)
 	}
