@@ -116,6 +116,9 @@ func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error 
 	for sc.Scan() {
 		n++
 		line := sc.Bytes()
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // a byte order mark, as submit accepts
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
