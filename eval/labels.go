@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,8 +22,12 @@ type label struct {
 	line     int
 	id       string
 	expected jsontext.Value // a JSON object
-	tree     map[string]any // expected, decoded (when scoring)
+	tree     object         // expected, decoded (when scoring)
 }
+
+// ErrFile is wrapped by the errors of a labelled file that cannot be read
+// (no such file, a directory, a line over 64 MiB).
+var ErrFile = errors.New("reading the labelled file")
 
 // LineError is a line of a labelled file that is not a label: FILE:LINE
 // and what is wrong with it.
@@ -100,7 +103,7 @@ func kindName(k jsontext.Kind) string {
 func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("reading the labelled file: %w", err)
+		return fmt.Errorf("%w: %w", ErrFile, err)
 	}
 	defer f.Close()
 	var r io.Reader = f
@@ -113,6 +116,9 @@ func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error 
 	for sc.Scan() {
 		n++
 		line := sc.Bytes()
+		if n == 1 {
+			line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")) // a byte order mark, as submit accepts
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -121,7 +127,7 @@ func lines(path string, tee io.Writer, fn func(n int, line []byte) error) error 
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("reading %s after line %d: %w", path, n, err)
+		return fmt.Errorf("%w: %s after line %d: %w", ErrFile, path, n, err)
 	}
 	return nil
 }
@@ -150,88 +156,3 @@ func check(path string) (string, int, error) {
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), count, nil
 }
-
-// decoder reads JSON values into trees of map[string]any, []any, string,
-// json.Number (the number's text, so that 30 and 30.0 compare by value and
-// large integers stay exact), bool and nil, through jsontext's decoder
-// (several times faster than encoding/json's reflection into any). One
-// decoder serves one goroutine.
-type decoder struct {
-	r   bytes.Reader
-	dec *jsontext.Decoder
-}
-
-func newDecoder() *decoder {
-	d := &decoder{}
-	// labels are held to duplicate names by check; a produced value
-	// decodes whatever the worker stored
-	d.dec = jsontext.NewDecoder(&d.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	return d
-}
-
-// decode reads the one JSON value b holds.
-func (d *decoder) decode(b []byte) (any, error) {
-	d.r.Reset(b)
-	d.dec.Reset(&d.r, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	v, err := d.value()
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.dec.ReadToken(); err != io.EOF {
-		if err == nil {
-			err = errors.New("more than one value")
-		}
-		return nil, fmt.Errorf("after the value: %w", err)
-	}
-	return v, nil
-}
-
-func (d *decoder) value() (any, error) {
-	tok, err := d.dec.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	switch tok.Kind() {
-	case '{':
-		m := map[string]any{}
-		for d.dec.PeekKind() != '}' {
-			k, err := d.dec.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			key := k.String() // before the next read voids k
-			v, err := d.value()
-			if err != nil {
-				return nil, err
-			}
-			m[key] = v
-		}
-		_, err := d.dec.ReadToken()
-		return m, err
-	case '[':
-		a := []any{}
-		for d.dec.PeekKind() != ']' {
-			v, err := d.value()
-			if err != nil {
-				return nil, err
-			}
-			a = append(a, v)
-		}
-		_, err := d.dec.ReadToken()
-		return a, err
-	case '"':
-		return tok.String(), nil
-	case '0':
-		return json.Number(tok.String()), nil
-	case 't':
-		return true, nil
-	case 'f':
-		return false, nil
-	case 'n':
-		return nil, nil
-	}
-	return nil, fmt.Errorf("unexpected %v", tok)
-}
-
-// decode reads one JSON value with a decoder of its own (tests).
-func decode(b []byte) (any, error) { return newDecoder().decode(b) }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/escape"
@@ -69,7 +70,11 @@ func show(v any) string {
 	}
 	s := string(b)
 	if len(s) > 60 {
-		s = s[:57] + "..."
+		cut := 57
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+			cut--
+		}
+		s = s[:cut] + "..."
 	}
 	return escape.Line(s)
 }

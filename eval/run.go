@@ -119,7 +119,7 @@ func Run(ctx context.Context, st Store, path string, opt Options) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	s := &scorer{opt: opt, cmp: newComparer(), groups: map[groupKey]*tally{}}
+	s := &scorer{opt: opt, cmp: newComparer(), dec: newDecoder(), groups: map[groupKey]*tally{}}
 	s.cmp.keep = opt.ShowErrors > 0
 	// Two stages, one goroutine each, a few batches apart: reading and
 	// decoding the labels and the produced data (and the index's lookups),
@@ -132,12 +132,20 @@ func Run(ctx context.Context, st Store, path string, opt Options) (*Result, erro
 		defer close(batches)
 		read <- readBatches(ctx, st, path, opt.Batch, batches)
 	}()
+	var scoreErr error
 	for b := range batches {
+		if scoreErr != nil {
+			continue // drain: the reader stops at ctx
+		}
 		for _, l := range b.labels {
-			s.score(l, b.runs[l.id])
+			if err := s.score(l, b.runs[l.id]); err != nil {
+				scoreErr = err
+				cancel()
+				break
+			}
 		}
 	}
-	if err := <-read; err != nil {
+	if err := errors.Join(<-read, scoreErr); err != nil {
 		return nil, err
 	}
 	return s.result(path, digest), nil
@@ -150,8 +158,8 @@ type batch struct {
 }
 
 type found struct {
-	run  index.LatestRun
-	data any
+	run index.LatestRun
+	raw []byte // the data, decoded by the scorer
 }
 
 // readBatches reads the checked file at path, size labels at a time, looks
@@ -175,12 +183,8 @@ func readBatches(ctx context.Context, st Store, path string, size int, out chan<
 			}
 			f := &found{run: r}
 			if r.Data != nil {
-				v, err := dec.decode(r.Data)
-				if err != nil {
-					return fmt.Errorf("job %q: its data in the index is not JSON: %w", r.JobID, err)
-				}
-				f.data = v
-				f.run.Data = nil // the driver's buffer
+				f.raw = append([]byte(nil), r.Data...) // the driver's buffer
+				f.run.Data = nil
 			}
 			b.runs[r.JobID] = f
 			return nil
@@ -199,9 +203,15 @@ func readBatches(ctx context.Context, st Store, path string, size int, out chan<
 	err := lines(path, nil, func(n int, line []byte) error {
 		// checked: one decode gives the id and the expected tree
 		v, err := dec.decode(line)
-		m, _ := v.(map[string]any)
-		id, _ := m["id"].(string)
-		exp, _ := m["expected"].(map[string]any)
+		m, _ := v.(object)
+		var id string
+		var exp object
+		if i := m.index("id", nil); i >= 0 {
+			id, _ = m[i].val.(string)
+		}
+		if i := m.index("expected", nil); i >= 0 {
+			exp, _ = m[i].val.(object)
+		}
 		if err != nil || id == "" || exp == nil {
 			return &LineError{File: path, Line: n, Msg: "the file changed while it was read; run the eval again"}
 		}
@@ -220,15 +230,24 @@ func readBatches(ctx context.Context, st Store, path string, size int, out chan<
 type scorer struct {
 	opt    Options
 	cmp    *comparer
+	dec    *decoder
 	groups map[groupKey]*tally
 	errs   []Mismatch
 }
 
 // score adds one label, joined with its job's latest run (nil: none).
-func (s *scorer) score(l label, f *found) {
+func (s *scorer) score(l label, f *found) error {
 	exp := l.tree
 	if f != nil && s.opt.Schema != "" && f.run.Schema != s.opt.Schema {
-		return
+		return nil
+	}
+	var produced any
+	if f != nil && f.raw != nil {
+		v, err := s.dec.decode(f.raw)
+		if err != nil {
+			return fmt.Errorf("job %q: its data in the index is not JSON: %w", l.id, err)
+		}
+		produced = v
 	}
 	var key groupKey
 	if f != nil {
@@ -252,7 +271,7 @@ func (s *scorer) score(l label, f *found) {
 		rec = s.cmp.record(t.fields, exp, nil)
 	} else {
 		t.withResult++
-		rec = s.cmp.record(t.fields, exp, f.data)
+		rec = s.cmp.record(t.fields, exp, produced)
 		if rec.Wrong == 0 && rec.Missing == 0 && rec.Extra == 0 {
 			t.exact++
 		}
@@ -265,6 +284,7 @@ func (s *scorer) score(l label, f *found) {
 		m.JobID = l.id
 		s.errs = append(s.errs, m)
 	}
+	return nil
 }
 
 func (s *scorer) result(file, digest string) *Result {

@@ -137,6 +137,23 @@ func TestRunRefusesABrokenFile(t *testing.T) {
 	}
 }
 
+// TestRunReadsBOMAndCRLF: a file saved by an editor that writes a byte
+// order mark and CRLF line ends reads as any other.
+func TestRunReadsBOMAndCRLF(t *testing.T) {
+	st := openStore(t)
+	if err := st.Write(t.Context(), []job.Outcome{result("a", "s", "v", "m", 0, `{"n":1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "labels.jsonl")
+	if err := os.WriteFile(p, []byte("\xef\xbb\xbf{\"id\":\"a\",\"expected\":{\"n\":1}}\r\n\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := eval.Run(t.Context(), st, p, eval.Options{})
+	if err != nil || res.Exact != 1 || res.Records != 1 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+}
+
 func TestRunResultWithoutData(t *testing.T) {
 	st := openStore(t)
 	o := result("a", "person", "v1", "m", 0, `{"name":"A"}`)

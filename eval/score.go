@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/big"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -175,8 +174,8 @@ func (c *comparer) compare(e, p any) {
 	if e == nil && p == nil {
 		return
 	}
-	em, eMap := e.(map[string]any)
-	pm, pMap := p.(map[string]any)
+	em, eMap := e.(object)
+	pm, pMap := p.(object)
 	ea, eArr := e.([]any)
 	pa, pArr := p.([]any)
 	switch {
@@ -207,43 +206,37 @@ func (c *comparer) compare(e, p any) {
 	}
 }
 
-func (c *comparer) objects(e, p map[string]any) {
-	if c.keep { // a stable order for the mismatches listed
-		for _, k := range sortedKeys(e) {
-			n, cn := c.push(k, k)
-			c.compare(e[k], p[k])
-			c.pop(n, cn)
-		}
-		for _, k := range sortedKeys(p) {
-			if _, ok := e[k]; !ok {
-				n, cn := c.push(k, k)
-				c.compare(nil, p[k])
-				c.pop(n, cn)
+// objects compares e and p key by key: e's keys in its order, then the
+// keys only p has, in its order.
+func (c *comparer) objects(e, p object) {
+	pos := p.positions()
+	var small uint64 // p's members matched, when p has at most 64
+	var big []bool
+	if len(p) > 64 {
+		big = make([]bool, len(p))
+	}
+	for _, m := range e {
+		var pv any
+		if i := p.index(m.key, pos); i >= 0 {
+			pv = p[i].val
+			if big != nil {
+				big[i] = true
+			} else {
+				small |= 1 << i
 			}
 		}
-		return
-	}
-	for k, v := range e {
-		n, cn := c.push(k, k)
-		c.compare(v, p[k])
+		n, cn := c.push(m.key, m.key)
+		c.compare(m.val, pv)
 		c.pop(n, cn)
 	}
-	for k, v := range p {
-		if _, ok := e[k]; !ok {
-			n, cn := c.push(k, k)
-			c.compare(nil, v)
-			c.pop(n, cn)
+	for i, m := range p {
+		if (big != nil && big[i]) || (big == nil && small&(1<<i) != 0) {
+			continue
 		}
+		n, cn := c.push(m.key, m.key)
+		c.compare(nil, m.val)
+		c.pop(n, cn)
 	}
-}
-
-func sortedKeys(m map[string]any) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // arrays compares arrays of scalars as multisets at .../*, and any other
@@ -275,7 +268,7 @@ func (c *comparer) arrays(e, p []any) {
 func scalars(a []any) bool {
 	for _, v := range a {
 		switch v.(type) {
-		case map[string]any, []any:
+		case object, []any:
 			return false
 		}
 	}

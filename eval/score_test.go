@@ -75,6 +75,8 @@ func TestRules(t *testing.T) {
 		{"object where a scalar is expected is wrong", `{"buyer":"A"}`, `{"buyer":{"name":"A"}}`, map[string]Counts{"/buyer": c(0, 1, 0, 0)}},
 		{"no result: every expected value is missing", `{"name":"A","tags":["a","b"],"items":[{"q":1}]}`, "",
 			map[string]Counts{"/name": c(0, 0, 1, 0), "/tags/*": c(0, 0, 2, 0), "/items/*/q": c(0, 0, 1, 0)}},
+		{"escaped names are their text", `{"a\u0062":"x","c":"\u00e9"}`, `{"ab":"x","\u0063":"é"}`, map[string]Counts{"/ab": c(1, 0, 0, 0), "/c": c(1, 0, 0, 0)}},
+		{"a duplicate name: the later value", `{"a":1}`, `{"a":2,"a":1}`, map[string]Counts{"/a": c(1, 0, 0, 0)}},
 		{"key with a slash is escaped", `{"a/b":1,"c~d":2}`, `{"a/b":1,"c~d":2}`, map[string]Counts{"/a~1b": c(1, 0, 0, 0), "/c~0d": c(1, 0, 0, 0)}},
 	}
 	for _, tc := range cases {
@@ -168,7 +170,7 @@ func FuzzParseLabel(f *testing.F) {
 			t.Fatalf("%q: empty id accepted", line)
 		}
 		v, err := decode(l.expected)
-		if _, ok := v.(map[string]any); err != nil || !ok {
+		if _, ok := v.(object); err != nil || !ok {
 			t.Fatalf("%q: expected %s does not decode to an object: %v", line, l.expected, err)
 		}
 	})

@@ -51,6 +51,13 @@
 // every attempt stays in the payload; schema version 1 also wrote a
 // failures row per repeated diagnostic (lead = 0), which reads ignore.
 //
+// From migration 9 on, result_data holds each succeeded run's data (the
+// Outcome's data member, which the payload leaves out), for `pipeline
+// eval`: LatestRuns joins labelled job ids with their latest runs, a batch
+// at a time. evals holds the stored evals (SaveEval, Evals, LatestEvals),
+// one row per schema, version and model an eval scored; they are the
+// user's, not the streams', and Reset keeps them.
+//
 // # Clusters
 //
 // Write stores, per job run, one failures row per cluster, with its first
@@ -70,8 +77,8 @@
 // Operators read the file with sqlite3 through views that need nothing but
 // SQL (docs/INDEX.md): v_outcomes (one row per job run), v_dead_letters
 // (with replay_outcome: what became of a replayed dead letter), v_attempts
-// (one row per model call, read from the transcripts) and v_failures (one
-// row per cluster per run), with ISO 8601 times and the transcript as JSON
+// (one row per model call, read from the transcripts), v_failures (one
+// row per cluster per run) and v_evals (one row per group of a stored eval), with ISO 8601 times and the transcript as JSON
 // text ({"job", "attempts"}) that json_extract reads.
 //
 // # Operator queries

@@ -20,8 +20,9 @@ with its job's latest run in the index; a dead letter or an id with no run count
 value as missing. Prints one row per field path (correct, wrong, missing, extra, precision, recall,
 f1) and the overall line; --json prints one object. The eval is stored in the index (--history
 lists the stored ones; --no-save leaves it out). The scoring rules: docs/eval.md.
-Exit codes: 0 scored; 1 the overall f1 is below --min-f1; 2 a bad flag or a line of the file that
-is not a label (FILE:LINE, nothing scored); 3 no index, or it cannot be read or written.`,
+Exit codes: 0 scored; 1 the overall f1 is below --min-f1; 2 a bad flag, a labelled file that cannot
+be read, or a line of it that is not a label (FILE:LINE, nothing scored); 3 no index, or it cannot
+be read or written.`,
 		ArgsUsage: " ",
 		Flags:     flags(config.EvalFlags(), config.StoreFlags(), []cli.Flag{jsonFlag()}, config.LogFlags()),
 		Action: func(c *cli.Context) error {
@@ -50,7 +51,7 @@ is not a label (FILE:LINE, nothing scored); 3 no index, or it cannot be read or 
 			defer st.Close()
 			res, err := eval.Run(c.Context, st, ev.Expected, opt)
 			var le *eval.LineError
-			if errors.As(err, &le) {
+			if errors.As(err, &le) || errors.Is(err, eval.ErrFile) {
 				return withCode(exitUsage, err)
 			}
 			if err != nil {

@@ -144,7 +144,7 @@ func TestEvalEndToEnd(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("--min-f1 0.75 with f1 0.78: exit %d, want 0: %s", code, errs)
 	}
-	for _, s := range []string{"/customer/email", "/tags/*", "overall", `0\.78\n`, `ev-01 +/category +wrong +"account" +"bug"`, `ev-03 +/category +missing +"account" +-`} {
+	for _, s := range []string{"/customer/email", "/tags/*", "overall", `0\.78\n`, `ev-01 +/category +wrong +"account" +"bug"`, `ev-03 +/subject +missing +"  cannot LOG in" +-`} {
 		if !regexp.MustCompile(s).MatchString(table) {
 			t.Errorf("table has no %q:\n%s", s, table)
 		}
@@ -186,7 +186,78 @@ func TestEvalEndToEnd(t *testing.T) {
 	if out := mustCLI(t, "", "eval", "--data-dir", dir, "--history", "--schema", "ticket"); strings.Count(out, "\n") != 4 || !strings.Contains(out, labels) {
 		t.Errorf("history table:\n%s", out)
 	}
+	if _, errs, code := runCLI(t, "", "eval", "--data-dir", dir, "--expected", filepath.Join(dir, "nope.jsonl")); code != exitUsage || !strings.Contains(errs, "reading the labelled file") {
+		t.Errorf("no such labelled file: exit %d, stderr %q", code, errs)
+	}
 	if _, errs, code := runCLI(t, "", "eval", "--data-dir", dir); code != exitUsage || !strings.Contains(errs, "--expected") {
 		t.Errorf("no --expected: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestEvalLoopOfASchemaAuthor is the README's loop: label jobs, run, eval;
+// change the schema's description, run the same jobs again (submit
+// --rerun), eval again: the eval scores each job's latest run, --by
+// version tells the two versions apart, and the history keeps both.
+func TestEvalLoopOfASchemaAuthor(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	// before the change the model answers the person's name as the company;
+	// after it, a server answering right stands in for the model reading the
+	// better description
+	srv := newPerJobServer(t, func(_, _ string) string { return `{"name": "Ana Silva", "company": "Ana Silva"}` })
+	better := newPerJobServer(t, func(_, _ string) string { return `{"name": "Ana Silva", "company": "Acme"}` })
+	dir, schemaDir := t.TempDir(), t.TempDir()
+	write := func(desc string) {
+		t.Helper()
+		s := `{"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "company": {"type": "string", "description": "` + desc + `"}}}`
+		if err := os.WriteFile(filepath.Join(schemaDir, "contact.json"), []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("company")
+	var jobs, labels []string
+	for i := range 3 {
+		id := "c-" + string(rune('0'+i))
+		jobs = append(jobs, `{"id": "`+id+`", "schema": "contact", "input": "JOB=`+id+` Hi, I'm Ana Silva from Acme."}`)
+		labels = append(labels, `{"id": "`+id+`", "expected": {"name": "Ana Silva", "company": "Acme"}}`)
+	}
+	jobsFile := labelsFile(t, jobs...)
+	labelled := labelsFile(t, labels...)
+	mustCLI(t, "", "submit", "--data-dir", dir, "--schemas", schemaDir, jobsFile)
+	run := func(url string) {
+		t.Helper()
+		if _, errs, code := runCLI(t, "", "run", "--data-dir", dir, "--until-idle", "--model", "openai:m", "--llm-url", url+"/v1"); code != exitOK {
+			t.Fatalf("run: exit %d: %s", code, errs)
+		}
+	}
+	run(srv.URL)
+	if _, errs, code := runCLI(t, "", "eval", "--data-dir", dir, "--expected", labelled, "--min-f1", "0.9"); code != exitNegative {
+		t.Errorf("first eval: exit %d, want 1 (f1 0.50 < 0.9): %s", code, errs)
+	}
+
+	write("the customer's employer, not the person")
+	mustCLI(t, "", "submit", "--data-dir", dir, "--rerun", jobsFile)
+	run(better.URL)
+	out, errs, code := runCLI(t, "", "eval", "--data-dir", dir, "--expected", labelled, "--by", "version", "--min-f1", "0.9", "--json")
+	if code != exitOK {
+		t.Fatalf("second eval: exit %d: %s", code, errs)
+	}
+	var res struct {
+		Records int `json:"records"`
+		Exact   int `json:"exact"`
+		By      map[string]json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Records != 3 || res.Exact != 3 || len(res.By) != 1 {
+		t.Errorf("second eval: %d records, %d exact, %d versions; want the 3 latest runs, all exact, one version", res.Records, res.Exact, len(res.By))
+	}
+	hist := jsonLines(t, mustCLI(t, "", "eval", "--data-dir", dir, "--history", "--json", "--schema", "contact"))
+	if len(hist) != 2 || hist[0]["version"] == hist[1]["version"] || hist[0]["f1"] != 0.5 || hist[1]["f1"] != 1.0 {
+		t.Errorf("history: %v, want two versions, f1 0.5 then 1", hist)
+	}
+	rep := mustCLI(t, "", "report", "--data-dir", dir)
+	if !regexp.MustCompile(`EVALS[^\n]*\nSCHEMA[^\n]*\ncontact +\S+ +3 +3 +1\.00 +1\.00 +1\.00`).MatchString(rep) {
+		t.Errorf("the report does not show the latest version's eval next to its funnel:\n%s", rep)
 	}
 }
