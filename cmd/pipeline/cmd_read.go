@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
-	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -25,7 +22,6 @@ import (
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/report"
 	"github.com/llmpipeline/pipeline/schemas"
-	"github.com/llmpipeline/pipeline/worker"
 )
 
 func (e *env) resultsCommand() *cli.Command {
@@ -136,35 +132,7 @@ func (e *env) printStats(ctx context.Context, st *index.Store, asJSON bool) erro
 	if asJSON {
 		return jsonEncoder(e.stdout).Encode(s)
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "jobs\t%d\n", s.Jobs)
-	fmt.Fprintf(tw, "succeeded\t%d\t%s\n", s.Succeeded, pct(s.Succeeded, s.Jobs))
-	for _, k := range sortedKeys(s.ByAttempt) {
-		fmt.Fprintf(tw, "  at attempt %d\t%d\t%s\n", k, s.ByAttempt[k], pct(s.ByAttempt[k], s.Jobs))
-	}
-	fmt.Fprintf(tw, "dead_lettered\t%d\t%s\n", s.DeadLettered, pct(s.DeadLettered, s.Jobs))
-	classes := make([]job.Class, 0, len(s.ByClass))
-	for k := range s.ByClass {
-		classes = append(classes, k)
-	}
-	slices.Sort(classes)
-	for _, k := range classes {
-		fmt.Fprintf(tw, "  %s\t%d\t%s\n", escape.Line(string(k)), s.ByClass[k], pct(s.ByClass[k], s.Jobs))
-	}
-	if s.PricedJobs > 0 {
-		// Only when a price was known: a cost of 0 would say nothing.
-		line := "$" + worker.Dollars(s.CostUSD)
-		if s.PricedJobs < s.Jobs {
-			line += fmt.Sprintf("\t(%d of %d jobs priced)", s.PricedJobs, s.Jobs)
-		}
-		fmt.Fprintf(tw, "cost_usd\t%s\n", line)
-	}
-	if s.Batch.Attempts > 0 {
-		// Batch mode: the attempts answered through provider batches, at
-		// the batch discount (part of cost_usd).
-		fmt.Fprintf(tw, "batch_attempts\t%d\t$%s\n", s.Batch.Attempts, worker.Dollars(s.Batch.CostUSD))
-	}
-	return tw.Flush()
+	return app.WriteStats(e.stdout, s)
 }
 
 // printQueued is stats before any outcome is indexed: the jobs waiting on
@@ -191,22 +159,6 @@ func (e *env) printQueued(c *cli.Context) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "%s queued, no outcomes yet ('pipeline run' processes them)\n", plural(int(queued), "job"))
 	return err
-}
-
-func pct(n, of int) string {
-	if of == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.1f%%", float64(n)*100/float64(of))
-}
-
-func sortedKeys(m map[int]int) []int {
-	ks := make([]int, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Ints(ks)
-	return ks
 }
 
 func (e *env) reportCommand() *cli.Command {
