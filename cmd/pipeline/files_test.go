@@ -278,3 +278,32 @@ func truncateStr(s string, n int) string {
 	}
 	return s
 }
+
+// TestReadmeReceipt runs the README's scanned-receipt quickstart (with the
+// simulator): examples/receipt.png is a real PNG that submit accepts, and
+// its result names it.
+func TestReadmeReceipt(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	png, err := os.ReadFile(filepath.Join("..", "..", "examples", "receipt.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "receipt.png", png)
+	if err := os.Mkdir(filepath.Join(dir, "schemas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "schemas"), "receipt.json", []byte(`{"type": "object", "required": ["merchant", "total", "currency"],
+ "properties": {"merchant": {"type": "string"}, "date": {"type": "string", "format": "date"},
+                "total": {"type": "number"}, "currency": {"type": "string"}}}`))
+	writeFile(t, dir, "receipts.jsonl", []byte(`{"id": "r-1", "schema": "receipt", "files": ["receipt.png"]}`+"\n"))
+	mustCLI(t, "", "submit", "--data-dir", dataDir, "--schemas", filepath.Join(dir, "schemas"), filepath.Join(dir, "receipts.jsonl"))
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0")
+	res := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dataDir, "--json"))
+	if len(res) != 1 {
+		t.Fatalf("%d results, want 1", len(res))
+	}
+	files, _ := res[0]["files"].([]any)
+	if len(files) != 1 || files[0].(map[string]any)["media_type"] != "image/png" || files[0].(map[string]any)["sha256"] != sha(png) {
+		t.Errorf("the receipt's result names files %v", files)
+	}
+}
