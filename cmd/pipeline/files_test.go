@@ -235,6 +235,10 @@ func TestFilesPurgeAndReplay(t *testing.T) {
 	if strings.Contains(show, base64.StdEncoding.EncodeToString(pdfData[:300])) {
 		t.Errorf("dlq show holds the file's bytes")
 	}
+	text := mustCLI(t, "", append(append([]string{"dlq", "show"}, common...), "s1")...)
+	if !strings.Contains(text, fmt.Sprintf("file 2    solo.pdf (application/pdf, %d bytes, sha256 %s)", len(pdfData), sha(pdfData))) {
+		t.Errorf("dlq show s1 does not name solo.pdf:\n%s", truncateStr(text, 600))
+	}
 	has := func(digest string) bool {
 		for _, d := range storedFiles(t, dataDir) {
 			if d == digest {
@@ -305,5 +309,34 @@ func TestReadmeReceipt(t *testing.T) {
 	files, _ := res[0]["files"].([]any)
 	if len(files) != 1 || files[0].(map[string]any)["media_type"] != "image/png" || files[0].(map[string]any)["sha256"] != sha(png) {
 		t.Errorf("the receipt's result names files %v", files)
+	}
+}
+
+// TestFilesMissingFromTheStore: a job whose file is gone from the object
+// store (deleted behind the pipeline's back) is dead-lettered invalid_job
+// naming the file, without a model call.
+func TestFilesMissingFromTheStore(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	pngData := receiptPNG(t)
+	writeFile(t, dir, "receipt.png", pngData)
+	writeFile(t, dir, "jobs.jsonl", []byte(`{"id":"gone","schema":"invoice","files":["receipt.png"]}`+"\n"))
+	mustCLI(t, "", "submit", "--data-dir", dataDir, filepath.Join(dir, "jobs.jsonl"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := broker.Connect(ctx, broker.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Payloads().DeleteFile(ctx, sha(pngData)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--sim-latency", "0")
+	dead := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dataDir, "--json"))
+	if len(dead) != 1 || dead[0]["class"] != "invalid_job" || !strings.Contains(fmt.Sprint(dead[0]["reason"]), `"receipt.png" (sha256 `+sha(pngData)) {
+		t.Fatalf("dead letters %v, want gone as invalid_job naming receipt.png", dead)
+	}
+	if n, _ := dead[0]["attempts"].(float64); n != 0 {
+		t.Errorf("%v model calls for a job whose file is missing, want 0", n)
 	}
 }
