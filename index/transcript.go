@@ -43,6 +43,9 @@ func WriteTranscript(w io.Writer, o job.Outcome) error {
 	if !o.FinishedAt.IsZero() {
 		fmt.Fprintf(b, "finished  %s (took %s)\n", o.FinishedAt.UTC().Format(time.RFC3339), o.FinishedAt.Sub(o.StartedAt).Round(time.Millisecond))
 	}
+	for i, f := range o.Files {
+		fmt.Fprintf(b, "file %d    %s (%s, %d bytes, sha256 %s)\n", i+1, l(f.Name), l(f.MediaType), f.Bytes, l(f.SHA256))
+	}
 	if len(o.Job) > 0 {
 		b.WriteString("\n--- job\n")
 		b.WriteString(escape.Text(JobText(o.Job, "  ")))

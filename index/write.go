@@ -352,6 +352,9 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 				}
 			}
 			for k, f := range o.Files {
+				if f.SHA256 == "" {
+					continue // a file an invalid job named but never stored
+				}
 				if err := fil.add(ctx, r.id, k, f.SHA256, f.Name, f.MediaType, f.Bytes); err != nil {
 					return fmt.Errorf("inserting outcome files: %w", err)
 				}

@@ -20,6 +20,8 @@ func FuzzParseJob(f *testing.F) {
 		`{"id":"a","schema":"invoice","input":"x"} {}`,
 		`{"id":"a","schema":"invoice","input":"x","metadata":[1]}`,
 		`not json`, ``, `null`, `{}`,
+		`{"id":"a","schema":"invoice","files":["r.png",{"path":"c.pdf","name":"C"},{"url":"data:image/png;base64,AA=="}]}`,
+		`{"id":"a","schema":"invoice","files":[{"sha256":"x","media_type":"image/png"}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -31,7 +33,7 @@ func FuzzParseJob(f *testing.F) {
 			}
 			return
 		}
-		if !isJobID(j.ID) || !ValidSchemaID(j.Schema) || j.Input == "" {
+		if !isJobID(j.ID) || !ValidSchemaID(j.Schema) || (j.Input == "" && len(j.Files) == 0) {
 			t.Fatalf("accepted job with bad fields: %+v", j)
 		}
 		if tok := broker.SchemaToken(j.Schema); strings.ContainsAny(tok, ".*> \t\r\n") || broker.SchemaOfToken(tok) != j.Schema {
@@ -59,6 +61,8 @@ func FuzzParseJobMatchesUnmarshal(f *testing.F) {
 		"{\"id\":\"a\",\"schema\":\"invoice\",\"input\":\"\xff\"}",
 		"{\"id\":\"a\",\"input\":\"é\x01\"}",
 		`{}`, `{`, `{"id":"a",}`, `not json`, ``, `null`, `[1]`, `"s"`,
+		`{"id":"a","schema":"invoice","files":["r.png",{"Path":"c.pdf","NAME":"C","path":"d.pdf"},{"url":"data:x"},null,3]}`,
+		"{\"id\":\"a\",\"schema\":\"s\",\"files\":[\"r\xff.png\",{\"name\":\"\xfe\"}]}",
 	} {
 		f.Add([]byte(s))
 	}

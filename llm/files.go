@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"sync"
 
 	"github.com/llmpipeline/pipeline/model"
 )
@@ -74,18 +75,35 @@ func (w wire) bytes(ctx context.Context) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// wireBody closes the files its readers opened.
+// wireBody closes the files its readers opened. The transport may close a
+// request's body from another goroutine than the one reading it.
 type wireBody struct {
 	io.Reader
-	open []io.Closer
+	mu     sync.Mutex
+	open   []io.Closer
+	closed bool
+}
+
+// track keeps c to close with the body; a body closed already closes c.
+func (b *wireBody) track(c io.Closer) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		c.Close()
+		return errors.New("request body closed")
+	}
+	b.open = append(b.open, c)
+	return nil
 }
 
 func (b *wireBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var errs []error
 	for _, c := range b.open {
 		errs = append(errs, c.Close())
 	}
-	b.open = nil
+	b.open, b.closed = nil, true
 	return errors.Join(errs...)
 }
 
@@ -116,7 +134,9 @@ func (r *b64Reader) Read(p []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			r.body.open = append(r.body.open, rc)
+			if err := r.body.track(rc); err != nil {
+				return 0, err
+			}
 			r.src = rc
 		}
 		k, err := io.ReadFull(r.src, r.in[:])

@@ -131,6 +131,15 @@ func TestFilesOpenAIParts(t *testing.T) {
 			if len(body.Messages) != 4 {
 				t.Fatalf("%d messages, want 4", len(body.Messages))
 			}
+			// Byte for byte, as the API documents the parts.
+			for _, part := range []string{
+				`{"type":"image_url","image_url":{"url":"` + dataURL("image/png", png) + `"}}`,
+				`{"type":"file","file":{"filename":"scan.pdf","file_data":"` + dataURL("application/pdf", pdf) + `"}}`,
+			} {
+				if !bytes.Contains(raw, []byte(part)) {
+					t.Errorf("the request lacks the part %s", truncate(part, 120))
+				}
+			}
 			var parts []openAISpecPart
 			strictDecode(t, body.Messages[1].Content, &parts)
 			if len(parts) != 3 {
@@ -215,6 +224,15 @@ func TestFilesAnthropicBlocks(t *testing.T) {
 			}
 			if len(body.Messages) != 3 || body.Messages[0].Role != "user" {
 				t.Fatalf("%d messages, want user, assistant, user", len(body.Messages))
+			}
+			raw := p.requests()[0].raw
+			for _, block := range []string{
+				`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + base64.StdEncoding.EncodeToString(png) + `"}}`,
+				`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + base64.StdEncoding.EncodeToString(pdf) + `"}}`,
+			} {
+				if !bytes.Contains(raw, []byte(block)) {
+					t.Errorf("the request lacks the block %s", truncate(block, 120))
+				}
 			}
 			var blocks []anthropicSpecBlock
 			strictDecode(t, body.Messages[0].Content, &blocks)

@@ -22,7 +22,9 @@ func (e *env) submitCommand() *cli.Command {
 		Usage:     "check JSONL jobs and publish them on the jobs stream",
 		ArgsUsage: "[FILE|-]",
 		Description: `Every line is checked first (valid JSON, required fields id/schema/input, known schema, id not
-repeated in the file, at most --max-job-bytes, UTF-8); a leading UTF-8 byte order mark and CRLF
+repeated in the file, at most --max-job-bytes, UTF-8). A job's "files" (paths relative to FILE's directory,
+or data URLs) must be PNG, JPEG, WebP, GIF or PDF by their content and at most --max-file-bytes each; they
+are stored once by digest in the object store and the job references them (docs/files.md). A leading UTF-8 byte order mark and CRLF
 line ends are accepted, and a line that is not UTF-8 (a Latin-1 export) is refused at its first such
 byte. Bad lines are reported as FILE:LINE: reason and nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
 publish it, so submit's own memory stays flat whatever its size (when submit starts the embedded

@@ -11,13 +11,16 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
 
 // receiptPNG is a small real PNG: a scanned receipt's stand-in.
@@ -235,6 +238,10 @@ func TestFilesPurgeAndReplay(t *testing.T) {
 	if strings.Contains(show, base64.StdEncoding.EncodeToString(pdfData[:300])) {
 		t.Errorf("dlq show holds the file's bytes")
 	}
+	text := mustCLI(t, "", append(append([]string{"dlq", "show"}, common...), "s1")...)
+	if !strings.Contains(text, fmt.Sprintf("file 2    solo.pdf (application/pdf, %d bytes, sha256 %s)", len(pdfData), sha(pdfData))) {
+		t.Errorf("dlq show s1 does not name solo.pdf:\n%s", truncateStr(text, 600))
+	}
 	has := func(digest string) bool {
 		for _, d := range storedFiles(t, dataDir) {
 			if d == digest {
@@ -277,4 +284,126 @@ func truncateStr(s string, n int) string {
 		return s[:n] + "..."
 	}
 	return s
+}
+
+// TestReadmeReceipt runs the README's scanned-receipt quickstart (with the
+// simulator): examples/receipt.png is a real PNG that submit accepts, and
+// its result names it.
+func TestReadmeReceipt(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	png, err := os.ReadFile(filepath.Join("..", "..", "examples", "receipt.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "receipt.png", png)
+	if err := os.Mkdir(filepath.Join(dir, "schemas"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "schemas"), "receipt.json", []byte(`{"type": "object", "required": ["merchant", "total", "currency"],
+ "properties": {"merchant": {"type": "string"}, "date": {"type": "string", "format": "date"},
+                "total": {"type": "number"}, "currency": {"type": "string"}}}`))
+	writeFile(t, dir, "receipts.jsonl", []byte(`{"id": "r-1", "schema": "receipt", "files": ["receipt.png"]}`+"\n"))
+	mustCLI(t, "", "submit", "--data-dir", dataDir, "--schemas", filepath.Join(dir, "schemas"), filepath.Join(dir, "receipts.jsonl"))
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0")
+	res := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dataDir, "--json"))
+	if len(res) != 1 {
+		t.Fatalf("%d results, want 1", len(res))
+	}
+	files, _ := res[0]["files"].([]any)
+	if len(files) != 1 || files[0].(map[string]any)["media_type"] != "image/png" || files[0].(map[string]any)["sha256"] != sha(png) {
+		t.Errorf("the receipt's result names files %v", files)
+	}
+}
+
+// TestFilesMissingFromTheStore: a job whose file is gone from the object
+// store (deleted behind the pipeline's back) is dead-lettered invalid_job
+// naming the file, without a model call.
+func TestFilesMissingFromTheStore(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	pngData := receiptPNG(t)
+	writeFile(t, dir, "receipt.png", pngData)
+	writeFile(t, dir, "jobs.jsonl", []byte(`{"id":"gone","schema":"invoice","files":["receipt.png"]}`+"\n"))
+	mustCLI(t, "", "submit", "--data-dir", dataDir, filepath.Join(dir, "jobs.jsonl"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := broker.Connect(ctx, broker.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Payloads().DeleteFile(ctx, sha(pngData)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--sim-latency", "0")
+	dead := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dataDir, "--json"))
+	if len(dead) != 1 || dead[0]["class"] != "invalid_job" || !strings.Contains(fmt.Sprint(dead[0]["reason"]), `"receipt.png" (sha256 `+sha(pngData)) {
+		t.Fatalf("dead letters %v, want gone as invalid_job naming receipt.png", dead)
+	}
+	if n, _ := dead[0]["attempts"].(float64); n != 0 {
+		t.Errorf("%v model calls for a job whose file is missing, want 0", n)
+	}
+}
+
+// TestFilesBatchRun: run --batch carries a job's files in its batch lines
+// as the synchronous calls do (OpenAI image_url parts with the file's
+// whole data URL, before the task text), and the results name them.
+func TestFilesBatchRun(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	pngData := receiptPNG(t)
+	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngData)
+	var calls, good atomic.Int32
+	answer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		var req struct {
+			Messages []struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"messages"`
+		}
+		var parts []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			ImageURL *struct {
+				URL string `json:"url"`
+			} `json:"image_url"`
+		}
+		if json.NewDecoder(r.Body).Decode(&req) == nil && len(req.Messages) > 1 && json.Unmarshal(req.Messages[1].Content, &parts) == nil &&
+			len(parts) == 2 && parts[0].ImageURL != nil && parts[0].ImageURL.URL == want && parts[1].Type == "text" {
+			good.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": validTicket}}},
+			"usage": map[string]any{"prompt_tokens": 900, "completion_tokens": 40, "total_tokens": 940},
+		})
+	})
+	srv := batchtest.New(batchtest.Config{Answer: answer, Key: "sk-test"})
+	t.Cleanup(srv.Close)
+	dataDir, dir := t.TempDir(), t.TempDir()
+	writeFile(t, dir, "receipt.png", pngData)
+	var b strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&b, `{"id":"b-%d","schema":"ticket","input":"ticket %d","files":["receipt.png"]}`+"\n", i, i)
+	}
+	writeFile(t, dir, "jobs.jsonl", []byte(b.String()))
+	mustCLI(t, "", "submit", "--data-dir", dataDir, filepath.Join(dir, "jobs.jsonl"))
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--model", "openai:gpt-4o-mini", "--llm-url", srv.URL+"/v1",
+		"--max-attempts", "1", "--batch", "--batch-wait", "50ms", "--batch-poll", "50ms")
+	if srv.Creates() == 0 {
+		t.Fatal("no batch was created")
+	}
+	if calls.Load() != 3 || good.Load() != 3 {
+		t.Errorf("%d batch lines answered, %d with the image as an image_url part before the text; want 3 and 3", calls.Load(), good.Load())
+	}
+	results := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dataDir, "--json"))
+	dead := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dataDir, "--json"))
+	if len(results)+len(dead) != 3 {
+		t.Fatalf("%d results and %d dead letters, want 3 jobs ended", len(results), len(dead))
+	}
+	for _, r := range results {
+		if files, _ := r["files"].([]any); len(files) != 1 {
+			t.Errorf("result %v names %d files", r["job_id"], len(files))
+		}
+	}
 }

@@ -135,31 +135,63 @@ func readHead(src fileSource) ([]byte, error) {
 	return head[:n], err
 }
 
-// storeFiles is the publish pass's work on a job's files: each is read
-// (its SHA-256, media type, dimensions or pages), stored once in the
-// object store by digest, and replaced in j by its reference.
-func storeFiles(ctx context.Context, store *payload.Store, dir string, j *job.Job, maxFile int64) error {
+// fileCache remembers, for one submit, the files it read (by path, size
+// and modification time) and the digests it stored, so a file shared by
+// many jobs is read and looked up once.
+type fileCache struct {
+	read   map[fileKey]job.File
+	stored map[string]bool
+}
+
+type fileKey struct {
+	path  string
+	size  int64
+	mtime int64
+}
+
+// store is the publish pass's work on a job's files: each is read (its
+// SHA-256, media type, dimensions or pages), stored once in the object
+// store by digest, and replaced in j by its reference.
+func (c *fileCache) store(ctx context.Context, store *payload.Store, dir string, j *job.Job, maxFile int64) error {
+	if c.read == nil {
+		c.read, c.stored = map[fileKey]job.File{}, map[string]bool{}
+	}
 	for i, f := range j.Files {
 		src, reason := sourceOf(dir, i, f, maxFile)
 		if reason != "" {
 			return fmt.Errorf("job %q: %s", j.ID, reason)
 		}
-		ref, err := describe(src)
-		if err != nil {
-			return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
+		var key fileKey
+		if src.path != "" {
+			if st, err := os.Stat(src.path); err == nil {
+				key = fileKey{src.path, st.Size(), st.ModTime().UnixNano()}
+			}
+		}
+		ref, ok := c.read[key]
+		if !ok || key.path == "" {
+			var err error
+			if ref, err = describe(src); err != nil {
+				return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
+			}
+			if key.path != "" {
+				c.read[key] = ref
+			}
 		}
 		ref.Name = f.Name
 		if ref.Name == "" {
 			ref.Name = defaultName(f, i, ref.MediaType)
 		}
-		r, err := src.open()
-		if err != nil {
-			return fmt.Errorf("job %q: files[%d]: %w", j.ID, i, err)
-		}
-		_, err = store.PutFile(ctx, ref.SHA256, ref.MediaType, ref.Bytes, r)
-		r.Close()
-		if err != nil {
-			return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
+		if !c.stored[ref.SHA256] {
+			r, err := src.open()
+			if err != nil {
+				return fmt.Errorf("job %q: files[%d]: %w", j.ID, i, err)
+			}
+			_, err = store.PutFile(ctx, ref.SHA256, ref.MediaType, ref.Bytes, r)
+			r.Close()
+			if err != nil {
+				return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
+			}
+			c.stored[ref.SHA256] = true
 		}
 		j.Files[i] = ref
 	}

@@ -69,6 +69,8 @@ type JobCheck struct {
 	Dir string
 	// MaxFileBytes bounds each file of a job (0: DefaultMaxFileBytes).
 	MaxFileBytes int64
+
+	stored fileCache // the files the publish pass read and stored
 }
 
 func (jc *JobCheck) maxFile() int64 {
@@ -280,7 +282,7 @@ func (jc *JobCheck) itemsFrom(ctx context.Context, store *payload.Store, open Op
 			if store == nil {
 				return fmt.Errorf("line %d: job %q has files, and no object store to put them in", n, j.ID)
 			}
-			if err := storeFiles(ctx, store, jc.Dir, &j, jc.maxFile()); err != nil {
+			if err := jc.stored.store(ctx, store, jc.Dir, &j, jc.maxFile()); err != nil {
 				return fmt.Errorf("line %d: %w", n, err)
 			}
 			if data, err = jsonv2.Marshal(j); err != nil {
