@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -261,5 +262,24 @@ func TestIndexRare(t *testing.T) {
 				t.Errorf("indexRare(text[%d:], %q) = %d, want %d", from, v, got, want)
 			}
 		}
+	}
+}
+
+// TestDecodeOrderedRepeatedNames: a repeated member keeps its first place
+// and its last value, below and above 16 members.
+func TestDecodeOrderedRepeatedNames(t *testing.T) {
+	t.Parallel()
+	var sb strings.Builder
+	sb.WriteString(`{"a":1,`)
+	for i := range 20 {
+		fmt.Fprintf(&sb, `"k%d":%d,`, i, i)
+	}
+	sb.WriteString(`"a":2,"k3":"x","k19":"y"}`)
+	n, err := decodeOrdered([]byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.keys) != 21 || n.keys[0] != "a" || string(n.kids[0].num) != "2" || n.kids[4].str != "x" || n.kids[20].str != "y" {
+		t.Errorf("keys %v, a=%v k3=%q k19=%q", n.keys, n.kids[0].num, n.kids[4].str, n.kids[20].str)
 	}
 }
