@@ -42,6 +42,7 @@ type Input struct {
 	folder        cases.Caser
 	buf           [256]byte // fold's output
 	rb            [utf8.UTFMax]byte
+	seg           []byte // one segment's normal form
 	// folds[r] is the case folding of r when it is one rune (0: not
 	// known yet).
 	folds *[foldCached]rune
@@ -290,10 +291,22 @@ func (in *Input) normalize(s string, sb *strings.Builder, starts *[]int32) strin
 			if at >= end {
 				break
 			}
+			// One source segment; its normal form may come in several
+			// pieces (a ligature, a long decomposition) before Pos moves.
 			var it norm.Iter
 			it.InitString(norm.NFKC, s[at:end])
-			seg := it.Next()
+			seg := in.seg[:0]
+			for {
+				seg = append(seg, it.Next()...)
+				if it.Pos() > 0 || it.Done() {
+					break
+				}
+			}
+			in.seg = seg
 			next := at + it.Pos()
+			if next == at { // cannot happen: Done with nothing read
+				next = end
+			}
 			n := utf8.RuneCountInString(s[at:next])
 			start := int32(cp)
 			cp += n
