@@ -280,6 +280,14 @@ func (in *Input) normalize(s string, sb *strings.Builder, starts *[]int32) strin
 			end++
 		}
 		for at < end {
+			// A CJK ideograph or an emoji is its own segment, in NFKC,
+			// without case: written as it is.
+			if r, size := utf8.DecodeRuneInString(s[at:end]); stable(r) {
+				w.rune(r, []byte(s[at:at+size]), int32(cp))
+				at += size
+				cp++
+				continue
+			}
 			// The longest prefix already in NFKC, rune by rune; then one
 			// segment through the normaliser.
 			q := at + norm.NFKC.QuickSpanString(s[at:end])
@@ -365,6 +373,13 @@ func (in *Input) foldRune(w *normWriter, r rune, cp int32) {
 // syllables, and the symbols and emoji from U+1F000.
 func uncased(r rune) bool {
 	return (r >= 0x2E80 && r < 0xA640) || (r >= 0xAC00 && r < 0xD7A4) || r >= 0x1F000
+}
+
+// stable reports the runes that NFKC leaves alone and nothing composes
+// with, and that have no case: CJK unified ideographs and the emoji and
+// pictographs of U+1F300..U+1FAFF.
+func stable(r rune) bool {
+	return (r >= 0x4E00 && r <= 0x9FFF) || (r >= 0x1F300 && r <= 0x1FAFF)
 }
 
 func asciiLower(c byte) byte {
