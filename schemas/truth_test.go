@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -281,5 +282,33 @@ func TestDecodeOrderedRepeatedNames(t *testing.T) {
 	}
 	if len(n.keys) != 21 || n.keys[0] != "a" || string(n.kids[0].num) != "2" || n.kids[4].str != "x" || n.kids[20].str != "y" {
 		t.Errorf("keys %v, a=%v k3=%q k19=%q", n.keys, n.kids[0].num, n.kids[4].str, n.kids[20].str)
+	}
+}
+
+// TestCheckConcurrent: one compiled schema checks documents from many
+// goroutines at once (run with -race), each job with its own Input.
+func TestCheckConcurrent(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "inv", truthSchema)
+	input := "Invoice from Acme Corp. Items: bolt (B-1), nut (N-2)."
+	doc := []byte(`{"vendor":"ACME corp","subtotal":10,"tax":2,"total":13,"discount":1,"items":[{"name":"bolt","sku":"B-1"}]}`)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Go(func() {
+			in := NewInput(input)
+			for range 20 {
+				diags, _, gr, err := s.Check(doc, in, 0)
+				if err != nil || len(diags) != 1 || len(gr) != 3 || gr[0].Match != MatchNormalized {
+					errs <- fmt.Sprintf("%v %v %v", diags, gr, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
