@@ -47,6 +47,11 @@ func systemTurn(s *schemas.Schema) string {
 		}
 		sys.WriteString("\n")
 		sys.Write(s.Raw)
+		if s.HasChecks() {
+			sys.WriteString("\n\nA string marked \"x-grounded\": true (or any string below an object or array so marked) " +
+				"must be quoted from the text exactly; use null when the text does not give it. " +
+				"Each \"x-rules\" entry is a CEL expression over the object (self) that must hold.")
+		}
 	}
 	return sys.String()
 }

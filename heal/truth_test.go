@@ -75,6 +75,9 @@ func TestLoopHealsTruthFailures(t *testing.T) {
 				t.Fatalf("class %q after %d attempts, want %q after %d (%s)", res.Class, len(res.Attempts), tt.class, tt.attempts, res.Reason)
 			}
 			bodies, _ := srv.requests()
+			if sys := bodies[0].Messages[0].Content; !strings.Contains(sys, `must be quoted from the text exactly`) || !strings.Contains(sys, `CEL expression`) {
+				t.Errorf("the system turn does not explain the truth keywords:\n%s", sys)
+			}
 			if len(bodies) != tt.attempts {
 				t.Fatalf("%d model calls, want %d (the ceiling counts truth failures)", len(bodies), tt.attempts)
 			}

@@ -49,6 +49,18 @@
 // mirror contract. FuzzFastPath and the differential tests hold both
 // halves to the general validator's verdicts.
 //
+// After the JSON Schema, Check runs the truth checks a schema may carry
+// (truth.go): x-grounded strings must occur in the job's input (an Input,
+// searched exactly, then after NFKC, case folding and white space
+// collapse, linear in its size, ground.go), reporting where in code
+// points (Grounding); x-rules are CEL expressions over an object, compiled
+// with the schema through a vocabulary of the validator (rules.go, a cost
+// limit per evaluation). Their failures are Diagnostics with keyword
+// x-grounded or x-rules/<index>, so the heal loop treats them as schema
+// failures:
+//
+//	diags, omitted, grounding, err := s.Check(doc, schemas.NewInput(job.Input), 20)
+//
 // Lint, LintRaw and LintDir report static contradictions (minimum above
 // maximum, empty enum, a required property forbidden by
 // additionalProperties: false, ...) with a path into the schema and a

@@ -42,6 +42,7 @@ type Input struct {
 	folder        cases.Caser
 	buf           [256]byte // fold's output
 	rb            [utf8.UTFMax]byte
+	seg           []byte // one segment's normal form
 	// folds[r] is the case folding of r when it is one rune (0: not
 	// known yet).
 	folds *[foldCached]rune
@@ -279,6 +280,14 @@ func (in *Input) normalize(s string, sb *strings.Builder, starts *[]int32) strin
 			end++
 		}
 		for at < end {
+			// A CJK ideograph or an emoji is its own segment, in NFKC,
+			// without case: written as it is.
+			if r, size := utf8.DecodeRuneInString(s[at:end]); stable(r) {
+				w.rune(r, []byte(s[at:at+size]), int32(cp))
+				at += size
+				cp++
+				continue
+			}
 			// The longest prefix already in NFKC, rune by rune; then one
 			// segment through the normaliser.
 			q := at + norm.NFKC.QuickSpanString(s[at:end])
@@ -290,10 +299,22 @@ func (in *Input) normalize(s string, sb *strings.Builder, starts *[]int32) strin
 			if at >= end {
 				break
 			}
+			// One source segment; its normal form may come in several
+			// pieces (a ligature, a long decomposition) before Pos moves.
 			var it norm.Iter
 			it.InitString(norm.NFKC, s[at:end])
-			seg := it.Next()
+			seg := in.seg[:0]
+			for {
+				seg = append(seg, it.Next()...)
+				if it.Pos() > 0 || it.Done() {
+					break
+				}
+			}
+			in.seg = seg
 			next := at + it.Pos()
+			if next == at { // cannot happen: Done with nothing read
+				next = end
+			}
 			n := utf8.RuneCountInString(s[at:next])
 			start := int32(cp)
 			cp += n
@@ -352,6 +373,13 @@ func (in *Input) foldRune(w *normWriter, r rune, cp int32) {
 // syllables, and the symbols and emoji from U+1F000.
 func uncased(r rune) bool {
 	return (r >= 0x2E80 && r < 0xA640) || (r >= 0xAC00 && r < 0xD7A4) || r >= 0x1F000
+}
+
+// stable reports the runes that NFKC leaves alone and nothing composes
+// with, and that have no case: CJK unified ideographs and the emoji and
+// pictographs of U+1F300..U+1FAFF.
+func stable(r rune) bool {
+	return (r >= 0x4E00 && r <= 0x9FFF) || (r >= 0x1F300 && r <= 0x1FAFF)
 }
 
 func asciiLower(c byte) byte {

@@ -280,7 +280,7 @@ func readNode(dec *jsontext.Decoder) (*node, error) {
 		return &node{kind: '"', str: tok.String()}, nil
 	case '{':
 		n := &node{kind: '{'}
-		at := map[string]int{}
+		var at map[string]int // past 16 members: where each name is
 		for dec.PeekKind() != '}' {
 			kt, err := dec.ReadToken()
 			if err != nil {
@@ -291,11 +291,27 @@ func readNode(dec *jsontext.Decoder) (*node, error) {
 			if err != nil {
 				return nil, err
 			}
-			if i, dup := at[name]; dup {
+			i := -1
+			if at != nil {
+				if j, dup := at[name]; dup {
+					i = j
+				}
+			} else {
+				i = indexOf(n.keys, name)
+			}
+			if i >= 0 { // a repeated name: the last value, the first place
 				n.kids[i] = kid
 				continue
 			}
-			at[name] = len(n.keys)
+			if at == nil && len(n.keys) == 16 {
+				at = make(map[string]int, 32)
+				for j, k := range n.keys {
+					at[k] = j
+				}
+			}
+			if at != nil {
+				at[name] = len(n.keys)
+			}
 			n.keys = append(n.keys, name)
 			n.kids = append(n.kids, kid)
 		}

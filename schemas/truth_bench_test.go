@@ -24,7 +24,7 @@ func cpuTime(b *testing.B) time.Duration {
 // of them with their case and white space changed, absent found nowhere.
 // mixed text has a non-ASCII word (accents, CJK, Greek, Cyrillic, emoji)
 // in two of every three; else one in twenty.
-func groundCorpus(size int, mixed bool, normalized, absent int) (text string, values []string) {
+func groundCorpus(size, count int, mixed bool, normalized, absent int) (text string, values []string) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ascii := []string{"invoice", "total", "amount", "due", "item", "order", "net", "tax", "vendor", "quantity", "unit", "price",
 		"shipping", "address", "street", "payment", "terms", "days", "account", "number"}
@@ -45,14 +45,14 @@ func groundCorpus(size int, mixed bool, normalized, absent int) (text string, va
 	}
 	text = sb.String()
 	r := []rune(text)
-	step := len(r) / 1000
-	for i := range 1000 {
+	step := len(r) / count
+	for i := range count {
 		at := i*step + rng.IntN(step/2)
 		v := strings.TrimSpace(string(r[at : at+8+rng.IntN(24)]))
 		switch {
-		case i < absent*(1000/max(absent, 1)) && i%(1000/max(absent, 1)) == 7:
+		case absent > 0 && i%(count/absent) == 7:
 			v = "absent value " + fmt.Sprint(i)
-		case normalized > 0 && i%(1000/normalized) == 3:
+		case normalized > 0 && i%(count/normalized) == 3:
 			v = strings.ToUpper(strings.ReplaceAll(v, " ", "  "))
 		}
 		values = append(values, v)
@@ -73,7 +73,7 @@ func BenchmarkGround(b *testing.B) {
 		normalized, absent int
 	}{{"quoted", false, 10, 10}, {"heavy", true, 40, 20}} {
 		for _, mb := range []int{1, 2} {
-			text, values := groundCorpus(mb<<20, mix.mixed, mix.normalized, mix.absent)
+			text, values := groundCorpus(mb<<20, 1000, mix.mixed, mix.normalized, mix.absent)
 			doc, _ := json.Marshal(map[string]any{"values": values})
 			b.Run(fmt.Sprintf("%s/values=1000/input=%dMB", mix.name, mb), func(b *testing.B) {
 				b.ReportAllocs()
@@ -143,4 +143,35 @@ func BenchmarkRule(b *testing.B) {
 		}
 		b.ReportMetric(float64((cpuTime(b)-cpu).Nanoseconds())/float64(n), "cpu-ns/op")
 	})
+}
+
+// TestGroundingIsLinear guards against a quadratic search: 4 times the
+// values against 4 times the input (one value per KB, as a document's
+// extraction grows with it) costs about 4 times the CPU, not 16 (as when
+// every value is searched from the start of the input).
+func TestGroundingIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures CPU time")
+	}
+	s := mustCompile(t, "g", `{"type":"object","properties":{"values":{"type":"array","x-grounded":true,"items":{"type":"string"}}}}`)
+	cost := func(size, count int) time.Duration {
+		text, values := groundCorpus(size, count, false, count/100, count/100)
+		doc, _ := json.Marshal(map[string]any{"values": values})
+		best := time.Duration(1 << 62)
+		for range 3 {
+			var ru0, ru1 syscall.Rusage
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			if _, _, gr, err := s.Check(doc, NewInput(text), count); err != nil || len(gr) != count-count/100 {
+				t.Fatalf("%d grounded, %v", len(gr), err)
+			}
+			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			best = min(best, time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()))
+		}
+		return best
+	}
+	small, large := cost(256<<10, 250), cost(1<<20, 1000)
+	t.Logf("250 values in 256 KB: %v; 1,000 values in 1 MB: %v (%.1fx)", small, large, float64(large)/float64(max(small, 1)))
+	if large > 8*max(small, time.Millisecond) {
+		t.Errorf("4x the values in 4x the input took %.1fx the CPU (%v, %v): not linear", float64(large)/float64(small), small, large)
+	}
 }

@@ -2,9 +2,11 @@ package schemas
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -261,5 +263,52 @@ func TestIndexRare(t *testing.T) {
 				t.Errorf("indexRare(text[%d:], %q) = %d, want %d", from, v, got, want)
 			}
 		}
+	}
+}
+
+// TestDecodeOrderedRepeatedNames: a repeated member keeps its first place
+// and its last value, below and above 16 members.
+func TestDecodeOrderedRepeatedNames(t *testing.T) {
+	t.Parallel()
+	var sb strings.Builder
+	sb.WriteString(`{"a":1,`)
+	for i := range 20 {
+		fmt.Fprintf(&sb, `"k%d":%d,`, i, i)
+	}
+	sb.WriteString(`"a":2,"k3":"x","k19":"y"}`)
+	n, err := decodeOrdered([]byte(sb.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.keys) != 21 || n.keys[0] != "a" || string(n.kids[0].num) != "2" || n.kids[4].str != "x" || n.kids[20].str != "y" {
+		t.Errorf("keys %v, a=%v k3=%q k19=%q", n.keys, n.kids[0].num, n.kids[4].str, n.kids[20].str)
+	}
+}
+
+// TestCheckConcurrent: one compiled schema checks documents from many
+// goroutines at once (run with -race), each job with its own Input.
+func TestCheckConcurrent(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "inv", truthSchema)
+	input := "Invoice from Acme Corp. Items: bolt (B-1), nut (N-2)."
+	doc := []byte(`{"vendor":"ACME corp","subtotal":10,"tax":2,"total":13,"discount":1,"items":[{"name":"bolt","sku":"B-1"}]}`)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Go(func() {
+			in := NewInput(input)
+			for range 20 {
+				diags, _, gr, err := s.Check(doc, in, 0)
+				if err != nil || len(diags) != 1 || len(gr) != 3 || gr[0].Match != MatchNormalized {
+					errs <- fmt.Sprintf("%v %v %v", diags, gr, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

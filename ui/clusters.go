@@ -125,7 +125,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request) {
 func (s *Server) narrow(ctx context.Context, cs []report.Cluster, q clusterQuery) ([]report.Cluster, error) {
 	var out []report.Cluster
 	for _, c := range cs {
-		if q.Keyword != "" && c.Keyword != q.Keyword {
+		if q.Keyword != "" && c.Keyword != q.Keyword && !strings.HasPrefix(c.Keyword, q.Keyword+"/") { // x-rules: every rule
 			continue
 		}
 		if q.Class != "" || q.Model != "" {

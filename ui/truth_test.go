@@ -45,6 +45,8 @@ func TestClusterPageShowsTruthFailures(t *testing.T) {
 	rule := cluster.ID(cluster.Fingerprint{Schema: "inv", Version: sc.Version, Path: "/total", Keyword: "x-rules/0"})
 	page := html.UnescapeString(text(f.get(t, "/clusters/"+rule, http.StatusOK)))
 	mustContain(t, "the rule's cluster page", page, "[x-rules/0]", "rule self.total > self.tax : the total exceeds the tax", "3 of 3 jobs")
+	page = html.UnescapeString(text(f.get(t, "/clusters?keyword=x-rules", http.StatusOK)))
+	mustContain(t, "the clusters of keyword x-rules", page, "1 of 1 clusters", "x-rules/0")
 	grounded := cluster.ID(cluster.Fingerprint{Schema: "inv", Version: sc.Version, Path: "/vendor", Keyword: "x-grounded"})
 	page = html.UnescapeString(text(f.get(t, "/clusters/"+grounded, http.StatusOK)))
 	mustContain(t, "the grounding cluster page", page, "[x-grounded]", "Received values", `"Globex" 3`)
