@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,22 +13,33 @@ import (
 // own outcome was stored (internal/ledger's Documents).
 const BucketDocuments = "PIPELINE_DOCUMENTS"
 
-// DocumentBucket opens (creating it if needed) the documents' KV bucket.
+// documentsConfig is the documents' bucket as EnsureBuckets makes it.
+func documentsConfig(replicas int) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      BucketDocuments,
+		Description: "pipeline: the chunks of each long document that ended, and whether the document did",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	}
+}
+
+// DocumentBucket opens the documents' KV bucket, which EnsureBuckets made
+// with the streams; a server whose streams an older release made gets it
+// now. Opening is a lookup: the workers of a fleet, all starting at once,
+// do not each create a replicated bucket (three at once on a loaded
+// three-node cluster outlasted the API's timeout).
 func (c *Conn) DocumentBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	err := c.RetryOnHandover(ctx, "opening the documents bucket", func() error {
 		var err error
-		kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      BucketDocuments,
-			Description: "pipeline: the chunks of each long document that ended, and whether the document did",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    c.cfg.Replicas,
-		})
+		if kv, err = c.js.KeyValue(ctx, BucketDocuments); errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = c.js.CreateOrUpdateKeyValue(ctx, documentsConfig(c.cfg.Replicas))
+		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketDocuments, c.cfg.Replicas, err)
+		return nil, fmt.Errorf("opening key-value bucket %s (replicas %d): %w", BucketDocuments, c.cfg.Replicas, err)
 	}
 	return kv, nil
 }
