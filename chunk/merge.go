@@ -3,12 +3,14 @@ package chunk
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 
-	"github.com/llmpipeline/pipeline/internal/jsonorder"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // maxDepth bounds the nesting of a chunk's answer.
@@ -53,26 +55,26 @@ func NewMerger(schema []byte) (*Merger, error) {
 
 // Merge merges parts in the order given (chunk order). A part whose data is
 // not JSON is an error naming its chunk. The result is compact JSON whose
-// objects keep the order in which their members first appeared.
+// objects keep the order in which their members first appeared; scalars
+// keep the spelling their chunk gave them.
 func (m *Merger) Merge(parts []Part) (json.RawMessage, []Conflict, error) {
 	st := &merging{m: m, conflicts: map[string]*Conflict{}}
 	var acc node
 	for _, p := range parts {
-		v, err := jsonorder.Decode(p.Data, maxDepth)
+		v, err := st.decode(p.Data, p.Chunk)
 		if err != nil {
 			return nil, nil, fmt.Errorf("chunk %d: its data is not JSON: %w", p.Chunk, err)
 		}
-		acc = st.merge(acc, v, p.Chunk, m.root, "")
-	}
-	var b bytes.Buffer
-	if err := jsonorder.Write(&b, plain(acc)); err != nil {
-		return nil, nil, fmt.Errorf("writing the merged data: %w", err)
+		acc = st.merge(acc, v, m.root, "")
 	}
 	out := make([]Conflict, 0, len(st.order))
 	for _, path := range st.order {
 		out = append(out, *st.conflicts[path])
 	}
-	return b.Bytes(), out, nil
+	if acc == nil {
+		return json.RawMessage("null"), out, nil
+	}
+	return appendNode(nil, acc), out, nil
 }
 
 // node is the merge's tree: every value knows which chunk it came from.
@@ -87,76 +89,160 @@ type objNode struct {
 type arrNode struct {
 	chunk int
 	items []node
-	// index maps an element's identity (its canonical JSON, or that of its
-	// merge key) to the positions of the elements that have it.
+	// index maps an element's identity (see identity) to the positions of
+	// the elements that have it; built when the array is first merged into.
 	index map[string][]int
 }
 
+// leafNode is a scalar as its chunk spelled it (raw JSON).
 type leafNode struct {
 	chunk int
-	v     any // string, json.Number, bool or nil
+	raw   []byte
 }
 
 func (n *objNode) from() int  { return n.chunk }
 func (n *arrNode) from() int  { return n.chunk }
 func (n *leafNode) from() int { return n.chunk }
 
+func isNull(n node) bool {
+	l, ok := n.(*leafNode)
+	return ok && l.raw[0] == 'n'
+}
+
 type merging struct {
 	m         *Merger
 	conflicts map[string]*Conflict
 	order     []string
+	dec       *jsontext.Decoder // reused for every part
+	rd        bytes.Reader
 }
 
-// merge merges v (from chunk c, described by schema sch, at path) into acc.
-func (st *merging) merge(acc node, v any, c int, sch any, path string) node {
-	if v == nil {
-		if acc == nil {
-			return &leafNode{chunk: c}
-		}
-		return acc
+// decode reads one chunk's data into the tree. Scalars are slices of
+// data, which the tree keeps.
+func (st *merging) decode(data []byte, c int) (node, error) {
+	st.rd.Reset(data)
+	if st.dec == nil {
+		st.dec = jsontext.NewDecoder(&st.rd, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	} else {
+		st.dec.Reset(&st.rd, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	}
-	if acc == nil || isNull(acc) {
-		return st.wrap(v, c, sch)
+	dec := st.dec
+	n, err := decodeNode(dec, data, c, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.ReadToken(); err == nil {
+		return nil, errors.New("data after the JSON value")
+	}
+	return n, nil
+}
+
+func decodeNode(dec *jsontext.Decoder, data []byte, c, depth int) (node, error) {
+	if depth > maxDepth {
+		return nil, errors.New("nested too deep")
+	}
+	switch dec.PeekKind() {
+	case '{':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		o := &objNode{chunk: c, vals: map[string]node{}}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			k := name.String()
+			v, err := decodeNode(dec, data, c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if _, dup := o.vals[k]; !dup {
+				o.keys = append(o.keys, k)
+			}
+			o.vals[k] = v
+		}
+		_, err := dec.ReadToken()
+		return o, err
+	case '[':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		a := &arrNode{chunk: c}
+		for dec.PeekKind() != ']' {
+			v, err := decodeNode(dec, data, c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			a.items = append(a.items, v)
+		}
+		_, err := dec.ReadToken()
+		return a, err
+	}
+	v, err := dec.ReadValue()
+	if err != nil {
+		return nil, err
+	}
+	// The value ends where the decoder is now; it is len(v) bytes long
+	// (ReadValue's bytes are the decoder's, reused by the next read).
+	end := int(dec.InputOffset())
+	if start := end - len(v); start >= 0 && end <= len(data) && bytes.Equal(data[start:end], v) {
+		return &leafNode{chunk: c, raw: data[start:end:end]}, nil
+	}
+	return &leafNode{chunk: c, raw: slices.Clone(v)}, nil
+}
+
+// merge merges v (one chunk's, described by schema sch, at path) into acc.
+func (st *merging) merge(acc, v node, sch any, path string) node {
+	if acc == nil || (isNull(acc) && !isNull(v)) {
+		return v
+	}
+	if isNull(v) {
+		return acc
 	}
 	switch a := acc.(type) {
 	case *objNode:
-		if o, ok := v.(*jsonorder.Object); ok {
-			for _, k := range o.Keys {
-				sub := st.m.property(sch, k)
+		if o, ok := v.(*objNode); ok {
+			for _, k := range o.keys {
 				old, had := a.vals[k]
-				merged := st.merge(old, o.Vals[k], c, sub, path+"/"+escape(k))
+				a.vals[k] = st.merge(old, o.vals[k], st.m.property(sch, k), path+"/"+escape(k))
 				if !had {
 					a.keys = append(a.keys, k)
 				}
-				a.vals[k] = merged
 			}
 			return a
 		}
 	case *arrNode:
-		if l, ok := v.([]any); ok {
+		if l, ok := v.(*arrNode); ok {
 			keys := st.m.mergeKey(sch)
 			items := st.m.items(sch)
-			for _, e := range l {
+			if a.index == nil {
+				a.index = make(map[string][]int, len(a.items)+len(l.items))
+				for i, e := range a.items {
+					id := identity(e, keys)
+					a.index[id] = append(a.index[id], i)
+				}
+			}
+			c := v.from()
+			for _, e := range l.items {
 				id := identity(e, keys)
 				if at, dup := a.fromOther(id, c); dup {
 					if len(keys) > 0 {
-						a.items[at] = st.merge(a.items[at], e, c, items, fmt.Sprintf("%s/%d", path, at))
+						a.items[at] = st.merge(a.items[at], e, items, path+"/"+strconv.Itoa(at))
 					}
 					continue
 				}
 				a.index[id] = append(a.index[id], len(a.items))
-				a.items = append(a.items, st.wrap(e, c, items))
+				a.items = append(a.items, e)
 			}
 			return a
 		}
 	case *leafNode:
-		if _, scalar := v.(*jsonorder.Object); !scalar {
-			if _, list := v.([]any); !list && equalScalar(a.v, v) {
-				return a
-			}
+		if l, ok := v.(*leafNode); ok && equalLeaf(a, l) {
+			return a
 		}
 	}
-	st.conflict(path, acc, v, c)
+	st.conflict(path, acc, v)
 	return acc
 }
 
@@ -171,145 +257,149 @@ func (a *arrNode) fromOther(id string, c int) (int, bool) {
 	return 0, false
 }
 
-func (st *merging) conflict(path string, kept node, v any, c int) {
+func (st *merging) conflict(path string, kept, v node) {
 	cf, ok := st.conflicts[path]
 	if !ok {
-		cf = &Conflict{Path: path, Values: []ConflictValue{{Chunk: kept.from(), Value: encode(plain(kept))}}}
+		cf = &Conflict{Path: path, Values: []ConflictValue{{Chunk: kept.from(), Value: appendNode(nil, kept)}}}
 		st.conflicts[path] = cf
 		st.order = append(st.order, path)
 	}
-	cf.Values = append(cf.Values, ConflictValue{Chunk: c, Value: encode(v)})
+	cf.Values = append(cf.Values, ConflictValue{Chunk: v.from(), Value: appendNode(nil, v)})
 }
 
-// wrap turns a decoded value of chunk c into the merge's tree.
-func (st *merging) wrap(v any, c int, sch any) node {
-	switch v := v.(type) {
-	case *jsonorder.Object:
-		n := &objNode{chunk: c, keys: append([]string(nil), v.Keys...), vals: make(map[string]node, len(v.Keys))}
-		for _, k := range v.Keys {
-			n.vals[k] = st.wrap(v.Vals[k], c, st.m.property(sch, k))
-		}
-		return n
-	case []any:
-		keys := st.m.mergeKey(sch)
-		items := st.m.items(sch)
-		n := &arrNode{chunk: c, items: make([]node, 0, len(v)), index: make(map[string][]int, len(v))}
-		for _, e := range v {
-			id := identity(e, keys)
-			n.index[id] = append(n.index[id], len(n.items))
-			n.items = append(n.items, st.wrap(e, c, items))
-		}
-		return n
-	}
-	return &leafNode{chunk: c, v: v}
-}
-
-func isNull(n node) bool {
-	l, ok := n.(*leafNode)
-	return ok && l.v == nil
-}
-
-// plain turns the merge's tree back into jsonorder's values.
-func plain(n node) any {
+// appendNode writes n as compact JSON.
+func appendNode(b []byte, n node) []byte {
 	switch n := n.(type) {
 	case *objNode:
-		o := jsonorder.NewObject()
-		for _, k := range n.keys {
-			o.Set(k, plain(n.vals[k]))
+		b = append(b, '{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, _ = jsontext.AppendQuote(b, k)
+			b = append(b, ':')
+			b = appendNode(b, n.vals[k])
 		}
-		return o
+		return append(b, '}')
 	case *arrNode:
-		l := make([]any, len(n.items))
+		b = append(b, '[')
 		for i, e := range n.items {
-			l[i] = plain(e)
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendNode(b, e)
 		}
-		return l
+		return append(b, ']')
 	case *leafNode:
-		return n.v
+		return append(b, n.raw...)
 	}
-	return nil
+	return append(b, "null"...)
 }
 
-func encode(v any) json.RawMessage {
-	var b bytes.Buffer
-	if err := jsonorder.Write(&b, v); err != nil {
-		return json.RawMessage(`null`)
-	}
-	return b.Bytes()
-}
-
-// identity is what makes two array elements one: the canonical JSON of
-// the element, or, when keys are given and the element is an object that
-// has every one of them non-null, the canonical JSON of those.
-func identity(e any, keys []string) string {
-	var b strings.Builder
-	if o, ok := e.(*jsonorder.Object); ok && len(keys) > 0 {
+// identity is what makes two array elements one: the canonical form of the
+// element, or, when keys are given and the element is an object that has
+// every one of them non-null, the canonical form of those.
+func identity(e node, keys []string) string {
+	var b []byte
+	if o, ok := e.(*objNode); ok && len(keys) > 0 {
 		complete := true
 		for _, k := range keys {
-			if v, ok := o.Vals[k]; !ok || v == nil {
+			if v, ok := o.vals[k]; !ok || isNull(v) {
 				complete = false
 				break
 			}
 		}
 		if complete {
-			b.WriteString("k")
+			b = append(b, 'k')
 			for _, k := range keys {
-				canonical(&b, o.Vals[k])
-				b.WriteByte(',')
+				b = canonical(b, o.vals[k])
+				b = append(b, ',')
 			}
-			return b.String()
+			return string(b)
 		}
 	}
-	b.WriteString("v")
-	canonical(&b, e)
-	return b.String()
+	return string(canonical(append(b, 'v'), e))
 }
 
-// canonical writes v so that two equal JSON values write the same: object
-// members sorted by name, numbers by their exact value.
-func canonical(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case *jsonorder.Object:
-		keys := append([]string(nil), v.Keys...)
-		sort.Strings(keys)
-		b.WriteByte('{')
+// canonical appends n so that two equal JSON values append the same:
+// object members sorted by name, strings unescaped, numbers by their value.
+func canonical(b []byte, n node) []byte {
+	switch n := n.(type) {
+	case *objNode:
+		keys := slices.Clone(n.keys)
+		slices.Sort(keys)
+		b = append(b, '{')
 		for _, k := range keys {
-			b.Write(encode(k))
-			b.WriteByte(':')
-			canonical(b, v.Vals[k])
-			b.WriteByte(',')
+			b = strconv.AppendQuote(b, k)
+			b = append(b, ':')
+			b = canonical(b, n.vals[k])
+			b = append(b, ',')
 		}
-		b.WriteByte('}')
-	case []any:
-		b.WriteByte('[')
-		for _, e := range v {
-			canonical(b, e)
-			b.WriteByte(',')
+		return append(b, '}')
+	case *arrNode:
+		b = append(b, '[')
+		for _, e := range n.items {
+			b = canonical(b, e)
+			b = append(b, ',')
 		}
-		b.WriteByte(']')
-	case json.Number:
-		b.WriteString(numberKey(v))
-	default:
-		b.Write(encode(v))
+		return append(b, ']')
+	case *leafNode:
+		return append(b, leafKey(n)...)
 	}
+	return b
 }
 
-// numberKey is a number's exact value as text: 1, 1.0 and 1e0 are one.
-func numberKey(n json.Number) string {
-	r, ok := new(big.Rat).SetString(string(n))
+// leafKey is a scalar's value as text: strings unescaped and quoted, the
+// numbers 1, 1.0 and 1e0 one.
+func leafKey(l *leafNode) string {
+	switch l.raw[0] {
+	case '"':
+		s, err := jsontext.AppendUnquote(nil, l.raw)
+		if err != nil {
+			return string(l.raw)
+		}
+		return strconv.Quote(string(s))
+	case 't', 'f', 'n':
+		return string(l.raw)
+	}
+	return numberKey(string(l.raw))
+}
+
+// numberKey is a number's exact value as text.
+func numberKey(n string) string {
+	if !strings.ContainsAny(n, "eE") {
+		// A JSON number without an exponent has no leading zeros: its
+		// value is its text without the fraction's trailing zeros.
+		if strings.IndexByte(n, '.') >= 0 {
+			n = strings.TrimRight(strings.TrimRight(n, "0"), ".")
+		}
+		if n == "-0" {
+			n = "0"
+		}
+		return n
+	}
+	r, ok := new(big.Rat).SetString(n)
 	if !ok {
-		return string(n)
+		return n
+	}
+	if r.IsInt() {
+		return r.Num().String()
 	}
 	return r.RatString()
 }
 
-func equalScalar(a, b any) bool {
-	an, aok := a.(json.Number)
-	bn, bok := b.(json.Number)
-	if aok && bok {
-		return numberKey(an) == numberKey(bn)
+func equalLeaf(a, b *leafNode) bool {
+	if bytes.Equal(a.raw, b.raw) {
+		return true
 	}
-	return a == b
+	ka, kb := a.raw[0], b.raw[0]
+	switch {
+	case (ka == '"') != (kb == '"'):
+		return false
+	case ka == '"' && bytes.IndexByte(a.raw, '\\') < 0 && bytes.IndexByte(b.raw, '\\') < 0:
+		return false // two strings without escapes are equal only as bytes
+	}
+	return leafKey(a) == leafKey(b)
 }
 
 // escape writes a JSON Pointer token.

@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/llmpipeline/pipeline/chunk"
 	"github.com/llmpipeline/pipeline/internal/broker"
@@ -14,6 +16,7 @@ import (
 	"github.com/llmpipeline/pipeline/schemas"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/tidwall/gjson"
 )
 
 // maxFailedNamed bounds the failed chunks a partial document's reason names.
@@ -45,13 +48,15 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	var failed []string
 	var data []jsonData
 	for _, c := range end.Chunks {
-		co, err := job.DecodeOutcome(c.Payload)
+		co, err := readChunkOutcome(c.Payload)
 		if err != nil {
-			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: %v", c.K, end.ID, err)}
+			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: decoding its outcome: %v", c.K, end.ID, err)}
 		}
 		if out.Schema == "" {
 			out.Schema = co.Schema
-			out.Job = documentJob(co)
+			if err := jsonv2.Unmarshal(c.Payload, &co.whole, job.DecodeOptions()); err == nil {
+				out.Job = documentJob(co.whole)
+			}
 		}
 		if out.StartedAt.IsZero() || co.StartedAt.Before(out.StartedAt) {
 			out.StartedAt = co.StartedAt
@@ -61,7 +66,7 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		if co.Chunk != nil {
 			s.Start, s.End = co.Chunk.Start, co.Chunk.End
 		}
-		s.PromptTokens, s.CompletionTokens = job.Tokens(co.Trace)
+		s.PromptTokens, s.CompletionTokens = co.PromptTokens, co.CompletionTokens
 		out.Attempts += s.Attempts
 		out.PromptTokens += s.PromptTokens
 		out.CompletionTokens += s.CompletionTokens
@@ -127,6 +132,79 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	out.Status = job.StatusSucceeded
 	h.cfg.Metrics.outcome(out.Schema, out.Status, "")
 	return h.redact(h.publish(&queue.Delivery{SchemaToken: out.Schema}, queue.ActionResult, out, ""))
+}
+
+// chunkOutcome is what a document's outcome needs of a chunk's: not its
+// job (the chunk's text) nor its attempts' raw answers, which are most of
+// its bytes and are skipped, not decoded.
+type chunkOutcome struct {
+	JobID     string          `json:"job_id"`
+	Schema    string          `json:"schema"`
+	Run       int             `json:"run"`
+	Status    string          `json:"status"`
+	Class     job.Class       `json:"class"`
+	Reason    string          `json:"reason"`
+	Model     string          `json:"model"`
+	CostUSD   *float64        `json:"cost_usd"`
+	Attempts  int             `json:"attempts"`
+	Data      json.RawMessage `json:"data"`
+	Chunk     *job.ChunkOf    `json:"chunk"`
+	StartedAt time.Time       `json:"started_at"`
+	// PromptTokens and CompletionTokens are the sums over its trace.
+	PromptTokens     int `json:"-"`
+	CompletionTokens int `json:"-"`
+
+	whole job.Outcome // the first chunk's, decoded whole for the document's job
+}
+
+// chunkFields are the members readChunkOutcome decodes; the others (the
+// job, the attempts' raw answers) are skipped without being decoded.
+var chunkFields = map[string]bool{"job_id": true, "schema": true, "run": true, "status": true, "class": true, "reason": true,
+	"model": true, "cost_usd": true, "attempts": true, "data": true, "chunk": true, "started_at": true}
+
+// readChunkOutcome reads what a document needs of a chunk's outcome in one
+// pass over its members (gjson skips a member's value by its delimiters).
+func readChunkOutcome(payload []byte) (chunkOutcome, error) {
+	var co chunkOutcome
+	if len(payload) == 0 || payload[0] != '{' {
+		return co, errors.New("not a JSON object")
+	}
+	// The payload was stored by a worker (EncodeOutcome): what is not JSON
+	// in it fails the decoding of the members picked.
+	var picked []byte
+	var err error
+	gjson.ParseBytes(payload).ForEach(func(k, v gjson.Result) bool {
+		switch name := k.String(); {
+		case name == "trace":
+			v.ForEach(func(_, a gjson.Result) bool {
+				a.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "prompt_tokens":
+						co.PromptTokens += int(v.Int())
+					case "completion_tokens":
+						co.CompletionTokens += int(v.Int())
+					}
+					return true
+				})
+				return true
+			})
+		case chunkFields[name]:
+			if len(picked) == 0 {
+				picked = append(picked, '{')
+			} else {
+				picked = append(picked, ',')
+			}
+			picked = append(picked, k.Raw...)
+			picked = append(picked, ':')
+			picked = append(picked, v.Raw...)
+		}
+		return true
+	})
+	picked = append(picked, '}')
+	if err = jsonv2.Unmarshal(picked, &co, job.DecodeOptions()); err != nil {
+		return co, err
+	}
+	return co, nil
 }
 
 type jsonData struct {

@@ -46,7 +46,12 @@ func PartLine(c job.ChunkOf) string {
 // chunkItems are the chunk jobs of j when it is longer than its chunk
 // size (nil when it is one ordinary job).
 func (jc *JobCheck) chunkItems(j job.Job, rerun RerunMode) ([]queue.SubmitItem, error) {
-	c := jc.chunkingOf(j)
+	return ChunkJobs(j, jc.chunkingOf(j), rerun)
+}
+
+// ChunkJobs are the chunk jobs of j split by c (nil when j is not longer
+// than c.Chars characters: one ordinary job), ready to submit.
+func ChunkJobs(j job.Job, c job.Chunking, rerun RerunMode) ([]queue.SubmitItem, error) {
 	ranges := chunk.Split(j.Input, c.Chars, c.Overlap)
 	if ranges == nil {
 		return nil, nil
