@@ -1,7 +1,6 @@
 package chunk
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/tidwall/gjson"
 )
 
 // maxDepth bounds the nesting of a chunk's answer.
@@ -54,7 +55,8 @@ func NewMerger(schema []byte) (*Merger, error) {
 }
 
 // Merge merges parts in the order given (chunk order). A part whose data is
-// not JSON is an error naming its chunk. The result is compact JSON whose
+// not JSON is an error naming its chunk. The parts' data is read in place:
+// it must not change while Merge runs. The result is compact JSON whose
 // objects keep the order in which their members first appeared; scalars
 // keep the spelling their chunk gave them.
 func (m *Merger) Merge(parts []Part) (json.RawMessage, []Conflict, error) {
@@ -65,7 +67,7 @@ func (m *Merger) Merge(parts []Part) (json.RawMessage, []Conflict, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("chunk %d: its data is not JSON: %w", p.Chunk, err)
 		}
-		acc = st.merge(acc, v, m.root, "")
+		acc = st.merge(acc, v, m.root, nil)
 	}
 	out := make([]Conflict, 0, len(st.order))
 	for _, path := range st.order {
@@ -82,8 +84,52 @@ type node interface{ from() int }
 
 type objNode struct {
 	chunk int
-	keys  []string
-	vals  map[string]node
+	keys  []string       // in the order they first appeared
+	vals  []node         // vals[i] is keys[i]'s
+	index map[string]int // key -> i, once the object has many keys
+}
+
+// smallObject is the most keys an object is searched linearly for.
+const smallObject = 8
+
+// get returns member k and its position.
+func (o *objNode) get(k string) (node, int) {
+	if o.index != nil {
+		if i, ok := o.index[k]; ok {
+			return o.vals[i], i
+		}
+		return nil, -1
+	}
+	for i, x := range o.keys {
+		if x == k {
+			return o.vals[i], i
+		}
+	}
+	return nil, -1
+}
+
+// set sets member k (at position i from get, -1 when new).
+func (o *objNode) set(k string, i int, v node) {
+	if i >= 0 {
+		o.vals[i] = v
+		return
+	}
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+	if o.index != nil {
+		o.index[k] = len(o.keys) - 1
+	} else if len(o.keys) > smallObject {
+		o.index = make(map[string]int, 2*len(o.keys))
+		for j, x := range o.keys {
+			o.index[x] = j
+		}
+	}
+}
+
+// member is member k (nil when absent).
+func (o *objNode) member(k string) node {
+	v, _ := o.get(k)
+	return v
 }
 
 type arrNode struct {
@@ -97,7 +143,7 @@ type arrNode struct {
 // leafNode is a scalar as its chunk spelled it (raw JSON).
 type leafNode struct {
 	chunk int
-	raw   []byte
+	raw   string
 }
 
 func (n *objNode) from() int  { return n.chunk }
@@ -113,87 +159,72 @@ type merging struct {
 	m         *Merger
 	conflicts map[string]*Conflict
 	order     []string
-	dec       *jsontext.Decoder // reused for every part
-	rd        bytes.Reader
+	depthErr  bool // set by decodeNode past maxDepth
 }
 
-// decode reads one chunk's data into the tree. Scalars are slices of
-// data, which the tree keeps.
+// decode reads one chunk's data into the tree. The tree's scalars and
+// names are read in place (strings over data): data must not change
+// until the merge is written.
 func (st *merging) decode(data []byte, c int) (node, error) {
-	st.rd.Reset(data)
-	if st.dec == nil {
-		st.dec = jsontext.NewDecoder(&st.rd, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	} else {
-		st.dec.Reset(&st.rd, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if !gjson.ValidBytes(data) {
+		return nil, errors.New("not valid JSON")
 	}
-	dec := st.dec
-	n, err := decodeNode(dec, data, c, 0)
-	if err != nil {
-		return nil, err
+	if len(data) == 0 {
+		return nil, errors.New("empty")
 	}
-	if _, err := dec.ReadToken(); err == nil {
-		return nil, errors.New("data after the JSON value")
+	st.depthErr = false
+	n := st.decodeNode(gjson.Parse(unsafe.String(&data[0], len(data))), c, 0)
+	if st.depthErr {
+		return nil, errors.New("nested too deep")
 	}
 	return n, nil
 }
 
-func decodeNode(dec *jsontext.Decoder, data []byte, c, depth int) (node, error) {
+func (st *merging) decodeNode(v gjson.Result, c, depth int) node {
 	if depth > maxDepth {
-		return nil, errors.New("nested too deep")
+		st.depthErr = true
+		return &leafNode{chunk: c, raw: "null"}
 	}
-	switch dec.PeekKind() {
-	case '{':
-		if _, err := dec.ReadToken(); err != nil {
-			return nil, err
-		}
-		o := &objNode{chunk: c, vals: map[string]node{}}
-		for dec.PeekKind() != '}' {
-			name, err := dec.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			k := name.String()
-			v, err := decodeNode(dec, data, c, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := o.vals[k]; !dup {
-				o.keys = append(o.keys, k)
-			}
-			o.vals[k] = v
-		}
-		_, err := dec.ReadToken()
-		return o, err
-	case '[':
-		if _, err := dec.ReadToken(); err != nil {
-			return nil, err
-		}
+	switch {
+	case v.IsObject():
+		o := &objNode{chunk: c}
+		v.ForEach(func(k, e gjson.Result) bool {
+			_, at := o.get(k.Str)
+			o.set(k.Str, at, st.decodeNode(e, c, depth+1))
+			return !st.depthErr
+		})
+		return o
+	case v.IsArray():
 		a := &arrNode{chunk: c}
-		for dec.PeekKind() != ']' {
-			v, err := decodeNode(dec, data, c, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			a.items = append(a.items, v)
-		}
-		_, err := dec.ReadToken()
-		return a, err
+		v.ForEach(func(_, e gjson.Result) bool {
+			a.items = append(a.items, st.decodeNode(e, c, depth+1))
+			return !st.depthErr
+		})
+		return a
 	}
-	v, err := dec.ReadValue()
-	if err != nil {
-		return nil, err
+	return &leafNode{chunk: c, raw: v.Raw}
+}
+
+// pathNode is a field's place: its parent's and its own segment. The
+// pointer text is only written for a conflict.
+type pathNode struct {
+	parent *pathNode
+	key    string
+	index  int // an array element's, when key is ""
+}
+
+func (p *pathNode) String() string {
+	if p == nil {
+		return ""
 	}
-	// The value ends where the decoder is now; it is len(v) bytes long
-	// (ReadValue's bytes are the decoder's, reused by the next read).
-	end := int(dec.InputOffset())
-	if start := end - len(v); start >= 0 && end <= len(data) && bytes.Equal(data[start:end], v) {
-		return &leafNode{chunk: c, raw: data[start:end:end]}, nil
+	if p.key == "" {
+		return p.parent.String() + "/" + strconv.Itoa(p.index)
 	}
-	return &leafNode{chunk: c, raw: slices.Clone(v)}, nil
+	return p.parent.String() + "/" + escape(p.key)
 }
 
 // merge merges v (one chunk's, described by schema sch, at path) into acc.
-func (st *merging) merge(acc, v node, sch any, path string) node {
+func (st *merging) merge(acc, v node, sch any, path *pathNode) node {
 	if acc == nil || (isNull(acc) && !isNull(v)) {
 		return v
 	}
@@ -203,12 +234,9 @@ func (st *merging) merge(acc, v node, sch any, path string) node {
 	switch a := acc.(type) {
 	case *objNode:
 		if o, ok := v.(*objNode); ok {
-			for _, k := range o.keys {
-				old, had := a.vals[k]
-				a.vals[k] = st.merge(old, o.vals[k], st.m.property(sch, k), path+"/"+escape(k))
-				if !had {
-					a.keys = append(a.keys, k)
-				}
+			for i, k := range o.keys {
+				old, at := a.get(k)
+				a.set(k, at, st.merge(old, o.vals[i], st.m.property(sch, k), &pathNode{parent: path, key: k}))
 			}
 			return a
 		}
@@ -228,7 +256,7 @@ func (st *merging) merge(acc, v node, sch any, path string) node {
 				id := identity(e, keys)
 				if at, dup := a.fromOther(id, c); dup {
 					if len(keys) > 0 {
-						a.items[at] = st.merge(a.items[at], e, items, path+"/"+strconv.Itoa(at))
+						a.items[at] = st.merge(a.items[at], e, items, &pathNode{parent: path, index: at})
 					}
 					continue
 				}
@@ -257,7 +285,8 @@ func (a *arrNode) fromOther(id string, c int) (int, bool) {
 	return 0, false
 }
 
-func (st *merging) conflict(path string, kept, v node) {
+func (st *merging) conflict(at *pathNode, kept, v node) {
+	path := at.String()
 	cf, ok := st.conflicts[path]
 	if !ok {
 		cf = &Conflict{Path: path, Values: []ConflictValue{{Chunk: kept.from(), Value: appendNode(nil, kept)}}}
@@ -278,7 +307,7 @@ func appendNode(b []byte, n node) []byte {
 			}
 			b, _ = jsontext.AppendQuote(b, k)
 			b = append(b, ':')
-			b = appendNode(b, n.vals[k])
+			b = appendNode(b, n.vals[i])
 		}
 		return append(b, '}')
 	case *arrNode:
@@ -304,7 +333,7 @@ func identity(e node, keys []string) string {
 	if o, ok := e.(*objNode); ok && len(keys) > 0 {
 		complete := true
 		for _, k := range keys {
-			if v, ok := o.vals[k]; !ok || isNull(v) {
+			if v := o.member(k); v == nil || isNull(v) {
 				complete = false
 				break
 			}
@@ -312,7 +341,7 @@ func identity(e node, keys []string) string {
 		if complete {
 			b = append(b, 'k')
 			for _, k := range keys {
-				b = canonical(b, o.vals[k])
+				b = canonical(b, o.member(k))
 				b = append(b, ',')
 			}
 			return string(b)
@@ -330,10 +359,8 @@ func canonical(b []byte, n node) []byte {
 		slices.Sort(keys)
 		b = append(b, '{')
 		for _, k := range keys {
-			b = strconv.AppendQuote(b, k)
-			b = append(b, ':')
-			b = canonical(b, n.vals[k])
-			b = append(b, ',')
+			b = appendText(b, k)
+			b = canonical(b, n.member(k))
 		}
 		return append(b, '}')
 	case *arrNode:
@@ -344,26 +371,41 @@ func canonical(b []byte, n node) []byte {
 		}
 		return append(b, ']')
 	case *leafNode:
-		return append(b, leafKey(n)...)
+		return appendLeafKey(b, n)
 	}
 	return b
 }
 
-// leafKey is a scalar's value as text: strings unescaped and quoted, the
-// numbers 1, 1.0 and 1e0 one.
-func leafKey(l *leafNode) string {
+// appendText appends s with its length first, so that texts side by side
+// never run into each other.
+func appendText(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// appendLeafKey appends a scalar's value: a string's text (unescaped), a
+// number's value (1, 1.0 and 1e0 are one), true, false or null.
+func appendLeafKey(b []byte, l *leafNode) []byte {
 	switch l.raw[0] {
 	case '"':
-		s, err := jsontext.AppendUnquote(nil, l.raw)
-		if err != nil {
-			return string(l.raw)
+		body := l.raw[1 : len(l.raw)-1]
+		if strings.IndexByte(body, '\\') >= 0 {
+			if s, err := jsontext.AppendUnquote(nil, l.raw); err == nil {
+				body = string(s)
+			}
 		}
-		return strconv.Quote(string(s))
+		b = append(b, 's')
+		return appendText(b, body)
 	case 't', 'f', 'n':
-		return string(l.raw)
+		return append(b, l.raw...)
 	}
-	return numberKey(string(l.raw))
+	b = append(b, '#')
+	return append(b, numberKey(string(l.raw))...)
 }
+
+// leafKey is appendLeafKey's text.
+func leafKey(l *leafNode) string { return string(appendLeafKey(nil, l)) }
 
 // numberKey is a number's exact value as text.
 func numberKey(n string) string {
@@ -389,14 +431,14 @@ func numberKey(n string) string {
 }
 
 func equalLeaf(a, b *leafNode) bool {
-	if bytes.Equal(a.raw, b.raw) {
+	if a.raw == b.raw {
 		return true
 	}
 	ka, kb := a.raw[0], b.raw[0]
 	switch {
 	case (ka == '"') != (kb == '"'):
 		return false
-	case ka == '"' && bytes.IndexByte(a.raw, '\\') < 0 && bytes.IndexByte(b.raw, '\\') < 0:
+	case ka == '"' && strings.IndexByte(a.raw, '\\') < 0 && strings.IndexByte(b.raw, '\\') < 0:
 		return false // two strings without escapes are equal only as bytes
 	}
 	return leafKey(a) == leafKey(b)

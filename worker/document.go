@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/llmpipeline/pipeline/chunk"
 	"github.com/llmpipeline/pipeline/internal/broker"
@@ -157,25 +158,52 @@ type chunkOutcome struct {
 	whole job.Outcome // the first chunk's, decoded whole for the document's job
 }
 
-// chunkFields are the members readChunkOutcome decodes; the others (the
-// job, the attempts' raw answers) are skipped without being decoded.
-var chunkFields = map[string]bool{"job_id": true, "schema": true, "run": true, "status": true, "class": true, "reason": true,
-	"model": true, "cost_usd": true, "attempts": true, "data": true, "chunk": true, "started_at": true}
-
 // readChunkOutcome reads what a document needs of a chunk's outcome in one
-// pass over its members (gjson skips a member's value by its delimiters).
+// pass over its members: gjson skips the others (the chunk's text, the
+// attempts' raw answers) by their delimiters, without decoding them.
 func readChunkOutcome(payload []byte) (chunkOutcome, error) {
 	var co chunkOutcome
 	if len(payload) == 0 || payload[0] != '{' {
 		return co, errors.New("not a JSON object")
 	}
-	// The payload was stored by a worker (EncodeOutcome): what is not JSON
-	// in it fails the decoding of the members picked.
-	var picked []byte
+	// The payload was stored by a worker (EncodeOutcome) and is not
+	// changed while it is read: it is read in place, and what is kept of
+	// it is copied.
+	doc := unsafe.String(&payload[0], len(payload))
 	var err error
-	gjson.ParseBytes(payload).ForEach(func(k, v gjson.Result) bool {
-		switch name := k.String(); {
-		case name == "trace":
+	gjson.Parse(doc).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "job_id":
+			co.JobID = strings.Clone(v.String())
+		case "schema":
+			co.Schema = strings.Clone(v.String())
+		case "run":
+			co.Run = int(v.Int())
+		case "status":
+			co.Status = strings.Clone(v.String())
+		case "class":
+			co.Class = job.Class(strings.Clone(v.String()))
+		case "reason":
+			co.Reason = strings.Clone(v.String())
+		case "model":
+			co.Model = strings.Clone(v.String())
+		case "cost_usd":
+			if v.Type == gjson.Number {
+				c := v.Float()
+				co.CostUSD = &c
+			}
+		case "attempts":
+			co.Attempts = int(v.Int())
+		case "data":
+			co.Data = json.RawMessage(v.Raw)
+		case "started_at":
+			co.StartedAt, err = time.Parse(time.RFC3339Nano, v.String())
+		case "chunk":
+			var c job.ChunkOf
+			if err = jsonv2.Unmarshal([]byte(v.Raw), &c); err == nil {
+				co.Chunk = &c
+			}
+		case "trace":
 			v.ForEach(func(_, a gjson.Result) bool {
 				a.ForEach(func(k, v gjson.Result) bool {
 					switch k.Str {
@@ -188,21 +216,14 @@ func readChunkOutcome(payload []byte) (chunkOutcome, error) {
 				})
 				return true
 			})
-		case chunkFields[name]:
-			if len(picked) == 0 {
-				picked = append(picked, '{')
-			} else {
-				picked = append(picked, ',')
-			}
-			picked = append(picked, k.Raw...)
-			picked = append(picked, ':')
-			picked = append(picked, v.Raw...)
 		}
-		return true
+		return err == nil
 	})
-	picked = append(picked, '}')
-	if err = jsonv2.Unmarshal(picked, &co, job.DecodeOptions()); err != nil {
+	if err != nil {
 		return co, err
+	}
+	if co.JobID == "" || co.Status == "" {
+		return co, errors.New("no job id or status")
 	}
 	return co, nil
 }
