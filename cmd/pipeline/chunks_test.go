@@ -309,3 +309,42 @@ func TestPartialDocumentReplayedToAResult(t *testing.T) {
 		t.Errorf("dlq list after the replay: %v, want nothing left", list)
 	}
 }
+
+// TestMergeThatFailsTheSchemaIsAMergeDeadLetter: every chunk of a document
+// succeeds, but their parties together are more than the schema's
+// maxItems: the document is a dead letter of class merge, holding the merge,
+// the schema's diagnostics and every chunk's data.
+func TestMergeThatFailsTheSchemaIsAMergeDeadLetter(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newChunkServer(t)
+	dir, schemas := t.TempDir(), t.TempDir()
+	bounded := strings.Replace(contractSchema, `"x-merge-key": ["name"],`, `"x-merge-key": ["name"], "maxItems": 2,`, 1)
+	if err := os.WriteFile(filepath.Join(schemas, "contract.json"), []byte(bounded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, contractJob(t, "deal-3", longContract(false)), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "-")
+	mustCLI(t, "", "run", "--data-dir", dir, "--schemas", schemas, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1")
+	var dead map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--data-dir", dir, "--json", "deal-3")), &dead); err != nil {
+		t.Fatal(err)
+	}
+	if dead["class"] != "merge" {
+		t.Fatalf("class %v, want merge: %v", dead["class"], dead["reason"])
+	}
+	diags, _ := json.Marshal(dead["merge_diagnostics"])
+	if !strings.Contains(string(diags), `"path":"/parties"`) || !strings.Contains(string(diags), "maxItems") {
+		t.Errorf("merge diagnostics %s, want /parties maxItems", diags)
+	}
+	merged, _ := json.Marshal(dead["merged"])
+	if !strings.Contains(string(merged), "Carol") {
+		t.Errorf("merged %s, want all three parties", merged)
+	}
+	for _, c := range dead["chunk_runs"].([]any) {
+		if c.(map[string]any)["data"] == nil {
+			t.Errorf("chunk run %v has no data", c)
+		}
+	}
+	if res := results(t, dir); len(res) != 0 {
+		t.Errorf("results %v, want none: the document is a dead letter", res)
+	}
+}
