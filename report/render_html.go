@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/htmlview"
 )
 
@@ -42,6 +43,7 @@ type htmlPage struct {
 	FunnelChart barChart
 	Cost        bool
 	Lint        []LintFinding
+	Conflicts   []index.ConflictCount
 	Colors      struct{ Healed, Masked, Stuck string }
 }
 
@@ -95,7 +97,7 @@ func (r *Report) html(w io.Writer) error {
 			Versions: sc.versions, Filter: sc.filter, Totals: sc.totals},
 		Fingerprint: r.FingerprintVersion, Rule: r.rule(), Shown: r.shown(),
 		Clusters: r.Clusters, Impossible: r.Impossible(), Masked: r.Masked(),
-		Cost: r.costShown(), Lint: r.Lint,
+		Cost: r.costShown(), Lint: r.Lint, Conflicts: r.Conflicts,
 	}
 	p.Colors.Healed, p.Colors.Masked, p.Colors.Stuck = colHealed, colMasked, colStuck
 	if len(r.Clusters) > 0 {

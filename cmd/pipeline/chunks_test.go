@@ -214,6 +214,9 @@ func TestLongDocumentEndsOnceMerged(t *testing.T) {
 	if table := mustCLI(t, "", "report", "--data-dir", dir); !regexp.MustCompile(`MERGE CONFLICTS.*\n.*\ncontract +/currency +1 +2`).MatchString(table) {
 		t.Errorf("report table without its merge conflicts:\n%s", table)
 	}
+	if page := mustCLI(t, "", "report", "--data-dir", dir, "--format", "html"); !strings.Contains(page, `id="conflicts-table"`) || !strings.Contains(page, "/currency") {
+		t.Errorf("HTML report without its merge conflicts table")
+	}
 	all := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dir, "--json", "--chunks"))
 	if len(all) != n+2 {
 		t.Errorf("results --chunks: %d lines, want %d chunks, the document and the short job", len(all), n)
