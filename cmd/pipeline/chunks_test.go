@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/chunk"
 )
 
 // contractSchema: parties are merged on their name (x-merge-key), the
@@ -349,5 +351,39 @@ func TestMergeThatFailsTheSchemaIsAMergeDeadLetter(t *testing.T) {
 	}
 	if res := results(t, dir); len(res) != 0 {
 		t.Errorf("results %v, want none: the document is a dead letter", res)
+	}
+}
+
+// TestSubmitChunkingSettings: PIPELINE_CHUNK_CHARS splits the long jobs, a
+// job's own "chunking" overrides it (chars 0 keeps it whole), a bad one is
+// refused with its line, and submit counts the chunk jobs.
+func TestSubmitChunkingSettings(t *testing.T) {
+	dir, schemas := t.TempDir(), contractDir(t)
+	text := longContract(false)
+	line := func(id string, chunking string) string {
+		l := strings.TrimSuffix(contractJob(t, id, text), "}\n")
+		if chunking != "" {
+			l += `,"chunking":` + chunking
+		}
+		return l + "}\n"
+	}
+	t.Setenv("PIPELINE_CHUNK_CHARS", "300")
+	bad := line("deal-x", `{"chars":100,"overlap":60}`)
+	_, errs, code := runCLI(t, bad, "submit", "--data-dir", dir, "--schemas", schemas, "-")
+	if code == 0 || !strings.Contains(errs, "<stdin>:1:") || !strings.Contains(errs, `"chunking"`) {
+		t.Fatalf("a bad chunking: exit %d, stderr %q; want its line and field named", code, errs)
+	}
+	in := line("deal-1", "") + line("deal-2", `{"chars":0}`) + line("deal-3", `{"chars":500,"overlap":50}`)
+	var sub map[string]int
+	if err := json.Unmarshal([]byte(mustCLI(t, in, "submit", "--data-dir", dir, "--schemas", schemas, "--json", "-")), &sub); err != nil {
+		t.Fatal(err)
+	}
+	want := len(chunk.Split(text, 300, 0)) + len(chunk.Split(text, 500, 50))
+	if sub["chunks"] != want || sub["published"] != want+1 {
+		t.Errorf("submit %v: want %d chunks and the whole deal-2 published", sub, want)
+	}
+	human := mustCLI(t, contractJob(t, "deal-4", text), "submit", "--data-dir", dir, "--schemas", schemas, "-")
+	if !strings.Contains(human, "of them chunks of long documents") {
+		t.Errorf("human line %q does not count the chunks", human)
 	}
 }
