@@ -269,9 +269,11 @@ func (r *Runner) Run(ctx context.Context) error {
 // and gathered; the delivery is acked (ActionHandOff) once its request is
 // in a batch the provider accepted. A job the loop ends without calling
 // the model (invalid, unknown schema) gets the synchronous handler's
-// outcome.
+// outcome. A chunk of a long document is answered by the synchronous
+// handler too: its document ends when the runtime settles its last chunk's
+// delivery, which a handed-off job's outcome does not go through.
 func (r *Runner) Handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
-	if d.JobErr != nil || d.Orphan {
+	if d.JobErr != nil || d.Orphan || d.Job.Chunk != nil {
 		return r.cfg.Inner.Handle(ctx, d)
 	}
 	if r.halt.stopped() {

@@ -1,14 +1,17 @@
 package chunk
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
+	"unsafe"
 
-	"github.com/llmpipeline/pipeline/internal/jsonorder"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/tidwall/gjson"
 )
 
 // maxDepth bounds the nesting of a chunk's answer.
@@ -52,27 +55,28 @@ func NewMerger(schema []byte) (*Merger, error) {
 }
 
 // Merge merges parts in the order given (chunk order). A part whose data is
-// not JSON is an error naming its chunk. The result is compact JSON whose
-// objects keep the order in which their members first appeared.
+// not JSON is an error naming its chunk. The parts' data is read in place:
+// it must not change while Merge runs. The result is compact JSON whose
+// objects keep the order in which their members first appeared; scalars
+// keep the spelling their chunk gave them.
 func (m *Merger) Merge(parts []Part) (json.RawMessage, []Conflict, error) {
 	st := &merging{m: m, conflicts: map[string]*Conflict{}}
 	var acc node
 	for _, p := range parts {
-		v, err := jsonorder.Decode(p.Data, maxDepth)
+		v, err := st.decode(p.Data, p.Chunk)
 		if err != nil {
 			return nil, nil, fmt.Errorf("chunk %d: its data is not JSON: %w", p.Chunk, err)
 		}
-		acc = st.merge(acc, v, p.Chunk, m.root, "")
-	}
-	var b bytes.Buffer
-	if err := jsonorder.Write(&b, plain(acc)); err != nil {
-		return nil, nil, fmt.Errorf("writing the merged data: %w", err)
+		acc = st.merge(acc, v, m.root, nil)
 	}
 	out := make([]Conflict, 0, len(st.order))
 	for _, path := range st.order {
 		out = append(out, *st.conflicts[path])
 	}
-	return b.Bytes(), out, nil
+	if acc == nil {
+		return json.RawMessage("null"), out, nil
+	}
+	return appendNode(nil, acc), out, nil
 }
 
 // node is the merge's tree: every value knows which chunk it came from.
@@ -80,83 +84,193 @@ type node interface{ from() int }
 
 type objNode struct {
 	chunk int
-	keys  []string
-	vals  map[string]node
+	keys  []string       // in the order they first appeared
+	vals  []node         // vals[i] is keys[i]'s
+	index map[string]int // key -> i, once the object has many keys
+}
+
+// smallObject is the most keys an object is searched linearly for.
+const smallObject = 8
+
+// get returns member k and its position.
+func (o *objNode) get(k string) (node, int) {
+	if o.index != nil {
+		if i, ok := o.index[k]; ok {
+			return o.vals[i], i
+		}
+		return nil, -1
+	}
+	for i, x := range o.keys {
+		if x == k {
+			return o.vals[i], i
+		}
+	}
+	return nil, -1
+}
+
+// set sets member k (at position i from get, -1 when new).
+func (o *objNode) set(k string, i int, v node) {
+	if i >= 0 {
+		o.vals[i] = v
+		return
+	}
+	o.keys = append(o.keys, k)
+	o.vals = append(o.vals, v)
+	if o.index != nil {
+		o.index[k] = len(o.keys) - 1
+	} else if len(o.keys) > smallObject {
+		o.index = make(map[string]int, 2*len(o.keys))
+		for j, x := range o.keys {
+			o.index[x] = j
+		}
+	}
+}
+
+// member is member k (nil when absent).
+func (o *objNode) member(k string) node {
+	v, _ := o.get(k)
+	return v
 }
 
 type arrNode struct {
 	chunk int
 	items []node
-	// index maps an element's identity (its canonical JSON, or that of its
-	// merge key) to the positions of the elements that have it.
+	// index maps an element's identity (see identity) to the positions of
+	// the elements that have it; built when the array is first merged into.
 	index map[string][]int
 }
 
+// leafNode is a scalar as its chunk spelled it (raw JSON).
 type leafNode struct {
 	chunk int
-	v     any // string, json.Number, bool or nil
+	raw   string
 }
 
 func (n *objNode) from() int  { return n.chunk }
 func (n *arrNode) from() int  { return n.chunk }
 func (n *leafNode) from() int { return n.chunk }
 
+func isNull(n node) bool {
+	l, ok := n.(*leafNode)
+	return ok && l.raw[0] == 'n'
+}
+
 type merging struct {
 	m         *Merger
 	conflicts map[string]*Conflict
 	order     []string
+	depthErr  bool // set by decodeNode past maxDepth
 }
 
-// merge merges v (from chunk c, described by schema sch, at path) into acc.
-func (st *merging) merge(acc node, v any, c int, sch any, path string) node {
-	if v == nil {
-		if acc == nil {
-			return &leafNode{chunk: c}
-		}
-		return acc
+// decode reads one chunk's data into the tree. The tree's scalars and
+// names are read in place (strings over data): data must not change
+// until the merge is written.
+func (st *merging) decode(data []byte, c int) (node, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, errors.New("not valid JSON")
 	}
-	if acc == nil || isNull(acc) {
-		return st.wrap(v, c, sch)
+	if len(data) == 0 {
+		return nil, errors.New("empty")
+	}
+	st.depthErr = false
+	n := st.decodeNode(gjson.Parse(unsafe.String(&data[0], len(data))), c, 0)
+	if st.depthErr {
+		return nil, errors.New("nested too deep")
+	}
+	return n, nil
+}
+
+func (st *merging) decodeNode(v gjson.Result, c, depth int) node {
+	if depth > maxDepth {
+		st.depthErr = true
+		return &leafNode{chunk: c, raw: "null"}
+	}
+	switch {
+	case v.IsObject():
+		o := &objNode{chunk: c}
+		v.ForEach(func(k, e gjson.Result) bool {
+			_, at := o.get(k.Str)
+			o.set(k.Str, at, st.decodeNode(e, c, depth+1))
+			return !st.depthErr
+		})
+		return o
+	case v.IsArray():
+		a := &arrNode{chunk: c}
+		v.ForEach(func(_, e gjson.Result) bool {
+			a.items = append(a.items, st.decodeNode(e, c, depth+1))
+			return !st.depthErr
+		})
+		return a
+	}
+	return &leafNode{chunk: c, raw: v.Raw}
+}
+
+// pathNode is a field's place: its parent's and its own segment. The
+// pointer text is only written for a conflict.
+type pathNode struct {
+	parent *pathNode
+	key    string
+	index  int // an array element's, when key is ""
+}
+
+func (p *pathNode) String() string {
+	if p == nil {
+		return ""
+	}
+	if p.key == "" {
+		return p.parent.String() + "/" + strconv.Itoa(p.index)
+	}
+	return p.parent.String() + "/" + escape(p.key)
+}
+
+// merge merges v (one chunk's, described by schema sch, at path) into acc.
+func (st *merging) merge(acc, v node, sch any, path *pathNode) node {
+	if acc == nil || (isNull(acc) && !isNull(v)) {
+		return v
+	}
+	if isNull(v) {
+		return acc
 	}
 	switch a := acc.(type) {
 	case *objNode:
-		if o, ok := v.(*jsonorder.Object); ok {
-			for _, k := range o.Keys {
-				sub := st.m.property(sch, k)
-				old, had := a.vals[k]
-				merged := st.merge(old, o.Vals[k], c, sub, path+"/"+escape(k))
-				if !had {
-					a.keys = append(a.keys, k)
-				}
-				a.vals[k] = merged
+		if o, ok := v.(*objNode); ok {
+			for i, k := range o.keys {
+				old, at := a.get(k)
+				a.set(k, at, st.merge(old, o.vals[i], st.m.property(sch, k), &pathNode{parent: path, key: k}))
 			}
 			return a
 		}
 	case *arrNode:
-		if l, ok := v.([]any); ok {
+		if l, ok := v.(*arrNode); ok {
 			keys := st.m.mergeKey(sch)
 			items := st.m.items(sch)
-			for _, e := range l {
+			if a.index == nil {
+				a.index = make(map[string][]int, len(a.items)+len(l.items))
+				for i, e := range a.items {
+					id := identity(e, keys)
+					a.index[id] = append(a.index[id], i)
+				}
+			}
+			c := v.from()
+			for _, e := range l.items {
 				id := identity(e, keys)
 				if at, dup := a.fromOther(id, c); dup {
 					if len(keys) > 0 {
-						a.items[at] = st.merge(a.items[at], e, c, items, fmt.Sprintf("%s/%d", path, at))
+						a.items[at] = st.merge(a.items[at], e, items, &pathNode{parent: path, index: at})
 					}
 					continue
 				}
 				a.index[id] = append(a.index[id], len(a.items))
-				a.items = append(a.items, st.wrap(e, c, items))
+				a.items = append(a.items, e)
 			}
 			return a
 		}
 	case *leafNode:
-		if _, scalar := v.(*jsonorder.Object); !scalar {
-			if _, list := v.([]any); !list && equalScalar(a.v, v) {
-				return a
-			}
+		if l, ok := v.(*leafNode); ok && equalLeaf(a, l) {
+			return a
 		}
 	}
-	st.conflict(path, acc, v, c)
+	st.conflict(path, acc, v)
 	return acc
 }
 
@@ -171,145 +285,163 @@ func (a *arrNode) fromOther(id string, c int) (int, bool) {
 	return 0, false
 }
 
-func (st *merging) conflict(path string, kept node, v any, c int) {
+func (st *merging) conflict(at *pathNode, kept, v node) {
+	path := at.String()
 	cf, ok := st.conflicts[path]
 	if !ok {
-		cf = &Conflict{Path: path, Values: []ConflictValue{{Chunk: kept.from(), Value: encode(plain(kept))}}}
+		cf = &Conflict{Path: path, Values: []ConflictValue{{Chunk: kept.from(), Value: appendNode(nil, kept)}}}
 		st.conflicts[path] = cf
 		st.order = append(st.order, path)
 	}
-	cf.Values = append(cf.Values, ConflictValue{Chunk: c, Value: encode(v)})
+	cf.Values = append(cf.Values, ConflictValue{Chunk: v.from(), Value: appendNode(nil, v)})
 }
 
-// wrap turns a decoded value of chunk c into the merge's tree.
-func (st *merging) wrap(v any, c int, sch any) node {
-	switch v := v.(type) {
-	case *jsonorder.Object:
-		n := &objNode{chunk: c, keys: append([]string(nil), v.Keys...), vals: make(map[string]node, len(v.Keys))}
-		for _, k := range v.Keys {
-			n.vals[k] = st.wrap(v.Vals[k], c, st.m.property(sch, k))
-		}
-		return n
-	case []any:
-		keys := st.m.mergeKey(sch)
-		items := st.m.items(sch)
-		n := &arrNode{chunk: c, items: make([]node, 0, len(v)), index: make(map[string][]int, len(v))}
-		for _, e := range v {
-			id := identity(e, keys)
-			n.index[id] = append(n.index[id], len(n.items))
-			n.items = append(n.items, st.wrap(e, c, items))
-		}
-		return n
-	}
-	return &leafNode{chunk: c, v: v}
-}
-
-func isNull(n node) bool {
-	l, ok := n.(*leafNode)
-	return ok && l.v == nil
-}
-
-// plain turns the merge's tree back into jsonorder's values.
-func plain(n node) any {
+// appendNode writes n as compact JSON.
+func appendNode(b []byte, n node) []byte {
 	switch n := n.(type) {
 	case *objNode:
-		o := jsonorder.NewObject()
-		for _, k := range n.keys {
-			o.Set(k, plain(n.vals[k]))
+		b = append(b, '{')
+		for i, k := range n.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b, _ = jsontext.AppendQuote(b, k)
+			b = append(b, ':')
+			b = appendNode(b, n.vals[i])
 		}
-		return o
+		return append(b, '}')
 	case *arrNode:
-		l := make([]any, len(n.items))
+		b = append(b, '[')
 		for i, e := range n.items {
-			l[i] = plain(e)
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendNode(b, e)
 		}
-		return l
+		return append(b, ']')
 	case *leafNode:
-		return n.v
+		return append(b, n.raw...)
 	}
-	return nil
+	return append(b, "null"...)
 }
 
-func encode(v any) json.RawMessage {
-	var b bytes.Buffer
-	if err := jsonorder.Write(&b, v); err != nil {
-		return json.RawMessage(`null`)
-	}
-	return b.Bytes()
-}
-
-// identity is what makes two array elements one: the canonical JSON of
-// the element, or, when keys are given and the element is an object that
-// has every one of them non-null, the canonical JSON of those.
-func identity(e any, keys []string) string {
-	var b strings.Builder
-	if o, ok := e.(*jsonorder.Object); ok && len(keys) > 0 {
+// identity is what makes two array elements one: the canonical form of the
+// element, or, when keys are given and the element is an object that has
+// every one of them non-null, the canonical form of those.
+func identity(e node, keys []string) string {
+	var b []byte
+	if o, ok := e.(*objNode); ok && len(keys) > 0 {
 		complete := true
 		for _, k := range keys {
-			if v, ok := o.Vals[k]; !ok || v == nil {
+			if v := o.member(k); v == nil || isNull(v) {
 				complete = false
 				break
 			}
 		}
 		if complete {
-			b.WriteString("k")
+			b = append(b, 'k')
 			for _, k := range keys {
-				canonical(&b, o.Vals[k])
-				b.WriteByte(',')
+				b = canonical(b, o.member(k))
+				b = append(b, ',')
 			}
-			return b.String()
+			return string(b)
 		}
 	}
-	b.WriteString("v")
-	canonical(&b, e)
-	return b.String()
+	return string(canonical(append(b, 'v'), e))
 }
 
-// canonical writes v so that two equal JSON values write the same: object
-// members sorted by name, numbers by their exact value.
-func canonical(b *strings.Builder, v any) {
-	switch v := v.(type) {
-	case *jsonorder.Object:
-		keys := append([]string(nil), v.Keys...)
-		sort.Strings(keys)
-		b.WriteByte('{')
+// canonical appends n so that two equal JSON values append the same:
+// object members sorted by name, strings unescaped, numbers by their value.
+func canonical(b []byte, n node) []byte {
+	switch n := n.(type) {
+	case *objNode:
+		keys := slices.Clone(n.keys)
+		slices.Sort(keys)
+		b = append(b, '{')
 		for _, k := range keys {
-			b.Write(encode(k))
-			b.WriteByte(':')
-			canonical(b, v.Vals[k])
-			b.WriteByte(',')
+			b = appendText(b, k)
+			b = canonical(b, n.member(k))
 		}
-		b.WriteByte('}')
-	case []any:
-		b.WriteByte('[')
-		for _, e := range v {
-			canonical(b, e)
-			b.WriteByte(',')
+		return append(b, '}')
+	case *arrNode:
+		b = append(b, '[')
+		for _, e := range n.items {
+			b = canonical(b, e)
+			b = append(b, ',')
 		}
-		b.WriteByte(']')
-	case json.Number:
-		b.WriteString(numberKey(v))
-	default:
-		b.Write(encode(v))
+		return append(b, ']')
+	case *leafNode:
+		return appendLeafKey(b, n)
 	}
+	return b
 }
 
-// numberKey is a number's exact value as text: 1, 1.0 and 1e0 are one.
-func numberKey(n json.Number) string {
-	r, ok := new(big.Rat).SetString(string(n))
+// appendText appends s with its length first, so that texts side by side
+// never run into each other.
+func appendText(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// appendLeafKey appends a scalar's value: a string's text (unescaped), a
+// number's value (1, 1.0 and 1e0 are one), true, false or null.
+func appendLeafKey(b []byte, l *leafNode) []byte {
+	switch l.raw[0] {
+	case '"':
+		body := l.raw[1 : len(l.raw)-1]
+		if strings.IndexByte(body, '\\') >= 0 {
+			if s, err := jsontext.AppendUnquote(nil, l.raw); err == nil {
+				body = string(s)
+			}
+		}
+		b = append(b, 's')
+		return appendText(b, body)
+	case 't', 'f', 'n':
+		return append(b, l.raw...)
+	}
+	b = append(b, '#')
+	return append(b, numberKey(string(l.raw))...)
+}
+
+// leafKey is appendLeafKey's text.
+func leafKey(l *leafNode) string { return string(appendLeafKey(nil, l)) }
+
+// numberKey is a number's exact value as text.
+func numberKey(n string) string {
+	if !strings.ContainsAny(n, "eE") {
+		// A JSON number without an exponent has no leading zeros: its
+		// value is its text without the fraction's trailing zeros.
+		if strings.IndexByte(n, '.') >= 0 {
+			n = strings.TrimRight(strings.TrimRight(n, "0"), ".")
+		}
+		if n == "-0" {
+			n = "0"
+		}
+		return n
+	}
+	r, ok := new(big.Rat).SetString(n)
 	if !ok {
-		return string(n)
+		return n
+	}
+	if r.IsInt() {
+		return r.Num().String()
 	}
 	return r.RatString()
 }
 
-func equalScalar(a, b any) bool {
-	an, aok := a.(json.Number)
-	bn, bok := b.(json.Number)
-	if aok && bok {
-		return numberKey(an) == numberKey(bn)
+func equalLeaf(a, b *leafNode) bool {
+	if a.raw == b.raw {
+		return true
 	}
-	return a == b
+	ka, kb := a.raw[0], b.raw[0]
+	switch {
+	case (ka == '"') != (kb == '"'):
+		return false
+	case ka == '"' && strings.IndexByte(a.raw, '\\') < 0 && strings.IndexByte(b.raw, '\\') < 0:
+		return false // two strings without escapes are equal only as bytes
+	}
+	return leafKey(a) == leafKey(b)
 }
 
 // escape writes a JSON Pointer token.

@@ -58,6 +58,9 @@ func TestMerge(t *testing.T) {
 		{"scalars: the first non-null wins and later values are conflicts",
 			[]string{`{"currency":null}`, `{"currency":"EUR"}`, `{"currency":"EUR"}`, `{"currency":"EUR"}`, `{"currency":"USD"}`},
 			`{"currency":"EUR"}`, `[{"path":"/currency","values":[{"chunk":2,"value":"EUR"},{"chunk":5,"value":"USD"}]}]`},
+		{"numbers: equal values in other spellings are equal",
+			[]string{`{"x":[1.50,-0,100,2e1]}`, `{"x":[1.5,0,1e2,20.0,1.05]}`},
+			`{"x":[1.50,-0,100,2e1,1.05]}`, `[]`},
 		{"scalars: an equal number is no conflict",
 			[]string{`{"total":10}`, `{"total":10.00}`},
 			`{"total":10}`, `[]`},
@@ -100,4 +103,34 @@ func TestMergeBadChunkNamesIt(t *testing.T) {
 	if err == nil || err.Error()[:7] != "chunk 2" {
 		t.Fatalf("err = %v, want one naming chunk 2", err)
 	}
+}
+
+// FuzzMerge: any two JSON values merge into valid JSON, and a value merged
+// with itself from another chunk is itself.
+func FuzzMerge(f *testing.F) {
+	f.Add(`{"a":[1,{"b":"x"}],"c":null}`, `{"a":[1,2],"c":"y"}`)
+	f.Add(`[1,1.0,"\u0041"]`, `["A",1e0]`)
+	m, _ := NewMerger([]byte(invoiceSchema))
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if !json.Valid([]byte(a)) || !json.Valid([]byte(b)) {
+			return
+		}
+		got, _, err := m.Merge([]Part{{Chunk: 1, Data: json.RawMessage(a)}, {Chunk: 2, Data: json.RawMessage(b)}})
+		if err != nil {
+			t.Fatalf("merging %s and %s: %v", a, b, err)
+		}
+		if !json.Valid(got) {
+			t.Fatalf("merging %s and %s gave %s, not JSON", a, b, got)
+		}
+		self, _, err := m.Merge([]Part{{Chunk: 1, Data: json.RawMessage(a)}, {Chunk: 2, Data: json.RawMessage(a)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x, y any
+		_ = json.Unmarshal(self, &x)
+		_ = json.Unmarshal([]byte(a), &y)
+		if xs, _ := json.Marshal(x); string(xs) != func() string { ys, _ := json.Marshal(y); return string(ys) }() {
+			t.Fatalf("%s merged with itself gave %s", a, self)
+		}
+	})
 }

@@ -14,7 +14,15 @@ import (
 const maxRefs = 32
 
 // property is the subschema of member k of an object described by sch.
+// (The common case, a schema whose "properties" has k, needs no walk.)
 func (m *Merger) property(sch any, k string) any {
+	if o, ok := sch.(map[string]any); ok {
+		if props, ok := o["properties"].(map[string]any); ok {
+			if p, ok := props[k]; ok {
+				return p
+			}
+		}
+	}
 	return m.find(sch, func(o map[string]any) any {
 		if props, ok := o["properties"].(map[string]any); ok {
 			if p, ok := props[k]; ok {

@@ -20,6 +20,7 @@ import (
 func chunkScenarios() []scenario {
 	return []scenario{
 		{"kill -9 three times while documents' chunks run and documents end", scenarioChunksKill9},
+		{"documents' chunks on two processes, the joined one killed -9", scenarioChunksTwoProcesses},
 	}
 }
 
@@ -137,4 +138,52 @@ func documentOutcomes(t *testing.T, js jetstream.JetStream) map[string]struct{ T
 		}
 	}
 	return out
+}
+
+// scenarioChunksTwoProcesses: two runs on one data dir take chunks of the
+// same documents (the second joins the first's server); the second is
+// killed with kill -9 a third of the way. The first finishes, its own
+// chunks and the dead one's (after --ack-wait), and a last run indexes
+// what the first did not: every chunk and every document ends once, the
+// documents concluded by whichever process ended their last chunk.
+func scenarioChunksTwoProcesses(t *testing.T) row {
+	dir := t.TempDir()
+	file, chunks := longDocs(t, dir, 12)
+	var submitted []string
+	for id, cs := range chunks {
+		submitted = append(submitted, id)
+		submitted = append(submitted, cs...)
+	}
+	env := childEnv()
+	pipeline(t, "submit", env, "submit", "--data-dir", dir, "--chunk-chars", fmt.Sprint(chunkChars), file).mustSucceed(t)
+
+	run1 := pipeline(t, "run-1", env, embeddedRunArgs(simLatency, "--data-dir", dir, "--until-idle", "--sink=false")...)
+	url := embeddedURL(t, run1, dir)
+	run2 := pipeline(t, "run-2", env, embeddedRunArgs(simLatency, "--data-dir", dir)...)
+	nc, js := connectJS(t, url)
+	waitStored(t, run2, js, uint64(len(submitted)/3))
+	nc.Close()
+	if pid := ownerPID(dir); pid != run1.cmd.Process.Pid {
+		t.Fatalf("nats.json names pid %d, not run-1 %d: run-2 did not join", pid, run1.cmd.Process.Pid)
+	}
+	run2.kill9(t)
+	run1.mustSucceed(t)
+	last := pipeline(t, "run-last", env, runArgs("--data-dir", dir, "--until-idle")...)
+	last.mustSucceed(t)
+
+	conn := openEmbedded(t, dir)
+	a := collect(t, conn.JetStream(), filepath.Join(dir, "pipeline.db"))
+	r := a.check(t, "", submitted)
+	docs := documentOutcomes(t, conn.JetStream())
+	if err := conn.Close(); err != nil {
+		t.Errorf("closing the audit server: %v", err)
+	}
+	for id, cs := range chunks {
+		if c, ok := docs[id]; ok && c.Total != len(cs) {
+			t.Errorf("document %s: outcome counts %d chunks, %d were submitted", id, c.Total, len(cs))
+		}
+	}
+	r.Note = fmt.Sprintf("%d documents of %d chunks on two processes (run-2 joined run-1's server); run-2 killed after %d outcomes; run-1 finished; every document's outcome counts all its chunks%s",
+		len(chunks), len(submitted)-len(chunks), len(submitted)/3, stranded(run1, last))
+	return r
 }

@@ -316,7 +316,7 @@ func (s *Store) insert(ctx context.Context, rows []row, pr *prepared, cursors ma
 			}
 			o := r.o
 			if err := out.add(ctx, r.id, o.JobID, o.Run, o.Schema, o.SchemaVersion, r.dead, o.Class, o.Reason, o.Model,
-				o.Attempts, o.Deliveries, int64(r.prompt), int64(r.completion), int64(r.prompt+r.completion), int64(r.heal), r.firstPath,
+				ownAttempts(o), o.Deliveries, int64(r.prompt), int64(r.completion), int64(r.prompt+r.completion), int64(r.heal), r.firstPath,
 				millis(o.StartedAt), millis(o.FinishedAt), r.replayed, r.cost, r.healCost, r.priced, r.firstModel, r.batchN, r.batchCost); err != nil {
 				return fmt.Errorf("inserting outcomes: %w", err)
 			}
@@ -513,4 +513,15 @@ func (s *Store) Cursors(ctx context.Context) (map[string]uint64, error) {
 		return nil, fmt.Errorf("reading stream cursors: %w", err)
 	}
 	return out, nil
+}
+
+// ownAttempts is the model calls an outcome's row counts: a long
+// document's outcome sums its chunks' (Attempts), whose own rows count
+// them, so its row counts none, as its tokens and cost (from its empty
+// trace) are none: stats and the funnel count every call once.
+func ownAttempts(o *job.Outcome) int {
+	if o.Chunks != nil {
+		return 0
+	}
+	return o.Attempts
 }

@@ -43,12 +43,3 @@ type ConflictValue struct {
 	Chunk int             `json:"chunk"`
 	Value json.RawMessage `json:"value"`
 }
-
-// Tokens sums the prompt and completion tokens of a trace.
-func Tokens(trace []Attempt) (prompt, completion int) {
-	for k := range trace {
-		prompt += trace[k].PromptTokens
-		completion += trace[k].CompletionTokens
-	}
-	return prompt, completion
-}

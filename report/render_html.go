@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/htmlview"
 )
 
@@ -43,6 +44,7 @@ type htmlPage struct {
 	Cost        bool
 	Lint        []LintFinding
 	Evals       []*EvalFigures // the latest eval of each funnel row that has one
+	Conflicts   []index.ConflictCount
 	Colors      struct{ Healed, Masked, Stuck string }
 }
 
@@ -96,7 +98,7 @@ func (r *Report) html(w io.Writer) error {
 			Versions: sc.versions, Filter: sc.filter, Totals: sc.totals},
 		Fingerprint: r.FingerprintVersion, Rule: r.rule(), Shown: r.shown(),
 		Clusters: r.Clusters, Impossible: r.Impossible(), Masked: r.Masked(),
-		Cost: r.costShown(), Lint: r.Lint, Evals: r.evalRows(),
+		Cost: r.costShown(), Lint: r.Lint, Evals: r.evalRows(), Conflicts: r.Conflicts,
 	}
 	p.Colors.Healed, p.Colors.Masked, p.Colors.Stuck = colHealed, colMasked, colStuck
 	if len(r.Clusters) > 0 {

@@ -3,9 +3,12 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+	"unsafe"
 
 	"github.com/llmpipeline/pipeline/chunk"
 	"github.com/llmpipeline/pipeline/internal/broker"
@@ -14,6 +17,7 @@ import (
 	"github.com/llmpipeline/pipeline/schemas"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/tidwall/gjson"
 )
 
 // maxFailedNamed bounds the failed chunks a partial document's reason names.
@@ -45,13 +49,15 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	var failed []string
 	var data []jsonData
 	for _, c := range end.Chunks {
-		co, err := job.DecodeOutcome(c.Payload)
+		co, err := readChunkOutcome(c.Payload)
 		if err != nil {
-			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: %v", c.K, end.ID, err)}
+			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: decoding its outcome: %v", c.K, end.ID, err)}
 		}
 		if out.Schema == "" {
 			out.Schema = co.Schema
-			out.Job = documentJob(co)
+			if err := jsonv2.Unmarshal(c.Payload, &co.whole, job.DecodeOptions()); err == nil {
+				out.Job = documentJob(co.whole)
+			}
 		}
 		if out.StartedAt.IsZero() || co.StartedAt.Before(out.StartedAt) {
 			out.StartedAt = co.StartedAt
@@ -61,7 +67,7 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		if co.Chunk != nil {
 			s.Start, s.End = co.Chunk.Start, co.Chunk.End
 		}
-		s.PromptTokens, s.CompletionTokens = job.Tokens(co.Trace)
+		s.PromptTokens, s.CompletionTokens = co.PromptTokens, co.CompletionTokens
 		out.Attempts += s.Attempts
 		out.PromptTokens += s.PromptTokens
 		out.CompletionTokens += s.CompletionTokens
@@ -127,6 +133,99 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	out.Status = job.StatusSucceeded
 	h.cfg.Metrics.outcome(out.Schema, out.Status, "")
 	return h.redact(h.publish(&queue.Delivery{SchemaToken: out.Schema}, queue.ActionResult, out, ""))
+}
+
+// chunkOutcome is what a document's outcome needs of a chunk's: not its
+// job (the chunk's text) nor its attempts' raw answers, which are most of
+// its bytes and are skipped, not decoded.
+type chunkOutcome struct {
+	JobID     string          `json:"job_id"`
+	Schema    string          `json:"schema"`
+	Run       int             `json:"run"`
+	Status    string          `json:"status"`
+	Class     job.Class       `json:"class"`
+	Reason    string          `json:"reason"`
+	Model     string          `json:"model"`
+	CostUSD   *float64        `json:"cost_usd"`
+	Attempts  int             `json:"attempts"`
+	Data      json.RawMessage `json:"data"`
+	Chunk     *job.ChunkOf    `json:"chunk"`
+	StartedAt time.Time       `json:"started_at"`
+	// PromptTokens and CompletionTokens are the sums over its trace.
+	PromptTokens     int `json:"-"`
+	CompletionTokens int `json:"-"`
+
+	whole job.Outcome // the first chunk's, decoded whole for the document's job
+}
+
+// readChunkOutcome reads what a document needs of a chunk's outcome in one
+// pass over its members: gjson skips the others (the chunk's text, the
+// attempts' raw answers) by their delimiters, without decoding them.
+func readChunkOutcome(payload []byte) (chunkOutcome, error) {
+	var co chunkOutcome
+	if len(payload) == 0 || payload[0] != '{' {
+		return co, errors.New("not a JSON object")
+	}
+	// The payload was stored by a worker (EncodeOutcome) and is not
+	// changed while it is read: it is read in place, and what is kept of
+	// it is copied.
+	doc := unsafe.String(&payload[0], len(payload))
+	var err error
+	gjson.Parse(doc).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "job_id":
+			co.JobID = strings.Clone(v.String())
+		case "schema":
+			co.Schema = strings.Clone(v.String())
+		case "run":
+			co.Run = int(v.Int())
+		case "status":
+			co.Status = strings.Clone(v.String())
+		case "class":
+			co.Class = job.Class(strings.Clone(v.String()))
+		case "reason":
+			co.Reason = strings.Clone(v.String())
+		case "model":
+			co.Model = strings.Clone(v.String())
+		case "cost_usd":
+			if v.Type == gjson.Number {
+				c := v.Float()
+				co.CostUSD = &c
+			}
+		case "attempts":
+			co.Attempts = int(v.Int())
+		case "data":
+			co.Data = json.RawMessage(v.Raw)
+		case "started_at":
+			co.StartedAt, err = time.Parse(time.RFC3339Nano, v.String())
+		case "chunk":
+			var c job.ChunkOf
+			if err = jsonv2.Unmarshal([]byte(v.Raw), &c); err == nil {
+				co.Chunk = &c
+			}
+		case "trace":
+			v.ForEach(func(_, a gjson.Result) bool {
+				a.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "prompt_tokens":
+						co.PromptTokens += int(v.Int())
+					case "completion_tokens":
+						co.CompletionTokens += int(v.Int())
+					}
+					return true
+				})
+				return true
+			})
+		}
+		return err == nil
+	})
+	if err != nil {
+		return co, err
+	}
+	if co.JobID == "" || co.Status == "" {
+		return co, errors.New("no job id or status")
+	}
+	return co, nil
 }
 
 type jsonData struct {

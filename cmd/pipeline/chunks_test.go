@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/llmpipeline/pipeline/chunk"
 )
 
 // contractSchema: parties are merged on their name (x-merge-key), the
@@ -214,6 +216,9 @@ func TestLongDocumentEndsOnceMerged(t *testing.T) {
 	if table := mustCLI(t, "", "report", "--data-dir", dir); !regexp.MustCompile(`MERGE CONFLICTS.*\n.*\ncontract +/currency +1 +2`).MatchString(table) {
 		t.Errorf("report table without its merge conflicts:\n%s", table)
 	}
+	if page := mustCLI(t, "", "report", "--data-dir", dir, "--format", "html"); !strings.Contains(page, `id="conflicts-table"`) || !strings.Contains(page, "/currency") {
+		t.Errorf("HTML report without its merge conflicts table")
+	}
 	all := jsonLines(t, mustCLI(t, "", "results", "--data-dir", dir, "--json", "--chunks"))
 	if len(all) != n+2 {
 		t.Errorf("results --chunks: %d lines, want %d chunks, the document and the short job", len(all), n)
@@ -307,5 +312,78 @@ func TestPartialDocumentReplayedToAResult(t *testing.T) {
 	}
 	if list := jsonLines(t, mustCLI(t, "", "dlq", "list", "--data-dir", dir, "--json")); len(list) != 0 {
 		t.Errorf("dlq list after the replay: %v, want nothing left", list)
+	}
+}
+
+// TestMergeThatFailsTheSchemaIsAMergeDeadLetter: every chunk of a document
+// succeeds, but their parties together are more than the schema's
+// maxItems: the document is a dead letter of class merge, holding the merge,
+// the schema's diagnostics and every chunk's data.
+func TestMergeThatFailsTheSchemaIsAMergeDeadLetter(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-test")
+	srv := newChunkServer(t)
+	dir, schemas := t.TempDir(), t.TempDir()
+	bounded := strings.Replace(contractSchema, `"x-merge-key": ["name"],`, `"x-merge-key": ["name"], "maxItems": 2,`, 1)
+	if err := os.WriteFile(filepath.Join(schemas, "contract.json"), []byte(bounded), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustCLI(t, contractJob(t, "deal-3", longContract(false)), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "-")
+	mustCLI(t, "", "run", "--data-dir", dir, "--schemas", schemas, "--until-idle", "--model", "openai:m", "--llm-url", srv.URL+"/v1")
+	var dead map[string]any
+	if err := json.Unmarshal([]byte(mustCLI(t, "", "dlq", "show", "--data-dir", dir, "--json", "deal-3")), &dead); err != nil {
+		t.Fatal(err)
+	}
+	if dead["class"] != "merge" {
+		t.Fatalf("class %v, want merge: %v", dead["class"], dead["reason"])
+	}
+	diags, _ := json.Marshal(dead["merge_diagnostics"])
+	if !strings.Contains(string(diags), `"path":"/parties"`) || !strings.Contains(string(diags), "maxItems") {
+		t.Errorf("merge diagnostics %s, want /parties maxItems", diags)
+	}
+	merged, _ := json.Marshal(dead["merged"])
+	if !strings.Contains(string(merged), "Carol") {
+		t.Errorf("merged %s, want all three parties", merged)
+	}
+	for _, c := range dead["chunk_runs"].([]any) {
+		if c.(map[string]any)["data"] == nil {
+			t.Errorf("chunk run %v has no data", c)
+		}
+	}
+	if res := results(t, dir); len(res) != 0 {
+		t.Errorf("results %v, want none: the document is a dead letter", res)
+	}
+}
+
+// TestSubmitChunkingSettings: PIPELINE_CHUNK_CHARS splits the long jobs, a
+// job's own "chunking" overrides it (chars 0 keeps it whole), a bad one is
+// refused with its line, and submit counts the chunk jobs.
+func TestSubmitChunkingSettings(t *testing.T) {
+	dir, schemas := t.TempDir(), contractDir(t)
+	text := longContract(false)
+	line := func(id string, chunking string) string {
+		l := strings.TrimSuffix(contractJob(t, id, text), "}\n")
+		if chunking != "" {
+			l += `,"chunking":` + chunking
+		}
+		return l + "}\n"
+	}
+	t.Setenv("PIPELINE_CHUNK_CHARS", "300")
+	bad := line("deal-x", `{"chars":100,"overlap":60}`)
+	_, errs, code := runCLI(t, bad, "submit", "--data-dir", dir, "--schemas", schemas, "-")
+	if code == 0 || !strings.Contains(errs, "<stdin>:1:") || !strings.Contains(errs, `"chunking"`) {
+		t.Fatalf("a bad chunking: exit %d, stderr %q; want its line and field named", code, errs)
+	}
+	in := line("deal-1", "") + line("deal-2", `{"chars":0}`) + line("deal-3", `{"chars":500,"overlap":50}`)
+	var sub map[string]int
+	if err := json.Unmarshal([]byte(mustCLI(t, in, "submit", "--data-dir", dir, "--schemas", schemas, "--json", "-")), &sub); err != nil {
+		t.Fatal(err)
+	}
+	want := len(chunk.Split(text, 300, 0)) + len(chunk.Split(text, 500, 50))
+	if sub["chunks"] != want || sub["published"] != want+1 {
+		t.Errorf("submit %v: want %d chunks and the whole deal-2 published", sub, want)
+	}
+	human := mustCLI(t, contractJob(t, "deal-4", text), "submit", "--data-dir", dir, "--schemas", schemas, "-")
+	if !strings.Contains(human, "of them chunks of long documents") {
+		t.Errorf("human line %q does not count the chunks", human)
 	}
 }

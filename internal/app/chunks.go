@@ -44,14 +44,20 @@ func PartLine(c job.ChunkOf) string {
 }
 
 // chunkItems are the chunk jobs of j when it is longer than its chunk
-// size (nil when it is one ordinary job). A job with files is never split:
-// every chunk would carry the files whole, and the model reads the text
-// beside them.
+// size (nil when it is one ordinary job). A job with files is never split
+// (ChunkJobs): every chunk would carry the files whole, and the model
+// reads the text beside them.
 func (jc *JobCheck) chunkItems(j job.Job, rerun RerunMode) ([]queue.SubmitItem, error) {
+	return ChunkJobs(j, jc.chunkingOf(j), rerun)
+}
+
+// ChunkJobs are the chunk jobs of j split by c (nil when j is not longer
+// than c.Chars characters, or has files: one ordinary job), ready to
+// submit.
+func ChunkJobs(j job.Job, c job.Chunking, rerun RerunMode) ([]queue.SubmitItem, error) {
 	if len(j.Files) > 0 {
 		return nil, nil
 	}
-	c := jc.chunkingOf(j)
 	ranges := chunk.Split(j.Input, c.Chars, c.Overlap)
 	if ranges == nil {
 		return nil, nil

@@ -44,56 +44,67 @@ type ChunkEnd struct {
 	Payload []byte // the outcome's message body
 }
 
+// docEnder ends the documents of the chunks a runner settles: the
+// documents' state and the merger, beside the runner that stores outcomes.
+type docEnder struct {
+	r      *runner
+	states *ledger.Documents
+	merger Documents
+}
+
 // chunkEnded records the end of a chunk delivery's run (its outcome on
 // stream at seq) and concludes its document when it was the last. It does
-// nothing for a job that is not a chunk, or when no Documents is set.
-func (r *runner) chunkEnded(d *Delivery, stream string, seq uint64) error {
-	if r.docs == nil || d.JobErr != nil || d.Job.Chunk == nil {
+// nothing for a job that is not a chunk, or when no Documents is set (a nil
+// docEnder).
+func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
+	if e == nil || d.JobErr != nil || d.Job.Chunk == nil {
 		return nil
 	}
+	r := e.r
 	c := d.Job.Chunk
 	ctx, cancel := context.WithTimeout(r.pubCtx, time.Minute)
 	defer cancel()
-	doc, last, err := r.docs.ChunkEnded(ctx, c.Document, c.N, c.K, ledgerRunOf(d), stream, seq)
+	doc, last, err := e.states.ChunkEnded(ctx, c.Document, c.N, c.K, ledgerRunOf(d), stream, seq)
 	if err != nil {
 		return fmt.Errorf("recording chunk %d of document %s: %w", c.K, c.Document, err)
 	}
 	if !last {
 		return nil
 	}
-	return r.concludeDocument(ctx, doc)
+	return e.conclude(ctx, doc)
 }
 
 // chunkEndedFromLedger is chunkEnded for a delivery whose run the ledger
 // says ended: where its outcome is comes from the ledger.
-func (r *runner) chunkEndedFromLedger(d *Delivery) error {
-	if r.docs == nil || d.JobErr != nil || d.Job.Chunk == nil {
+func (e *docEnder) chunkEndedFromLedger(d *Delivery) error {
+	if e == nil || d.JobErr != nil || d.Job.Chunk == nil {
 		return nil
 	}
-	run, ok, err := r.ledger.RunEnded(r.pubCtx, d.Job.ID, ledgerRunOf(d))
+	run, ok, err := e.r.ledger.RunEnded(e.r.pubCtx, d.Job.ID, ledgerRunOf(d))
 	if err != nil || !ok {
 		return fmt.Errorf("reading where chunk %s's outcome is: %w (found %v)", d.MsgID, err, ok)
 	}
-	return r.chunkEnded(d, run.Stream, run.Seq)
+	return e.chunkEnded(d, run.Stream, run.Seq)
 }
 
-// concludeDocument stores the outcome of doc's run, unless the ledger has
-// it already, and marks the document ended.
-func (r *runner) concludeDocument(ctx context.Context, doc ledger.Document) error {
+// conclude stores the outcome of doc's run, unless the ledger has it
+// already, and marks the document ended.
+func (e *docEnder) conclude(ctx context.Context, doc ledger.Document) error {
+	r := e.r
 	if _, ended, err := r.ledger.RunEnded(ctx, doc.ID, doc.Run); err != nil {
 		return err
 	} else if ended {
-		return r.docs.Concluded(ctx, doc.ID, doc.Run)
+		return e.states.Concluded(ctx, doc.ID, doc.Run)
 	}
 	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
 	for i, c := range doc.Chunks {
-		body, err := r.storedBody(ctx, c.Stream, c.Seq)
+		body, err := e.storedBody(ctx, c.Stream, c.Seq)
 		if err != nil {
 			return fmt.Errorf("reading the outcome of chunk %d of document %s: %w", i+1, doc.ID, err)
 		}
 		end.Chunks = append(end.Chunks, ChunkEnd{K: i + 1, Run: c.Run, Stream: c.Stream, Payload: body})
 	}
-	out := r.cfg.Documents.Merge(ctx, end)
+	out := e.merger.Merge(ctx, end)
 	if out.Action != ActionResult && out.Action != ActionDeadLetter {
 		return fmt.Errorf("merging document %s: %s", doc.ID, reasonOr(out.Reason, "no outcome"))
 	}
@@ -105,12 +116,13 @@ func (r *runner) concludeDocument(ctx context.Context, doc ledger.Document) erro
 	if _, err := r.conclude(dd, out, st); err != nil {
 		return fmt.Errorf("recording the outcome of document %s in the job ledger: %w", doc.ID, err)
 	}
-	return r.docs.Concluded(ctx, doc.ID, doc.Run)
+	return e.states.Concluded(ctx, doc.ID, doc.Run)
 }
 
 // storedBody reads the body of the outcome at seq on stream (from the
 // object store when it was offloaded).
-func (r *runner) storedBody(ctx context.Context, stream string, seq uint64) ([]byte, error) {
+func (e *docEnder) storedBody(ctx context.Context, stream string, seq uint64) ([]byte, error) {
+	r := e.r
 	s, err := r.c.JetStream().Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("looking up stream %s: %w", stream, err)

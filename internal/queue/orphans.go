@@ -208,7 +208,7 @@ func (o *orphanage) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	if _, err := r.conclude(d, out, st); err != nil {
 		return false, fmt.Errorf("recording the outcome of orphan %s in the job ledger: %w", d.MsgID, err)
 	}
-	if err := r.chunkEndedFromLedger(d); err != nil {
+	if err := r.docs.chunkEndedFromLedger(d); err != nil {
 		return false, fmt.Errorf("ending the document of orphan chunk %s: %w", d.MsgID, err)
 	}
 	if err := o.removeJob(d, raw.Sequence); err != nil {

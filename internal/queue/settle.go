@@ -62,9 +62,9 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		if d.Job.Chunk != nil {
 			var err error
 			if ours {
-				err = r.chunkEnded(d, st.ack.Stream, st.ack.Sequence)
+				err = r.docs.chunkEnded(d, st.ack.Stream, st.ack.Sequence)
 			} else {
-				err = r.chunkEndedFromLedger(d)
+				err = r.docs.chunkEndedFromLedger(d)
 			}
 			if err != nil {
 				r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
@@ -89,7 +89,7 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 		}
 		r.c.Payloads().Drop(r.pubCtx, d.payload)
 	case actionDone:
-		if err := r.chunkEndedFromLedger(d); err != nil {
+		if err := r.docs.chunkEndedFromLedger(d); err != nil {
 			r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
 			r.nakOnce(j, r.retryDelay(d, 0))
 			return
@@ -319,7 +319,7 @@ func (r *runner) retryDelay(d *Delivery, want time.Duration) time.Duration {
 // documentOK ends the document of a chunk whose outcome is on stream at
 // seq; when that fails it hands the chunk back and reports false.
 func (r *runner) documentOK(j *inflight, d *Delivery, stream string, seq uint64) bool {
-	if err := r.chunkEnded(d, stream, seq); err != nil {
+	if err := r.docs.chunkEnded(d, stream, seq); err != nil {
 		r.log.Warn("ending a chunk's document failed; chunk handed back (its redelivery ends the document)", "msg_id", d.MsgID, "err", err)
 		r.nakOnce(j, r.retryDelay(d, 0))
 		return false

@@ -63,7 +63,7 @@ type settling struct {
 type runner struct {
 	c      *broker.Conn
 	ledger *ledger.Ledger
-	docs   *ledger.Documents // nil without WorkerConfig.Documents
+	docs   *docEnder // nil without WorkerConfig.Documents
 	cfg    WorkerConfig
 	h      Handler
 	log    *slog.Logger
@@ -161,9 +161,11 @@ func RunWorkers(ctx context.Context, c *broker.Conn, cfg WorkerConfig, h Handler
 		stopCh:      make(chan struct{}),
 	}
 	if cfg.Documents != nil {
-		if r.docs, err = ledger.NewDocuments(ctx, c); err != nil {
+		states, err := ledger.NewDocuments(ctx, c)
+		if err != nil {
 			return err
 		}
+		r.docs = &docEnder{r: r, states: states, merger: cfg.Documents}
 	}
 	r.orphans = &orphanage{r: r, queue: make(chan uint64, 1024), failedSeqs: make(map[uint64]bool)}
 

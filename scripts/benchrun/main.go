@@ -55,7 +55,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("case", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var spec caseSpec
-	fs.StringVar(&spec.Kind, "kind", "sim", "sim, canned, http, raw or raw-ledger")
+	fs.StringVar(&spec.Kind, "kind", "sim", "sim, canned, http, chunks, raw or raw-ledger")
 	fs.IntVar(&spec.K, "k", 16, "jobs in flight")
 	fs.IntVar(&spec.Jobs, "jobs", 1000, "jobs to submit")
 	fs.DurationVar(&spec.Latency, "latency", 0, "sim: model latency")
@@ -64,6 +64,9 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&spec.CPUProfile, "cpuprofile", "", "write a CPU profile of the run phase")
 	fs.StringVar(&spec.MemProfile, "memprofile", "", "write an allocation (heap) profile at the end")
 	fs.IntVar(&spec.ResultBytes, "result-bytes", 0, "raw: result size")
+	fs.IntVar(&spec.Docs, "docs", 0, "chunks: documents to submit")
+	fs.IntVar(&spec.DocBytes, "doc-bytes", 0, "chunks: size of each document")
+	fs.IntVar(&spec.ChunkChars, "chunk-chars", 0, "chunks: --chunk-chars of the split")
 	fs.BoolVar(&spec.NoIndex, "no-index", false, "pipeline cases: run the workers without the sink (no SQLite index), to show the index's share")
 	memLimit := fs.Int64("memory-limit-mib", 200, "pipeline cases: soft memory limit in MiB, as `pipeline run --memory-limit` sets by default (0: none; GOMEMLIMIT wins when set)")
 	logLevel := fs.String("log-level", "error", "log level on stderr")
@@ -147,7 +150,7 @@ type options struct {
 	LimitDuration time.Duration
 }
 
-var sections = []string{"latency", "http", "cpu", "micro", "ratelimit"}
+var sections = []string{"latency", "http", "cpu", "micro", "ratelimit", "chunks"}
 
 func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -161,7 +164,9 @@ a local server at --http-latency), cpu (zero-latency model vs raw JetStream,
 sink lag), micro (go test -bench of sanitize, schemas, index, report),
 ratelimit (pipeline run processes against a local server enforcing RPM and
 TPM with 429s and headers: reactive, header-driven and --rpm/--tpm, 1 and 3
-processes; run it with --only ratelimit).
+processes; run it with --only ratelimit), chunks (20 documents of 2 MiB split at
+--chunk-chars 8000, simulator L=500ms K=256: chunk throughput, the merges' CPU,
+peak RSS; run it with --only chunks).
 
 `)
 		fs.PrintDefaults()
@@ -256,7 +261,7 @@ processes; run it with --only ratelimit).
 // enabled reports whether a section runs. The ratelimit section runs
 // only when --only names it, so a plain run measures what it always did.
 func (o options) enabled(section string) bool {
-	if section == "ratelimit" {
+	if section == "ratelimit" || section == "chunks" {
 		return o.Only[section]
 	}
 	return o.Only == nil || o.Only[section]

@@ -171,9 +171,19 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		r.Limits = cs
 	}
+	var chunks *caseResult
+	if o.enabled("chunks") {
+		c := runChunkSection(ctx, o, self, stdout, stderr)
+		chunks = &c
+	}
 	r.Finished, r.LoadEnd, r.PressureEnd = time.Now(), loadAvg(), cpuPressure()
 
 	md := renderMarkdown(r)
+	if o.Out != "" && len(o.Only) == 1 && o.Only["chunks"] && chunks != nil {
+		// The chunks section alone replaces its own section of the results
+		// file, as the ratelimit section does.
+		md = spliceHeading(o.Out, chunksHeading, renderChunks(*chunks, r.Started))
+	}
 	if o.Out != "" && len(o.Only) == 1 && o.Only["ratelimit"] {
 		// The ratelimit section alone replaces its own section of the
 		// results file and leaves the other sections' figures as they are.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -52,6 +53,8 @@ type caseSpec struct {
 	// streams, nothing reads them into SQLite. A diagnostic case, not a
 	// deployment (the report needs the index).
 	NoIndex bool
+	// Docs, DocBytes, ChunkChars: chunks only, the long documents.
+	Docs, DocBytes, ChunkChars int
 }
 
 // caseResult is what a child reports (one JSON line on stdout).
@@ -96,6 +99,13 @@ type caseResult struct {
 	Indexed      int     `json:"indexed"`
 	JobBytes     int     `json:"job_bytes"`
 	ResultBytes  int     `json:"result_bytes"`
+	// Chunks, Documents, MergeSeconds and MergeShare: the chunks case's
+	// chunk jobs, documents, the time spent merging and its share of
+	// CPUSeconds.
+	Chunks       int     `json:"chunks,omitempty"`
+	Documents    int     `json:"documents,omitempty"`
+	MergeSeconds float64 `json:"merge_s,omitempty"`
+	MergeShare   float64 `json:"merge_share,omitempty"`
 	Err          string  `json:"error,omitempty"`
 }
 
@@ -139,7 +149,7 @@ func benchJobs(n int) ([]queue.SubmitItem, int, error) {
 func runConfig(spec caseSpec) (*config.Config, error) {
 	args := []string{"--until-idle", "--concurrency", strconv.Itoa(spec.K)}
 	switch spec.Kind {
-	case "sim":
+	case "sim", "chunks":
 		args = append(args, "--model", "sim", "--sim-latency", spec.Latency.String(), "--sim-fault-scale", "0")
 	case "http":
 		args = append(args, "--model", "openai:bench", "--llm-url", spec.LLMURL)
@@ -183,6 +193,11 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, fmt.Errorf("loading built-in schemas: %w", err)
 	}
+	if spec.Kind == "chunks" {
+		if reg, err = documentSchemas(reg); err != nil {
+			return res, err
+		}
+	}
 	cfg, err := runConfig(spec)
 	if err != nil {
 		return res, err
@@ -203,15 +218,25 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	}
 	defer st.Close()
 
-	items, jobBytes, err := benchJobs(spec.Jobs)
-	if err != nil {
-		return res, err
+	expect := spec.Jobs // outcomes at the end
+	if spec.Kind == "chunks" {
+		n, err := submitDocuments(ctx, conn, spec)
+		if err != nil {
+			return res, err
+		}
+		res.Chunks, res.Documents, res.Jobs = n, spec.Docs, n
+		expect = n + spec.Docs
+		runtime.GC()
+	} else {
+		items, jobBytes, err := benchJobs(spec.Jobs)
+		if err != nil {
+			return res, err
+		}
+		res.JobBytes = jobBytes
+		if _, err := queue.Submit(ctx, conn, items, nil); err != nil {
+			return res, fmt.Errorf("submitting %d jobs: %w", len(items), err)
+		}
 	}
-	res.JobBytes = jobBytes
-	if _, err := queue.Submit(ctx, conn, items, nil); err != nil {
-		return res, fmt.Errorf("submitting %d jobs: %w", len(items), err)
-	}
-	items = nil
 	if !resetPeakRSS() {
 		log.Warn("could not reset the peak RSS: it includes the submit phase")
 	}
@@ -266,6 +291,8 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		}
 		return out
 	})
+	docs := &timedDocs{inner: h.Documents()} // the stack's, timed
+	sc.Workers.Documents = docs
 	serr := worker.Serve(ctx, conn, timed, sc)
 	wall := time.Since(t0)
 	cpu1, cerr := cpuTime()
@@ -302,6 +329,9 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		res.Seconds = res.Wall
 	}
 	res.JobsPerSec = float64(stats.Jobs) / res.Seconds
+	if spec.Kind == "chunks" {
+		res.JobsPerSec = float64(res.Chunks) / res.Seconds
+	}
 	res.MeanInFlight = time.Duration(busy.Load()).Seconds() / res.Seconds
 	res.HandlerMs = time.Duration(busy.Load()).Seconds() * 1000 / float64(max(stats.Jobs, 1))
 	if d, err := storeDelay(ctx, conn, ended); err != nil {
@@ -320,8 +350,12 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if spec.SampleEvery > 0 {
 		res.SinkLag = maxLag(samples).Seconds()
 	}
-	if stats.Jobs != spec.Jobs || stored != uint64(spec.Jobs) {
-		return res, fmt.Errorf("%d jobs submitted, %d outcomes in the streams, %d in the index", spec.Jobs, stored, stats.Jobs)
+	res.MergeSeconds = time.Duration(docs.busy.Load()).Seconds()
+	if res.CPUSeconds > 0 {
+		res.MergeShare = res.MergeSeconds / res.CPUSeconds
+	}
+	if stats.Jobs != expect || stored != uint64(expect) {
+		return res, fmt.Errorf("%d outcomes expected, %d in the streams, %d in the index", expect, stored, stats.Jobs)
 	}
 	return res, nil
 }

@@ -1,0 +1,107 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/job"
+)
+
+// chunkJobs are the n chunk jobs of document doc.
+func chunkJobs(t *testing.T, doc string, n int) []SubmitItem {
+	t.Helper()
+	var items []SubmitItem
+	for k := 1; k <= n; k++ {
+		j := job.Job{ID: job.ChunkID(doc, k), Schema: "invoice", Input: fmt.Sprintf("part %d", k),
+			Chunk: &job.ChunkOf{Document: doc, K: k, N: n, Start: 10 * (k - 1), End: 10 * k, Chars: 10 * n}}
+		data, err := json.Marshal(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, SubmitItem{Data: data, Schema: "invoice", MsgID: j.ID, JobID: j.ID, Chunk: true})
+	}
+	return items
+}
+
+// failingDocs merges by listing the chunks' payloads, and fails its first
+// failures calls: as a process that died after the last chunk's outcome
+// was stored and before the document's was.
+type failingDocs struct {
+	mu       sync.Mutex
+	failures int
+	calls    map[string]int
+}
+
+func (f *failingDocs) Merge(_ context.Context, end DocumentEnd) Outcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[end.ID]++
+	if f.failures > 0 {
+		f.failures--
+		return Outcome{Action: ActionRetry, Reason: "the merging process went away"}
+	}
+	var parts []string
+	for _, c := range end.Chunks {
+		parts = append(parts, fmt.Sprintf("%d:%s", c.K, c.Stream))
+	}
+	return Outcome{Action: ActionResult, Schema: "invoice", Payload: fmt.Appendf(nil, `{"job_id":%q,"chunks":%q}`, end.ID, strings.Join(parts, ","))}
+}
+
+// TestDocumentEndsOnceAfterItsConcluderFailed: the merge of a document
+// fails twice after its last chunk's outcome is stored (the chunk is
+// handed back, unacked). The chunk's redeliveries find their run ended,
+// the model is not called again, and the document ends once, with every
+// chunk; no chunk is answered twice.
+func TestDocumentEndsOnceAfterItsConcluderFailed(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := append(chunkJobs(t, "doc-a", 6), chunkJobs(t, "doc-b", 3)...)
+	st := submit(t, c, items)
+	if st.Chunks != len(items) {
+		t.Fatalf("submit counted %d chunks, want %d", st.Chunks, len(items))
+	}
+	var calls counter
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		calls.add(d.MsgID)
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{failures: 2, calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 4, UntilIdle: true, BackOff: []time.Duration{20 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	for _, it := range items {
+		if n := calls.get(it.MsgID); n != 1 {
+			t.Errorf("chunk %s handled %d times, want 1", it.MsgID, n)
+		}
+	}
+	results := readAll(t, c, broker.StreamResults, "")
+	count := map[string]int{}
+	var docA string
+	for _, m := range results {
+		count[m.MsgID]++
+		if m.MsgID == "doc-a" {
+			docA = string(m.Data)
+		}
+	}
+	for _, id := range []string{"doc-a", "doc-b"} {
+		if count[id] != 1 {
+			t.Errorf("document %s stored %d times, want 1", id, count[id])
+		}
+	}
+	if want := `"1:RESULTS,2:RESULTS,3:RESULTS,4:RESULTS,5:RESULTS,6:RESULTS"`; !strings.Contains(docA, want) {
+		t.Errorf("doc-a outcome %s, want every chunk in order (%s)", docA, want)
+	}
+	if len(results) != len(items)+2 {
+		t.Errorf("%d results, want %d chunks and 2 documents", len(results), len(items))
+	}
+	if total := docs.calls["doc-a"] + docs.calls["doc-b"]; total != 4 {
+		t.Errorf("merges called %d times (%v), want 2 failed and 2 that ended the documents", total, docs.calls)
+	}
+}
