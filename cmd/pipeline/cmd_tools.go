@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -120,40 +119,7 @@ Exit codes: 0 valid; 1 invalid (diagnostics on stdout) or no usable JSON; 2 usag
 			if err != nil {
 				return err
 			}
-			type verdict struct {
-				Valid       bool                 `json:"valid"`
-				Schema      string               `json:"schema"`
-				Version     string               `json:"version"`
-				Class       string               `json:"class,omitempty"`
-				Error       string               `json:"error,omitempty"`
-				Repairs     []string             `json:"repairs"`
-				Diagnostics []schemas.Diagnostic `json:"diagnostics"`
-				Omitted     int                  `json:"omitted"`
-				Grounding   []schemas.Grounding  `json:"grounding,omitempty"`
-			}
-			v := verdict{Schema: sc.ID, Version: sc.Version, Diagnostics: []schemas.Diagnostic{}}
-			res, cerr := sanitize.Clean(raw)
-			v.Repairs = append([]string{}, res.Stages...)
-			switch {
-			case errors.Is(cerr, sanitize.ErrTruncated):
-				v.Class, v.Error = "truncated", cerr.Error()
-			case cerr != nil:
-				v.Class, v.Error = "grammar", cerr.Error()
-			default:
-				ds, omitted, err := sc.Validate(res.JSON, conf(c).Heal.MaxDiagnostics)
-				if err == nil && len(ds) == 0 {
-					ds, omitted, v.Grounding, err = sc.Check(res.JSON, in, conf(c).Heal.MaxDiagnostics)
-				}
-				if err != nil {
-					v.Class, v.Error = "grammar", err.Error()
-				} else {
-					v.Diagnostics, v.Omitted = append(v.Diagnostics, ds...), omitted
-					v.Valid = len(ds) == 0
-					if !v.Valid {
-						v.Class = "schema"
-					}
-				}
-			}
+			v := app.Validate(sc, raw, in, conf(c).Heal.MaxDiagnostics)
 			if conf(c).Output.JSON {
 				if err := jsonEncoder(e.stdout).Encode(v); err != nil {
 					return err
