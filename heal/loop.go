@@ -79,8 +79,14 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 	}
 	base := taskMessages(t, l.system(t.Schema))
 	// The input as grounding searches it: what it learns of the text
-	// serves every attempt of the job.
-	in := schemas.NewInput(t.Input)
+	// serves every attempt of the job. A job with files is grounded in
+	// nothing: its values may come from the files, which the model reads
+	// and the pipeline does not, so x-grounded is skipped (in is nil) and
+	// no grounding is recorded; x-rules still apply.
+	var in *schemas.Input
+	if len(t.Files) == 0 {
+		in = schemas.NewInput(t.Input)
+	}
 	var turns []failedTurn
 	chain := l.stages()
 	n := 0 // attempts answered so far, across the chain
