@@ -10,6 +10,8 @@ import (
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/llmpipeline/pipeline/schemas"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // maxMergeDiagnostics bounds the diagnostics a document's dead letter of
@@ -55,14 +57,17 @@ func documentText(end queue.DocumentEnd) (string, error) {
 	}
 	parts := make([]part, 0, len(end.Chunks))
 	for _, c := range end.Chunks {
-		co, err := job.DecodeOutcome(c.Payload)
-		if err != nil {
+		// Only the job's input and range are read: Merge decoded the rest.
+		var co struct {
+			Job struct {
+				Input string       `json:"input"`
+				Chunk *job.ChunkOf `json:"chunk"`
+			} `json:"job"`
+		}
+		if err := jsonv2.Unmarshal(c.Payload, &co, job.DecodeOptions()); err != nil {
 			return "", fmt.Errorf("chunk %d: %w", c.K, err)
 		}
-		j, err := job.Parse(co.Job)
-		if err != nil {
-			return "", fmt.Errorf("chunk %d's job: %w", c.K, err)
-		}
+		j := co.Job
 		if j.Chunk == nil {
 			return "", fmt.Errorf("chunk %d's job is not a chunk", c.K)
 		}
@@ -73,7 +78,12 @@ func documentText(end queue.DocumentEnd) (string, error) {
 	}
 	slices.SortFunc(parts, func(a, b part) int { return a.start - b.start })
 	var b strings.Builder
-	at := 0 // code points written
+	size := 0
+	for _, p := range parts {
+		size += len(p.input)
+	}
+	b.Grow(size) // the chunks' inputs, overlaps included: a bound
+	at := 0      // code points written
 	for _, p := range parts {
 		switch {
 		case p.start > at:
