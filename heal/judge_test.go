@@ -88,7 +88,7 @@ func checkJudge(t *testing.T, l *Loop, s *schemas.Schema, answer string) {
 	t.Helper()
 	resp := model.Response{Content: answer, FinishReason: model.FinishStop}
 	var got, want Attempt
-	gotData, _, gotFeedback := l.judge(s, schemas.NewInput(""), resp, &got)
+	gotData, _, gotFeedback := l.judge(s, truthCheck{in: schemas.NewInput("")}, resp, &got)
 	wantData, wantFeedback := referenceJudge(l, s, resp, &want)
 	if !bytes.Equal(gotData, wantData) || gotFeedback != wantFeedback || !reflect.DeepEqual(got, want) {
 		t.Fatalf("judge(%q):\n data %q\n feedback %q\n attempt %+v\nsanitizing first:\n data %q\n feedback %q\n attempt %+v",

@@ -78,9 +78,7 @@ func (l *Loop) Run(ctx context.Context, t Task) Result {
 		return res
 	}
 	base := taskMessages(t, l.system(t.Schema))
-	// The input as grounding searches it: what it learns of the text
-	// serves every attempt of the job.
-	in := schemas.NewInput(t.Input)
+	in := truthOf(t)
 	var turns []failedTurn
 	chain := l.stages()
 	n := 0 // attempts answered so far, across the chain
@@ -254,7 +252,7 @@ func attemptsUsed(as []Attempt) string {
 // The schema's truth checks (x-grounded against in, x-rules) run once the
 // JSON Schema is satisfied; their diagnostics are schema failures like any
 // other.
-func (l *Loop) judge(s *schemas.Schema, in *schemas.Input, resp model.Response, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
+func (l *Loop) judge(s *schemas.Schema, in truthCheck, resp model.Response, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
 	if resp.Refusal != "" {
 		// A refusal is no answer to sanitize or validate. The trace keeps
 		// its text as the raw output when the model gave nothing else.
@@ -300,10 +298,10 @@ func (l *Loop) judge(s *schemas.Schema, in *schemas.Input, resp model.Response, 
 
 // validated classifies JSON that parsed by its diagnostics, then, when
 // the JSON Schema is satisfied, by the schema's truth checks.
-func (l *Loop) validated(s *schemas.Schema, in *schemas.Input, doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
+func (l *Loop) validated(s *schemas.Schema, in truthCheck, doc []byte, diags []schemas.Diagnostic, omitted int, a *Attempt) (data []byte, grounding []schemas.Grounding, feedback string) {
 	if len(diags) == 0 && s.HasChecks() {
 		var err error
-		diags, omitted, grounding, err = s.Check(doc, in, l.cfg.MaxDiagnostics)
+		diags, omitted, grounding, err = in.check(s, doc, l.cfg.MaxDiagnostics)
 		if err != nil {
 			a.Class = job.ClassGrammar
 			return nil, nil, grammarFeedback(err.Error())

@@ -18,6 +18,11 @@ type Task struct {
 	// Files are the job's images and PDFs: they go on the task's user
 	// turn, before its text, and stay there in every heal request.
 	Files []model.File
+	// Part: the job is one chunk of a longer document. A rule of the
+	// schema (x-rules) that cannot be evaluated on its answer, such as one
+	// naming a field another chunk reads, is left to the document's merge
+	// instead of failing the chunk.
+	Part bool
 }
 
 // Messages returns the original task as a fresh slice: a system turn with

@@ -61,6 +61,10 @@
 //
 //	diags, omitted, grounding, err := s.Check(doc, schemas.NewInput(job.Input), 20)
 //
+// CheckPart checks the answer to one chunk of a longer document: a rule
+// that cannot be evaluated on it (a field another chunk reads) is left to
+// the check of the merge. A nil Input grounds nothing (a job with files).
+//
 // Lint, LintRaw and LintDir report static contradictions (minimum above
 // maximum, empty enum, a required property forbidden by
 // additionalProperties: false, ...) with a path into the schema and a

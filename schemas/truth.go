@@ -156,6 +156,17 @@ func (s *Schema) Rules() []Rule { return s.rules }
 // the count left out, and where each grounded value was found, in document
 // order. err is non-nil only when doc is not JSON. Safe for concurrent use.
 func (s *Schema) Check(doc []byte, in *Input, max int) (diags []Diagnostic, omitted int, grounding []Grounding, err error) {
+	return s.check(doc, in, max, false)
+}
+
+// CheckPart is Check for the answer to one part of a longer document (a
+// chunk job): a rule that cannot be evaluated on it (a field the part does
+// not have) is no diagnostic; the merge of the parts is held to it.
+func (s *Schema) CheckPart(doc []byte, in *Input, max int) (diags []Diagnostic, omitted int, grounding []Grounding, err error) {
+	return s.check(doc, in, max, true)
+}
+
+func (s *Schema) check(doc []byte, in *Input, max int, part bool) (diags []Diagnostic, omitted int, grounding []Grounding, err error) {
 	if !s.truth {
 		return nil, 0, nil, nil
 	}
@@ -168,7 +179,7 @@ func (s *Schema) Check(doc []byte, in *Input, max int) (diags []Diagnostic, omit
 	}
 	w := truthWalk{seen: map[visit]bool{}}
 	w.schema(s.compiled, root)
-	c := checker{in: in}
+	c := checker{in: in, part: part}
 	c.node(root, nil, false, &cursor{}, 0)
 	diags = c.diags
 	if len(diags) > max {
@@ -449,7 +460,9 @@ func (w *truthWalk) array(s *jsonschema.Schema, n *node) {
 
 // checker runs the checks over the marked document in document order.
 type checker struct {
-	in        *Input
+	in *Input
+	// part: rules that cannot be evaluated are left to the merge.
+	part      bool
 	diags     []Diagnostic
 	grounding []Grounding
 }
@@ -511,7 +524,7 @@ func (c *checker) rules(n *node, path []string) {
 	base := pointer(path)
 	for _, r := range n.rules {
 		ok, err := r.eval(self)
-		if ok {
+		if ok || err != nil && c.part {
 			continue
 		}
 		at := base + r.Path

@@ -130,6 +130,9 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		}
 		return h.documentLetter(end, out, job.ClassMerge, reason, data)
 	}
+	if reason, ok := checkTruth(end, sc, merged, &out); !ok {
+		return h.documentLetter(end, out, job.ClassMerge, reason, data)
+	}
 	out.Status = job.StatusSucceeded
 	h.cfg.Metrics.outcome(out.Schema, out.Status, "")
 	return h.redact(h.publish(&queue.Delivery{SchemaToken: out.Schema}, queue.ActionResult, out, ""))

@@ -180,6 +180,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		Input:        d.Job.Input,
 		Instructions: d.Job.Instructions,
 		Files:        files,
+		Part:         d.Job.Chunk != nil,
 	})
 	out.Attempts = len(res.Attempts)
 	out.Trace = h.trace(res.Attempts, batchedOf(ctx))
