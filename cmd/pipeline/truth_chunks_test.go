@@ -132,13 +132,8 @@ func chunkedTruth(t *testing.T, mode string) {
 			t.Errorf("chunk %v: %v attempts, want 1 (a rule it cannot evaluate is the merge's)", c["job_id"], c["attempts"])
 		}
 	}
-	if mode == "batch" {
-		// Batch mode runs the chunks through the same heal loop; it does
-		// not merge documents yet (issue 27's ServeBatch has no Documents).
-		if len(chunks) != sub["chunks"] {
-			t.Fatalf("%d chunk results, want %d", len(chunks), sub["chunks"])
-		}
-		return
+	if n := len(chunks) - 1; n != sub["chunks"] { // and the one document's result
+		t.Errorf("%d chunk results, want %d", n, sub["chunks"])
 	}
 	res := results(t, dir)
 	if len(res) != 1 || res[0]["job_id"] != "bill-ok" {
