@@ -26,20 +26,12 @@ type Score struct {
 	F1        float64 `json:"f1"`
 }
 
-// Of computes the figures of c: precision = correct / (correct + wrong +
-// extra), recall = correct / (correct + wrong + missing), f1 their harmonic
-// mean; each is 0 when its denominator is.
+// Of computes the figures of c (index.EvalCounts.Figures): precision =
+// correct / (correct + wrong + extra), recall = correct / (correct + wrong
+// + missing), f1 their harmonic mean; each is 0 when its denominator is.
 func Of(c Counts) Score {
 	s := Score{Counts: c}
-	if d := c.Correct + c.Wrong + c.Extra; d > 0 {
-		s.Precision = float64(c.Correct) / float64(d)
-	}
-	if d := c.Correct + c.Wrong + c.Missing; d > 0 {
-		s.Recall = float64(c.Correct) / float64(d)
-	}
-	if s.Precision+s.Recall > 0 {
-		s.F1 = 2 * s.Precision * s.Recall / (s.Precision + s.Recall)
-	}
+	s.Precision, s.Recall, s.F1 = c.Figures()
 	return s
 }
 

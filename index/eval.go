@@ -83,6 +83,25 @@ type EvalCounts struct {
 	Extra   int `json:"extra"`
 }
 
+// Figures computes c's precision = correct / (correct + wrong + extra),
+// recall = correct / (correct + wrong + missing), and f1, their harmonic
+// mean, each 0 when its denominator is. f1 is computed in one division,
+// 2c / (2c + 2w + m + e), as v_evals does, so that a gate compares the
+// figure the table prints (6 correct, 1 missing, 2 extra is exactly 0.8;
+// 2PR/(P+R) rounds twice and gives 0.79999999999999993).
+func (c EvalCounts) Figures() (precision, recall, f1 float64) {
+	if d := c.Correct + c.Wrong + c.Extra; d > 0 {
+		precision = float64(c.Correct) / float64(d)
+	}
+	if d := c.Correct + c.Wrong + c.Missing; d > 0 {
+		recall = float64(c.Correct) / float64(d)
+	}
+	if c.Correct > 0 {
+		f1 = float64(2*c.Correct) / float64(2*c.Correct+2*c.Wrong+c.Missing+c.Extra)
+	}
+	return precision, recall, f1
+}
+
 // EvalGroup is the figures of one eval for one (schema, version, model):
 // one row of the evals table.
 type EvalGroup struct {
