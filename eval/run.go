@@ -250,9 +250,14 @@ func (s *scorer) score(l label, f *found) error {
 		produced = v
 	}
 	var key groupKey
-	if f != nil {
+	switch {
+	case f != nil && f.run.Superseded:
+		// a later run, not in the index, superseded it: its version and
+		// model are not known
+		key.schema = f.run.Schema
+	case f != nil:
 		key = groupKey{f.run.Schema, f.run.Version, f.run.Model}
-	} else {
+	default:
 		key.schema = s.opt.Schema
 	}
 	t := s.groups[key]
@@ -263,7 +268,7 @@ func (s *scorer) score(l label, f *found) error {
 	t.records++
 	var rec Counts
 	s.cmp.mism = s.cmp.mism[:0]
-	if f == nil || f.run.Dead {
+	if f == nil || f.run.Dead || f.run.Superseded {
 		t.noResult++
 		if f == nil {
 			t.notIndexed++

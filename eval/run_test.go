@@ -166,3 +166,36 @@ func TestRunResultWithoutData(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoData", err)
 	}
 }
+
+// TestRunPurgedRerunDeadLetter: job p succeeded (run 0), a --rerun dead
+// lettered (run 1, which marks run 0 replayed), and the dead letter was
+// purged. Run 0 is not the job's latest outcome: it counts as no result,
+// not as the old success.
+func TestRunPurgedRerunDeadLetter(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.Write(ctx, []job.Outcome{result("p", "person", "v1", "primary", 0, `{"name":"Ada"}`),
+		result("q", "person", "v1", "primary", 0, `{"name":"Bo"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d := dead("p", "person", "v2", "primary")
+	d.Run = 1
+	if err := st.Write(ctx, []job.Outcome{d}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := st.Purge(ctx, index.Filter{IDs: []string{"p"}}, false); err != nil || len(ids) != 1 {
+		t.Fatalf("purge: %v, %v", ids, err)
+	}
+	file := writeFile(t, `{"id":"p","expected":{"name":"Ada"}}`, `{"id":"q","expected":{"name":"Bo"}}`)
+	res, err := eval.Run(ctx, st, file, eval.Options{By: eval.ByVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Summary; s.Records != 2 || s.WithResult != 1 || s.NoResult != 1 || s.NotIndexed != 0 || s.Exact != 1 ||
+		s.Overall.Counts != (eval.Counts{Correct: 1, Missing: 1}) {
+		t.Errorf("summary %+v, want p as no result, q exact", s)
+	}
+	if v1 := res.By["v1"]; v1 == nil || v1.Records != 1 || v1.Exact != 1 {
+		t.Errorf("by v1: %+v, want q only", v1)
+	}
+}
