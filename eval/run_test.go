@@ -198,4 +198,32 @@ func TestRunPurgedRerunDeadLetter(t *testing.T) {
 	if v1 := res.By["v1"]; v1 == nil || v1.Records != 1 || v1.Exact != 1 {
 		t.Errorf("by v1: %+v, want q only", v1)
 	}
+	if n := res.By[eval.NoValue]; n == nil || n.Records != 1 || n.NoResult != 1 || n.NotIndexed != 0 {
+		t.Errorf("by (none): %+v, want p, superseded by a run the index no longer holds", n)
+	}
+}
+
+// TestRunByNoModel: a dead letter with no model (it failed before any
+// answer) has an outcome: --by lists it under "(none)", and only an id
+// with no run under "(no outcome)".
+func TestRunByNoModel(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.Write(ctx, []job.Outcome{dead("d", "person", "v1", ""), result("a", "person", "v1", "m", 0, `{"name":"A"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, `{"id":"d","expected":{"name":"D"}}`, `{"id":"a","expected":{"name":"A"}}`, `{"id":"nobody","expected":{"name":"N"}}`)
+	res, err := eval.Run(ctx, st, file, eval.Options{By: eval.ByModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.By[eval.NoValue]; n == nil || n.Records != 1 || n.NoResult != 1 || n.NotIndexed != 0 {
+		t.Errorf("by (none): %+v, want the dead letter d", n)
+	}
+	if n := res.By[eval.NoOutcome]; n == nil || n.Records != 1 || n.NotIndexed != 1 {
+		t.Errorf("by (no outcome): %+v, want nobody only", n)
+	}
+	if m := res.By["m"]; m == nil || m.Records != 1 || m.Exact != 1 {
+		t.Errorf("by m: %+v", m)
+	}
 }
