@@ -261,9 +261,11 @@ func (s *scorer) score(l label, f *found) error {
 	}
 	var key groupKey
 	switch {
-	case f != nil && f.run.Superseded:
-		// a later run, not in the index, superseded it: its version and
-		// model are not known
+	case f != nil && f.run.Superseded && !f.run.Dead:
+		// a later run, not in the index, superseded this result: its
+		// version and model are not known. (A dead letter marked replayed
+		// stays in its group: a dlq replay in flight marks it so, and it
+		// counts as no result either way.)
 		key.schema = f.run.Schema
 	case f != nil:
 		key = groupKey{schema: f.run.Schema, version: f.run.Version, model: f.run.Model}

@@ -186,17 +186,25 @@ func TestRunPurgedRerunDeadLetter(t *testing.T) {
 	if ids, err := st.Purge(ctx, index.Filter{IDs: []string{"p"}}, false); err != nil || len(ids) != 1 {
 		t.Fatalf("purge: %v, %v", ids, err)
 	}
-	file := writeFile(t, `{"id":"p","expected":{"name":"Ada"}}`, `{"id":"q","expected":{"name":"Bo"}}`)
+	// r's dead letter has a dlq replay in flight (marked replayed, no run
+	// back yet): still a dead letter of v1
+	if err := st.Write(ctx, []job.Outcome{dead("r", "person", "v1", "primary")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkReplayed(ctx, "r", 0); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, `{"id":"p","expected":{"name":"Ada"}}`, `{"id":"q","expected":{"name":"Bo"}}`, `{"id":"r","expected":{"name":"R"}}`)
 	res, err := eval.Run(ctx, st, file, eval.Options{By: eval.ByVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := res.Summary; s.Records != 2 || s.WithResult != 1 || s.NoResult != 1 || s.NotIndexed != 0 || s.Exact != 1 ||
-		s.Overall.Counts != (eval.Counts{Correct: 1, Missing: 1}) {
-		t.Errorf("summary %+v, want p as no result, q exact", s)
+	if s := res.Summary; s.Records != 3 || s.WithResult != 1 || s.NoResult != 2 || s.NotIndexed != 0 || s.Exact != 1 ||
+		s.Overall.Counts != (eval.Counts{Correct: 1, Missing: 2}) {
+		t.Errorf("summary %+v, want p and r as no result, q exact", s)
 	}
-	if v1 := res.By["v1"]; v1 == nil || v1.Records != 1 || v1.Exact != 1 {
-		t.Errorf("by v1: %+v, want q only", v1)
+	if v1 := res.By["v1"]; v1 == nil || v1.Records != 2 || v1.Exact != 1 || v1.NoResult != 1 {
+		t.Errorf("by v1: %+v, want q and r", v1)
 	}
 	if n := res.By[eval.NoValue]; n == nil || n.Records != 1 || n.NoResult != 1 || n.NotIndexed != 0 {
 		t.Errorf("by (none): %+v, want p, superseded by a run the index no longer holds", n)
