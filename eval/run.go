@@ -28,6 +28,11 @@ const (
 // run of, in Result.By.
 const NoOutcome = "(no outcome)"
 
+// NoValue is the key, in Result.By, of records whose latest run has no
+// model (a dead letter before any answer) or no version (a run superseded
+// by one the index no longer holds).
+const NoValue = "(none)"
+
 // Options are the knobs of one eval; the zero value scores every labelled
 // record, ungrouped, listing no mismatch.
 type Options struct {
@@ -97,7 +102,12 @@ func (r *Result) Stored() index.Eval {
 // ErrNoData is returned for a result whose data the index does not hold.
 var ErrNoData = errors.New("the index holds this result without its data (indexed by a binary older than index migration 9): run `pipeline dlq rebuild` to index the streams again, data included")
 
-type groupKey struct{ schema, version, model string }
+// groupKey is one group of records: the schema, version and model of
+// their latest run; noRun is set for labelled ids with no run at all.
+type groupKey struct {
+	schema, version, model string
+	noRun                  bool
+}
 
 type tally struct {
 	records, withResult, noResult, notIndexed, exact int
@@ -250,10 +260,17 @@ func (s *scorer) score(l label, f *found) error {
 		produced = v
 	}
 	var key groupKey
-	if f != nil {
-		key = groupKey{f.run.Schema, f.run.Version, f.run.Model}
-	} else {
-		key.schema = s.opt.Schema
+	switch {
+	case f != nil && f.run.Superseded && !f.run.Dead:
+		// a later run, not in the index, superseded this result: its
+		// version and model are not known. (A dead letter marked replayed
+		// stays in its group: a dlq replay in flight marks it so, and it
+		// counts as no result either way.)
+		key.schema = f.run.Schema
+	case f != nil:
+		key = groupKey{schema: f.run.Schema, version: f.run.Version, model: f.run.Model}
+	default:
+		key = groupKey{schema: s.opt.Schema, noRun: true}
 	}
 	t := s.groups[key]
 	if t == nil {
@@ -263,7 +280,7 @@ func (s *scorer) score(l label, f *found) error {
 	t.records++
 	var rec Counts
 	s.cmp.mism = s.cmp.mism[:0]
-	if f == nil || f.run.Dead {
+	if f == nil || f.run.Dead || f.run.Superseded {
 		t.noResult++
 		if f == nil {
 			t.notIndexed++
@@ -300,7 +317,13 @@ func (s *scorer) result(file, digest string) *Result {
 		if c := cmp.Compare(a.version, b.version); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.model, b.model)
+		if c := cmp.Compare(a.model, b.model); c != 0 || a.noRun == b.noRun {
+			return c
+		}
+		if a.noRun { // ids with no run after the runs of the same key
+			return 1
+		}
+		return -1
 	})
 	all := &tally{fields: map[string]*Counts{}}
 	by := map[string]*tally{}
@@ -312,8 +335,11 @@ func (s *scorer) result(file, digest string) *Result {
 			if s.opt.By == ByVersion {
 				name = k.version
 			}
-			if name == "" {
+			switch {
+			case k.noRun:
 				name = NoOutcome
+			case name == "":
+				name = NoValue
 			}
 			if by[name] == nil {
 				by[name] = &tally{fields: map[string]*Counts{}}

@@ -166,3 +166,72 @@ func TestRunResultWithoutData(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoData", err)
 	}
 }
+
+// TestRunPurgedRerunDeadLetter: job p succeeded (run 0), a --rerun dead
+// lettered (run 1, which marks run 0 replayed), and the dead letter was
+// purged. Run 0 is not the job's latest outcome: it counts as no result,
+// not as the old success.
+func TestRunPurgedRerunDeadLetter(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.Write(ctx, []job.Outcome{result("p", "person", "v1", "primary", 0, `{"name":"Ada"}`),
+		result("q", "person", "v1", "primary", 0, `{"name":"Bo"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	d := dead("p", "person", "v2", "primary")
+	d.Run = 1
+	if err := st.Write(ctx, []job.Outcome{d}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := st.Purge(ctx, index.Filter{IDs: []string{"p"}}, false); err != nil || len(ids) != 1 {
+		t.Fatalf("purge: %v, %v", ids, err)
+	}
+	// r's dead letter has a dlq replay in flight (marked replayed, no run
+	// back yet): still a dead letter of v1
+	if err := st.Write(ctx, []job.Outcome{dead("r", "person", "v1", "primary")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkReplayed(ctx, "r", 0); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, `{"id":"p","expected":{"name":"Ada"}}`, `{"id":"q","expected":{"name":"Bo"}}`, `{"id":"r","expected":{"name":"R"}}`)
+	res, err := eval.Run(ctx, st, file, eval.Options{By: eval.ByVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := res.Summary; s.Records != 3 || s.WithResult != 1 || s.NoResult != 2 || s.NotIndexed != 0 || s.Exact != 1 ||
+		s.Overall.Counts != (eval.Counts{Correct: 1, Missing: 2}) {
+		t.Errorf("summary %+v, want p and r as no result, q exact", s)
+	}
+	if v1 := res.By["v1"]; v1 == nil || v1.Records != 2 || v1.Exact != 1 || v1.NoResult != 1 {
+		t.Errorf("by v1: %+v, want q and r", v1)
+	}
+	if n := res.By[eval.NoValue]; n == nil || n.Records != 1 || n.NoResult != 1 || n.NotIndexed != 0 {
+		t.Errorf("by (none): %+v, want p, superseded by a run the index no longer holds", n)
+	}
+}
+
+// TestRunByNoModel: a dead letter with no model (it failed before any
+// answer) has an outcome: --by lists it under "(none)", and only an id
+// with no run under "(no outcome)".
+func TestRunByNoModel(t *testing.T) {
+	st := openStore(t)
+	ctx := t.Context()
+	if err := st.Write(ctx, []job.Outcome{dead("d", "person", "v1", ""), result("a", "person", "v1", "m", 0, `{"name":"A"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	file := writeFile(t, `{"id":"d","expected":{"name":"D"}}`, `{"id":"a","expected":{"name":"A"}}`, `{"id":"nobody","expected":{"name":"N"}}`)
+	res, err := eval.Run(ctx, st, file, eval.Options{By: eval.ByModel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := res.By[eval.NoValue]; n == nil || n.Records != 1 || n.NoResult != 1 || n.NotIndexed != 0 {
+		t.Errorf("by (none): %+v, want the dead letter d", n)
+	}
+	if n := res.By[eval.NoOutcome]; n == nil || n.Records != 1 || n.NotIndexed != 1 {
+		t.Errorf("by (no outcome): %+v, want nobody only", n)
+	}
+	if m := res.By["m"]; m == nil || m.Records != 1 || m.Exact != 1 {
+		t.Errorf("by m: %+v", m)
+	}
+}

@@ -3,7 +3,6 @@ package eval
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"strconv"
 	"strings"
 	"unicode"
@@ -26,20 +25,12 @@ type Score struct {
 	F1        float64 `json:"f1"`
 }
 
-// Of computes the figures of c: precision = correct / (correct + wrong +
-// extra), recall = correct / (correct + wrong + missing), f1 their harmonic
-// mean; each is 0 when its denominator is.
+// Of computes the figures of c (index.EvalCounts.Figures): precision =
+// correct / (correct + wrong + extra), recall = correct / (correct + wrong
+// + missing), f1 their harmonic mean; each is 0 when its denominator is.
 func Of(c Counts) Score {
 	s := Score{Counts: c}
-	if d := c.Correct + c.Wrong + c.Extra; d > 0 {
-		s.Precision = float64(c.Correct) / float64(d)
-	}
-	if d := c.Correct + c.Wrong + c.Missing; d > 0 {
-		s.Recall = float64(c.Correct) / float64(d)
-	}
-	if s.Precision+s.Recall > 0 {
-		s.F1 = 2 * s.Precision * s.Recall / (s.Precision + s.Recall)
-	}
+	s.Precision, s.Recall, s.F1 = c.Figures()
 	return s
 }
 
@@ -87,7 +78,6 @@ type comparer struct {
 	fold     cases.Caser
 	sbuf     []byte
 	nbuf     []byte
-	ra, rb   big.Rat
 }
 
 func newComparer() *comparer {
@@ -326,11 +316,9 @@ func (c *comparer) key(v any) string {
 	case string:
 		return "s" + c.normalize(v)
 	case json.Number:
-		if plainInt(string(v)) { // its own canonical form
-			return "n" + string(v)
-		}
-		if _, ok := c.ra.SetString(string(v)); ok {
-			return "n" + c.ra.RatString()
+		if b, ok := appendNumber(append(c.nbuf[:0], 'n'), string(v)); ok {
+			c.nbuf = b
+			return string(b)
 		}
 		return "n" + string(v)
 	case bool:
@@ -340,24 +328,6 @@ func (c *comparer) key(v any) string {
 		return "f"
 	}
 	return "?"
-}
-
-// plainInt says whether s is an integer as big.Rat's RatString writes it:
-// digits, an optional minus, no leading zero.
-func plainInt(s string) bool {
-	neg := s != "" && s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	if s == "" || (s[0] == '0' && (len(s) > 1 || neg)) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // equal compares two present scalars: strings after normalisation, numbers
@@ -383,9 +353,10 @@ func (c *comparer) equal(a, b any) bool {
 		if a == b {
 			return true
 		}
-		_, okA := c.ra.SetString(string(a))
-		_, okB := c.rb.SetString(string(b))
-		return okA && okB && c.ra.Cmp(&c.rb) == 0
+		var okA, okB bool
+		c.nbuf, okA = appendNumber(c.nbuf[:0], string(a))
+		c.sbuf, okB = appendNumber(c.sbuf[:0], string(b))
+		return okA && okB && bytes.Equal(c.nbuf, c.sbuf)
 	case bool:
 		b, ok := b.(bool)
 		return ok && a == b

@@ -117,6 +117,20 @@ func TestFigures(t *testing.T) {
 	}
 }
 
+// TestF1AtTheThreshold: 6 correct, 1 missing, 2 extra has f1 12/15, which
+// must be exactly 0.8 (the table prints 0.80), so that --min-f1 0.8 passes;
+// 2PR/(P+R) gave 0.79999999999999993.
+func TestF1AtTheThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		c  Counts
+		f1 float64
+	}{{c(6, 0, 1, 2), 0.8}, {c(3, 1, 0, 0), 0.75}, {c(7, 0, 3, 0), 14.0 / 17}} {
+		if s := Of(tc.c); s.F1 != tc.f1 || s.F1 < tc.f1 {
+			t.Errorf("%+v: f1 %.17g, want exactly %.17g", tc.c, s.F1, tc.f1)
+		}
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-12 && b-a < 1e-12 }
 
 func TestMismatchesListed(t *testing.T) {

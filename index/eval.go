@@ -12,7 +12,9 @@ import (
 
 // LatestRun is a job's latest indexed run, as `pipeline eval` joins it with
 // labelled values: the run with the highest run number the index holds (the
-// ledger's latest ended run, once the sink has indexed it).
+// ledger's latest ended run, once the sink has indexed it). When that run is
+// marked replayed, a later run superseded it and is gone from the index (a
+// rerun's dead letter purged, say): the run is Superseded, with no Data.
 type LatestRun struct {
 	JobID   string
 	Schema  string
@@ -20,6 +22,10 @@ type LatestRun struct {
 	// Model is the model of the run's final answer (of its last attempt).
 	Model string
 	Dead  bool
+	// Superseded is set when the latest run the index holds was marked
+	// replayed: a later run ended (or a dlq replay was published) and is not
+	// in the index. Its data is not the job's latest: it counts as no result.
+	Superseded bool
 	// Data is a succeeded run's validated data, as JSON; nil for a dead
 	// letter, and for a result indexed before migration 9 kept the data
 	// (NoData).
@@ -42,7 +48,7 @@ func (s *Store) LatestRuns(ctx context.Context, ids []string, fn func(LatestRun)
 	if err != nil {
 		return fmt.Errorf("reading latest runs: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT o.job_id, o.schema_id, o.version, o.model, o.dead, d.data
+	rows, err := s.r.QueryContext(ctx, `SELECT o.job_id, o.schema_id, o.version, o.model, o.dead, o.replayed, d.data
 		FROM outcomes o LEFT JOIN result_data d ON d.outcome_id = o.id
 		WHERE o.id IN (SELECT (SELECT l.id FROM outcomes l WHERE l.job_id = j.value ORDER BY l.run DESC LIMIT 1)
 			FROM json_each(?) j)`, string(list))
@@ -52,14 +58,15 @@ func (s *Store) LatestRuns(ctx context.Context, ids []string, fn func(LatestRun)
 	defer rows.Close()
 	for rows.Next() {
 		var r LatestRun
-		var dead int
+		var dead, replayed int
 		var data sql.RawBytes
-		if err := rows.Scan(&r.JobID, &r.Schema, &r.Version, &r.Model, &dead, &data); err != nil {
+		if err := rows.Scan(&r.JobID, &r.Schema, &r.Version, &r.Model, &dead, &replayed, &data); err != nil {
 			return fmt.Errorf("reading latest runs: %w", err)
 		}
 		r.Dead = dead == 1
+		r.Superseded = replayed == 1
 		switch {
-		case r.Dead:
+		case r.Dead, r.Superseded:
 		case data == nil:
 			r.NoData = true
 		default:
@@ -81,6 +88,25 @@ type EvalCounts struct {
 	Wrong   int `json:"wrong"`
 	Missing int `json:"missing"`
 	Extra   int `json:"extra"`
+}
+
+// Figures computes c's precision = correct / (correct + wrong + extra),
+// recall = correct / (correct + wrong + missing), and f1, their harmonic
+// mean, each 0 when its denominator is. f1 is computed in one division,
+// 2c / (2c + 2w + m + e), as v_evals does, so that a gate compares the
+// figure the table prints (6 correct, 1 missing, 2 extra is exactly 0.8;
+// 2PR/(P+R) rounds twice and gives 0.79999999999999993).
+func (c EvalCounts) Figures() (precision, recall, f1 float64) {
+	if d := c.Correct + c.Wrong + c.Extra; d > 0 {
+		precision = float64(c.Correct) / float64(d)
+	}
+	if d := c.Correct + c.Wrong + c.Missing; d > 0 {
+		recall = float64(c.Correct) / float64(d)
+	}
+	if c.Correct > 0 {
+		f1 = float64(2*c.Correct) / float64(2*c.Correct+2*c.Wrong+c.Missing+c.Extra)
+	}
+	return precision, recall, f1
 }
 
 // EvalGroup is the figures of one eval for one (schema, version, model):

@@ -68,3 +68,43 @@ func TestLatestRunsAndEvalsSurviveRebuild(t *testing.T) {
 		t.Errorf("result_data after deleting the outcomes: %d rows, %v", n, err)
 	}
 }
+
+// TestLatestRunsAfterAPurgedRerun: job p succeeded (run 0), a --rerun
+// dead lettered (run 1), and the dead letter was purged; the index's
+// highest run of p is run 0, marked replayed when run 1 was indexed.
+// LatestRuns answers it as Superseded, without its data, so the eval does
+// not score the older success; q, never rerun, keeps its data.
+func TestLatestRunsAfterAPurgedRerun(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	now := time.Now()
+	ok := func(id string) job.Outcome {
+		return job.Outcome{JobID: id, Schema: "s", SchemaVersion: "v1", Status: job.StatusSucceeded, Model: "m",
+			Attempts: 1, Data: []byte(`{"n":1}`), StartedAt: now, FinishedAt: now}
+	}
+	if err := s.Write(ctx, []job.Outcome{ok("p"), ok("q")}); err != nil {
+		t.Fatal(err)
+	}
+	rerun := ok("p")
+	rerun.Run, rerun.SchemaVersion, rerun.Status, rerun.Class, rerun.Data = 1, "v2", job.StatusDeadLettered, job.ClassExhausted, nil
+	if err := s.Write(ctx, []job.Outcome{rerun}); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.Purge(ctx, Filter{IDs: []string{"p"}}, false); err != nil || len(ids) != 1 {
+		t.Fatalf("purge: %v, %v", ids, err)
+	}
+	got := map[string]LatestRun{}
+	if err := s.LatestRuns(ctx, []string{"p", "q"}, func(r LatestRun) error {
+		r.Data = append([]byte(nil), r.Data...)
+		got[r.JobID] = r
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if p := got["p"]; !p.Superseded || p.Dead || len(p.Data) != 0 || p.NoData {
+		t.Errorf("p: %+v, want superseded, no data", p)
+	}
+	if q := got["q"]; q.Superseded || string(q.Data) != `{"n":1}` {
+		t.Errorf("q: %+v, want its data", q)
+	}
+}

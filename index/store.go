@@ -212,7 +212,8 @@ func SchemaVersion() int {
 	return ms[len(ms)-1].version
 }
 
-// migrate applies the pending migrations, each in its own IMMEDIATE
+// migrate applies the pending migrations (every embedded one that
+// schema_migrations does not record), each in its own IMMEDIATE
 // transaction that re-reads schema_migrations, so two processes opening the
 // same file at once apply each migration exactly once.
 func (s *Store) migrate(ctx context.Context) error {
@@ -226,15 +227,34 @@ func (s *Store) migrate(ctx context.Context) error {
 		applied_at INTEGER NOT NULL)`); err != nil {
 		return fmt.Errorf("creating schema_migrations: %w", err)
 	}
-	var newest int
-	if err := s.w.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+	applied := map[int]bool{}
+	newest := 0
+	rows, err := s.w.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("reading schema_migrations: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading schema_migrations: %w", err)
+		}
+		applied[v] = true
+		newest = max(newest, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("reading schema_migrations: %w", err)
 	}
 	if len(ms) > 0 && newest > ms[len(ms)-1].version {
 		return fmt.Errorf("%w: file at version %d, binary knows %d", ErrNewerSchema, newest, ms[len(ms)-1].version)
 	}
+	// Every migration not recorded is applied, in version order, even one
+	// below the newest applied: a migration merged later with a lower
+	// number (an index opened by a binary that had 0010 but not 0009) is
+	// applied when a binary that has it opens the file.
 	for _, m := range ms {
-		if m.version <= newest {
+		if applied[m.version] {
 			continue
 		}
 		if err := s.apply(ctx, m); err != nil {

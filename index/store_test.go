@@ -543,3 +543,47 @@ func FuzzDecodeOutcome(f *testing.F) {
 		}
 	})
 }
+
+// TestMigrationMergedBelowTheNewestIsApplied: an index opened by a binary
+// that had migration 10 (and later ones) but not 9 records 1..8 and 10 on;
+// a binary with 9 applies it when it opens the file.
+func TestMigrationMergedBelowTheNewestIsApplied(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "pipeline.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// undo migration 9 (0009_evals.sql) as if the binary never had it
+	for _, q := range []string{`DROP VIEW v_evals`, `DROP TABLE evals`, `DROP TABLE result_data`,
+		`DELETE FROM schema_migrations WHERE version = 9`} {
+		if _, err := s.w.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var versions string
+	if err := s.w.QueryRow(`SELECT group_concat(version) FROM (SELECT version FROM schema_migrations ORDER BY version)`).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(versions, "1,2,3,4,5,6,7,8,10") {
+		t.Fatalf("schema_migrations %s, want 1..8 then 10", versions)
+	}
+	s.Close()
+
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n int
+	if err := s.w.QueryRow(`SELECT COUNT(*) FROM schema_migrations WHERE version = 9`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("migration 9 recorded %d times (%v), want once", n, err)
+	}
+	if _, err := s.SaveEval(t.Context(), Eval{At: time.Now(), File: "l.jsonl", Digest: "sha256:00",
+		Groups: []EvalGroup{{Schema: "s", Records: 1}}}); err != nil {
+		t.Errorf("after migration 9: %v", err)
+	}
+	if got := count(t, s, "schema_migrations"); got != embeddedMigrations(t) {
+		t.Errorf("%d migrations recorded, want %d", got, embeddedMigrations(t))
+	}
+}

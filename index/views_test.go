@@ -194,6 +194,38 @@ func TestViewsReadPlainly(t *testing.T) {
 	if clusterID != cluster.ID(cluster.Fingerprint{Schema: "invoice", Version: "v1hash", Path: "/total", Keyword: "type"}) || kw != "type" || fixed != 1 || !isoMillis.MatchString(failedAt) {
 		t.Errorf("v_failures row = %s %s %d %s", clusterID, kw, fixed, failedAt)
 	}
+
+	// v_evals: ISO time, the figures computed as Go computes them (f1 in
+	// one division: 6 correct, 1 missing, 2 extra is exactly 0.8)
+	evalAt := time.Date(2026, 12, 2, 6, 30, 1, 234e6, time.UTC)
+	counts := EvalCounts{Correct: 6, Missing: 1, Extra: 2}
+	if _, err := s.SaveEval(t.Context(), Eval{At: evalAt, File: "l2.jsonl", Digest: "sha256:01", Groups: []EvalGroup{{
+		Schema: "invoice", Version: "v2", Model: "sim", Records: 3, WithResult: 3, EvalCounts: counts}}}); err != nil {
+		t.Fatal(err)
+	}
+	evalRows, err := db.Query(`SELECT file, at, precision, recall, f1, correct, wrong, missing, extra FROM v_evals ORDER BY eval_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotEvals []string
+	for evalRows.Next() {
+		var file, at string
+		var p, r, f1 float64
+		var c EvalCounts
+		if err := evalRows.Scan(&file, &at, &p, &r, &f1, &c.Correct, &c.Wrong, &c.Missing, &c.Extra); err != nil {
+			t.Fatal(err)
+		}
+		wp, wr, wf := c.Figures()
+		if p != wp || r != wr || f1 != wf {
+			t.Errorf("v_evals %s: precision %.17g recall %.17g f1 %.17g; Go computes %.17g %.17g %.17g", file, p, r, f1, wp, wr, wf)
+		}
+		gotEvals = append(gotEvals, fmt.Sprintf("%s %s %.2f %.2f %.17g", file, at, p, r, f1))
+	}
+	evalRows.Close()
+	wantEvals := []string{"labels.jsonl " + iso(t0.Add(123*time.Millisecond)) + " 0.75 0.75 0.75", "l2.jsonl 2026-12-02T06:30:01.234Z 0.75 0.86 0.80000000000000004"}
+	if !reflect.DeepEqual(gotEvals, wantEvals) {
+		t.Errorf("v_evals rows %q, want %q", gotEvals, wantEvals)
+	}
 }
 
 // TestIndexDocQueriesRun runs every SQL example of docs/INDEX.md through a

@@ -38,15 +38,7 @@ type EvalFigures struct {
 func evalFigures(v index.VersionEval) *EvalFigures {
 	e := &EvalFigures{Schema: v.Schema, Version: v.Version, EvalID: v.EvalID, At: v.At, File: v.File, Digest: v.Digest,
 		Records: v.Records, Exact: v.Exact, Correct: v.Correct, Wrong: v.Wrong, Missing: v.Missing, Extra: v.Extra, Models: v.Models}
-	if d := v.Correct + v.Wrong + v.Extra; d > 0 {
-		e.Precision = float64(v.Correct) / float64(d)
-	}
-	if d := v.Correct + v.Wrong + v.Missing; d > 0 {
-		e.Recall = float64(v.Correct) / float64(d)
-	}
-	if e.Precision+e.Recall > 0 {
-		e.F1 = 2 * e.Precision * e.Recall / (e.Precision + e.Recall)
-	}
+	e.Precision, e.Recall, e.F1 = v.EvalCounts.Figures()
 	return e
 }
 

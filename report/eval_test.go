@@ -82,3 +82,12 @@ func TestEvalsNextToTheFunnel(t *testing.T) {
 		t.Errorf("latest funnel: %+v", r.Funnel["ticket"])
 	}
 }
+
+// TestEvalFiguresF1 shares eval's computation: 6 correct, 1 missing, 2
+// extra is f1 exactly 0.8, as `pipeline eval` and v_evals give it.
+func TestEvalFiguresF1(t *testing.T) {
+	e := evalFigures(index.VersionEval{EvalCounts: index.EvalCounts{Correct: 6, Missing: 1, Extra: 2}})
+	if e.F1 != 0.8 || e.Precision != 0.75 || e.Recall != 6.0/7 {
+		t.Errorf("p=%.17g r=%.17g f1=%.17g, want 0.75, 6/7, exactly 0.8", e.Precision, e.Recall, e.F1)
+	}
+}
