@@ -121,13 +121,20 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// tryText reads a node's text; while a page refreshes itself the node
+	// may be between two versions (gone for an instant), so a poll reads
+	// with it and tries again.
+	tryText := func(sel string) (string, error) {
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		return strings.Join(strings.Fields(s), " "), err
+	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(sel)))
+		s, err := tryText(sel)
 		if err != nil {
 			t.Fatalf("reading %s: %v", sel, err)
 		}
-		return strings.Join(strings.Fields(s), " ")
+		return s
 	}
 	shot := func(name string) {
 		t.Helper()
@@ -209,7 +216,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	mustCLI(t, "", append([]string{"run", "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0"}, common...)...)
 	if err := poll.Wait(t, 30*time.Second, func() error {
-		if text("#tiles") == tiles || text("#funnel-table") == funnelRows {
+		nowTiles, err := tryText("#tiles")
+		if err != nil {
+			return err
+		}
+		nowFunnel, err := tryText("#funnel-table")
+		if err != nil {
+			return err
+		}
+		if nowTiles == tiles || nowFunnel == funnelRows {
 			return errors.New("not refreshed yet")
 		}
 		return nil
