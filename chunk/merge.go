@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/llmpipeline/pipeline/job"
 	"github.com/tidwall/gjson"
 )
 
@@ -24,18 +25,11 @@ type Part struct {
 }
 
 // Conflict is a field where a later chunk gave another non-null value than
-// the one kept: Values lists the kept one first, then each different one,
-// with the chunk that gave it.
-type Conflict struct {
-	Path   string          `json:"path"`
-	Values []ConflictValue `json:"values"`
-}
+// the one kept: job.Conflict, which the document's outcome records.
+type Conflict = job.Conflict
 
 // ConflictValue is one chunk's value in a Conflict.
-type ConflictValue struct {
-	Chunk int             `json:"chunk"`
-	Value json.RawMessage `json:"value"`
-}
+type ConflictValue = job.ConflictValue
 
 // Merger merges chunks' answers by one schema. It is immutable and safe
 // for concurrent use.

@@ -104,13 +104,7 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		return h.documentLetter(end, out, job.ClassMerge, err.Error(), data)
 	}
 	out.Data = merged
-	for _, c := range conflicts {
-		jc := job.Conflict{Path: c.Path}
-		for _, v := range c.Values {
-			jc.Values = append(jc.Values, job.ConflictValue{Chunk: v.Chunk, Value: v.Value})
-		}
-		out.Conflicts = append(out.Conflicts, jc)
-	}
+	out.Conflicts = conflicts
 	if len(failed) > 0 {
 		named := failed[:min(len(failed), maxFailedNamed)]
 		reason := fmt.Sprintf("%d of %d chunks failed: %s", len(failed), len(end.Chunks), strings.Join(named, "; "))
