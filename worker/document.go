@@ -125,6 +125,7 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		return h.documentLetter(end, out, job.ClassMerge, reason, data)
 	}
 	if reason, ok := checkTruth(end, sc, merged, &out); !ok {
+		out.Hint = "the merged document fails the schema's x-rules or x-grounded (merge_diagnostics): a rule over fields that different chunks give holds only on the merge; check the chunks' answers (chunk_runs) and the rule, or split less (--chunk-chars)"
 		return h.documentLetter(end, out, job.ClassMerge, reason, data)
 	}
 	out.Status = job.StatusSucceeded
@@ -240,9 +241,11 @@ func (h *Handler) documentLetter(end queue.DocumentEnd, out job.Outcome, class j
 	out.Status = job.StatusDeadLettered
 	out.Class = class
 	out.Reason = reason
-	if class == job.ClassPartial {
+	switch {
+	case out.Hint != "": // the caller's
+	case class == job.ClassPartial:
 		out.Hint = "fix what failed the chunks (their dead letters say why), then `pipeline dlq replay " + end.ID + "`: only the failed chunks run again"
-	} else {
+	default:
 		out.Hint = "the chunks' answers merge into data the schema refuses: loosen the schema (a maximum count over the whole document, an x-merge-key), or split less (--chunk-chars)"
 	}
 	h.cfg.Metrics.outcome(metricSchema(out.Schema, h.cfg.Schemas), out.Status, class)

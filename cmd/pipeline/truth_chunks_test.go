@@ -171,6 +171,7 @@ func chunkedTruth(t *testing.T, mode string) {
 	var letter struct {
 		Class            string `json:"class"`
 		Reason           string `json:"reason"`
+		Hint             string `json:"hint"`
 		MergeDiagnostics []struct {
 			Path, Keyword, Message string
 		} `json:"merge_diagnostics"`
@@ -182,6 +183,9 @@ func chunkedTruth(t *testing.T, mode string) {
 	if letter.Class != "merge" || len(letter.MergeDiagnostics) != 1 || letter.MergeDiagnostics[0].Keyword != "x-rules/0" ||
 		letter.MergeDiagnostics[0].Path != "/total" || !strings.Contains(letter.MergeDiagnostics[0].Message, "total must be subtotal + tax") {
 		t.Errorf("bill-bad: class %q, merge diagnostics %+v (%s); want merge with x-rules/0 at /total", letter.Class, letter.MergeDiagnostics, letter.Reason)
+	}
+	if !strings.Contains(letter.Hint, "x-rules") {
+		t.Errorf("bill-bad: hint %q, want it to name the truth checks the merge failed", letter.Hint)
 	}
 	if len(letter.Grounding) != 0 {
 		t.Errorf("bill-bad: a dead letter records grounding %v", letter.Grounding)
