@@ -13,6 +13,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
+	"github.com/llmpipeline/pipeline/ground"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -138,9 +139,16 @@ type Grounding struct {
 
 // Match values of Grounding.
 const (
-	MatchExact      = "exact"
-	MatchNormalized = "normalized"
+	MatchExact      = ground.MatchExact
+	MatchNormalized = ground.MatchNormalized
 )
+
+// Input is a job's input text as grounding searches it (ground.Input):
+// make one per job with NewInput and pass it to every Check of that job.
+type Input = ground.Input
+
+// NewInput wraps a job's input text for Check.
+func NewInput(text string) *Input { return ground.New(text) }
 
 // HasChecks reports whether the schema carries x-grounded or x-rules, so
 // that Check has anything to do.
@@ -505,7 +513,7 @@ func (c *checker) node(n *node, path []string, grounded bool, cur *cursor, start
 }
 
 func (c *checker) ground(value, path string, cur *cursor) {
-	start, end, match, ok := c.in.find(value, cur.at)
+	start, end, match, ok := c.in.Find(value, cur.at)
 	if !ok {
 		c.diags = append(c.diags, Diagnostic{
 			Path:     path,

@@ -1,4 +1,8 @@
-package schemas
+// Package ground finds a value in a job's input text, as x-grounded asks:
+// exactly, else after normalisation (Unicode NFKC, case folding, runs of
+// white space as one space), in time linear in the input, with offsets in
+// Unicode code points. The schemas package's truth checks use it.
+package ground
 
 import (
 	"sort"
@@ -14,7 +18,7 @@ import (
 // Input is a job's input text as grounding searches it. It keeps what it
 // learns (the code point index, the normalised text, where each value
 // first occurs) across the attempts of a job: make one per job with
-// NewInput and pass it to every Check of that job. Safe for concurrent use.
+// New and pass it to every check of that job. Safe for concurrent use.
 //
 // Every search is linear in the input: a value is looked for with
 // strings.Index (exactly), then in the input normalised once (NFKC, case
@@ -48,24 +52,35 @@ type Input struct {
 	folds *[foldCached]rune
 }
 
+// Normalize returns s in the form Find compares a value in when it is not
+// in the input as it is: NFKC, case folded, each run of white space as one
+// space.
+func Normalize(s string) string { return New("").normalize(s, nil, nil) }
+
+// How Find matched a value.
+const (
+	MatchExact      = "exact"      // as it is in the input
+	MatchNormalized = "normalized" // after NFKC, case folding and white space as one space
+)
+
 // foldCached bounds the runes whose folding Input remembers.
 const foldCached = 0x2E80
 
 // cpStep is the spacing of the code point index.
 const cpStep = 64
 
-// NewInput wraps a job's input text for Check.
-func NewInput(text string) *Input {
+// New wraps a job's input text for the searches of one job.
+func New(text string) *Input {
 	return &Input{text: text, exact: map[string]int{}, normal: map[string]int{}, folder: cases.Fold()}
 }
 
 // Text returns the input text.
 func (in *Input) Text() string { return in.text }
 
-// find looks value up at or after code point offset after (the previous
+// Find looks value up at or after code point offset after (the previous
 // grounded value of the same object), else from the start: exactly, then
 // normalised. start and end are code point offsets in the input.
-func (in *Input) find(value string, after int) (start, end int, match string, ok bool) {
+func (in *Input) Find(value string, after int) (start, end int, match string, ok bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.index()
