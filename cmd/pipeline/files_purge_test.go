@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/poll"
+	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/llm/batchtest"
 )
@@ -207,5 +209,45 @@ func deleteFromStream(t *testing.T, dataDir, stream, msgID string) {
 	defer c.Close()
 	if n, err := sink.DeleteOutcomes(ctx, c, stream, []string{msgID}); err != nil || n != 1 {
 		t.Fatalf("deleting %s from %s: %d, %v", msgID, stream, n, err)
+	}
+}
+
+// TestFilesDataURLNotInDeadLetter: a job with a data-URL file published
+// straight on pipeline.jobs.<schema> (not through submit, which stores
+// files) is dead-lettered as invalid_job naming the file, and the dead
+// letter holds the file's name, never its base64. Before: the dead
+// letter's job held the whole data URL.
+func TestFilesDataURLNotInDeadLetter(t *testing.T) {
+	dataDir := t.TempDir()
+	pngData := receiptPNG(t)
+	b64 := base64.StdEncoding.EncodeToString(pngData)
+	line := `{"id":"x1","schema":"ticket","files":[{"url":"data:image/png;base64,` + b64 + `","name":"scan"}]}`
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	c, err := broker.Connect(ctx, broker.Config{DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queue.Submit(ctx, c, []queue.SubmitItem{{Data: []byte(line), Schema: "ticket", MsgID: "x1"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	mustCLI(t, "", "run", "--data-dir", dataDir, "--until-idle", "--sim-latency", "0")
+	show := mustCLI(t, "", "dlq", "show", "--data-dir", dataDir, "--json", "x1")
+	if strings.Contains(show, b64[:64]) {
+		t.Errorf("the dead letter holds the file's base64 (%d bytes shown)", len(show))
+	}
+	var dl struct {
+		Class  string `json:"class"`
+		Reason string `json:"reason"`
+		Job    struct {
+			Files []map[string]any `json:"files"`
+		} `json:"job"`
+	}
+	if err := json.Unmarshal([]byte(show), &dl); err != nil {
+		t.Fatalf("dlq show --json: %v: %s", err, truncateStr(show, 300))
+	}
+	if dl.Class != "invalid_job" || !strings.Contains(dl.Reason, `"scan"`) || len(dl.Job.Files) != 1 || dl.Job.Files[0]["name"] != "scan" {
+		t.Errorf("dead letter: class %q, reason %q, job files %v; want invalid_job naming \"scan\", the file by its name", dl.Class, dl.Reason, dl.Job.Files)
 	}
 }
