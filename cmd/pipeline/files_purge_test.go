@@ -251,3 +251,22 @@ func TestFilesDataURLNotInDeadLetter(t *testing.T) {
 		t.Errorf("dead letter: class %q, reason %q, job files %v; want invalid_job naming \"scan\", the file by its name", dl.Class, dl.Reason, dl.Job.Files)
 	}
 }
+
+// TestFilesDefaultLimitFitsTheRequest: by default submit refuses a 23 MiB
+// PDF, whose base64 (32.2 MB) would not fit Anthropic's 32 MB request,
+// naming the file and the flag, and takes a 21 MiB one. Before: the
+// default was 32 MiB, and such a file was published to fail at the call.
+func TestFilesDefaultLimitFitsTheRequest(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	writeFile(t, dir, "big.pdf", bigPDF(23<<20))
+	writeFile(t, dir, "ok.pdf", bigPDF(21<<20))
+	writeFile(t, dir, "big.jsonl", []byte(`{"id":"p1","schema":"invoice","files":["big.pdf"]}`+"\n"))
+	writeFile(t, dir, "ok.jsonl", []byte(`{"id":"p2","schema":"invoice","files":["ok.pdf"]}`+"\n"))
+	_, errOut, code := runCLI(t, "", "submit", "--data-dir", dataDir, "--max-job-bytes", "64MiB", filepath.Join(dir, "big.jsonl"))
+	if code == 0 || !strings.Contains(errOut, "big.jsonl:1") || !strings.Contains(errOut, "big.pdf") || !strings.Contains(errOut, "--max-file-bytes") {
+		t.Errorf("submit of a 23 MiB PDF: exit %d, %q; want refused, naming big.jsonl:1, big.pdf and --max-file-bytes", code, errOut)
+	}
+	if out := mustCLI(t, "", "submit", "--data-dir", dataDir, "--max-job-bytes", "64MiB", "--json", filepath.Join(dir, "ok.jsonl")); !strings.Contains(out, `"published":1`) {
+		t.Errorf("submit of a 21 MiB PDF: %s", out)
+	}
+}
