@@ -249,13 +249,24 @@ func countPages(r io.Reader) (int, error) {
 	n := 0
 	var carry []byte
 	buf := make([]byte, 64<<10)
+	const maxPageCarry = 4 << 10 // "/Type", whitespace, "/Page" and one byte
 	for {
 		k, err := br.Read(buf)
 		chunk := append(carry, buf[:k]...)
-		n += len(pageObject.FindAllIndex(chunk, -1))
-		// Keep a tail shorter than the shortest match, so a match that
-		// straddles two reads is seen once.
-		carry = append(carry[:0], chunk[max(0, len(chunk)-10):]...)
+		end := 0
+		for _, m := range pageObject.FindAllIndex(chunk, -1) {
+			n, end = n+1, m[1]
+		}
+		// Carry what may begin a match the next read completes: from the
+		// last "/Type" past the last match (its whitespace may run on),
+		// or the last bytes, which may be a "/Type" cut short. A carry
+		// never holds a whole match, so none is counted twice.
+		rest := chunk[end:]
+		from := max(0, len(rest)-len("/Type")+1)
+		if i := bytes.LastIndex(rest, []byte("/Type")); i >= 0 && len(rest)-i <= maxPageCarry {
+			from = i
+		}
+		carry = append(carry[:0:0], rest[from:]...)
 		if err == io.EOF {
 			return n, nil
 		}
