@@ -104,10 +104,15 @@ func (b *OpenAIBatch) line(ctx context.Context, r BatchRequest) ([]byte, error) 
 	return json.Marshal(openAIBatchLine{CustomID: r.CustomID, Method: http.MethodPost, URL: "/v1/chat/completions", Body: body})
 }
 
-// Size is the length of the request's line in the input file.
+// Size is the length of the request's line in the input file, measured
+// without reading its files (mirror.measure).
 func (b *OpenAIBatch) Size(r BatchRequest) (int, error) {
-	l, err := b.line(context.Background(), r)
-	return len(l) + 1, err
+	body, files, err := b.m.measure(context.Background(), r.Request)
+	if err != nil {
+		return 0, err
+	}
+	l, err := json.Marshal(openAIBatchLine{CustomID: r.CustomID, Method: http.MethodPost, URL: "/v1/chat/completions", Body: body})
+	return len(l) + int(files) + 1, err
 }
 
 // ShareParams shares the parameters the model refused with the fleet, as
