@@ -185,7 +185,7 @@ func (c *fileCache) store(ctx context.Context, store *payload.Store, dir string,
 		if !c.stored[ref.SHA256] {
 			r, err := src.open()
 			if err != nil {
-				return fmt.Errorf("job %q: files[%d]: %w", j.ID, i, err)
+				return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
 			}
 			_, err = store.PutFile(ctx, ref.SHA256, ref.MediaType, ref.Bytes, r)
 			r.Close()
