@@ -270,3 +270,22 @@ func TestFilesDefaultLimitFitsTheRequest(t *testing.T) {
 		t.Errorf("submit of a 21 MiB PDF: %s", out)
 	}
 }
+
+// TestFilesDataURLCountedOnce: a job with a 30,000-byte PDF as a data URL
+// (a 40 KB line) is within --max-job-bytes 60000: the job counts the file
+// once, by its bytes. Before: the URL's base64 and the file's bytes were
+// both counted (70 KB), and the job was refused.
+func TestFilesDataURLCountedOnce(t *testing.T) {
+	dataDir, dir := t.TempDir(), t.TempDir()
+	pdf := bigPDF(30000)
+	line := `{"id":"u1","schema":"invoice","files":[{"url":"data:application/pdf;base64,` + base64.StdEncoding.EncodeToString(pdf) + `"}]}` + "\n"
+	writeFile(t, dir, "u.jsonl", []byte(line))
+	out, errOut, code := runCLI(t, "", "submit", "--data-dir", dataDir, "--json", "--max-job-bytes", "60000", filepath.Join(dir, "u.jsonl"))
+	if code != 0 || !strings.Contains(out, `"published":1`) {
+		t.Fatalf("submit of a %d-byte line with a %d-byte file under --max-job-bytes 60000: exit %d, %s %s", len(line), len(pdf), code, out, errOut)
+	}
+	_, errOut, code = runCLI(t, "", "submit", "--data-dir", dataDir, "--max-job-bytes", "30000", filepath.Join(dir, "u.jsonl"))
+	if code == 0 || !strings.Contains(errOut, "u.jsonl:1") {
+		t.Errorf("submit under --max-job-bytes 30000: exit %d, %q; want refused naming u.jsonl:1", code, errOut)
+	}
+}

@@ -115,6 +115,12 @@ func checkFiles(dir string, j job.Job, lineSize, maxFile, maxJob int64) string {
 			return fmt.Sprintf("files[%d]: file %s is %s by its content, not one of %s", i, src.name, mt, job.SupportedTypes)
 		}
 		total += src.size
+		if src.path == "" {
+			// A data URL's text is in lineSize already: the job counts
+			// its file once, by its bytes (what submit publishes and
+			// stores), not also as the URL's base64.
+			total -= int64(len(f.URL))
+		}
 	}
 	if total > maxJob {
 		return fmt.Sprintf("job and its files are %d bytes, over --max-job-bytes %d", total, maxJob)
