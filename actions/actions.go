@@ -13,6 +13,7 @@ import (
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrNoFilter is returned for a replay or purge whose filter selects
@@ -188,12 +189,17 @@ func SweepFiles(ctx context.Context, conn *broker.Conn, st *index.Store, keep ti
 	if err := queue.FilesNamed(ctx, conn, broker.StreamJobs, named); err != nil {
 		return nil, err
 	}
-	kv, err := conn.BatchBucket(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := batch.FilesHeld(ctx, kv, named); err != nil {
-		return nil, err
+	// Looked up, not created (nor its replicas changed): without it no
+	// job was ever handed to batch mode.
+	kv, err := conn.JetStream().KeyValue(ctx, broker.BucketBatches)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("opening key-value bucket %s: %w", broker.BucketBatches, err)
+	default:
+		if err := batch.FilesHeld(ctx, kv, named); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range []string{broker.StreamResults, broker.StreamDLQ} {
 		if err := queue.FilesNamed(ctx, conn, s, named); err != nil {
