@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/llmpipeline/pipeline/batch"
 	"github.com/llmpipeline/pipeline/index"
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/internal/sink"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrNoFilter is returned for a replay or purge whose filter selects
@@ -120,22 +123,13 @@ func Purge(ctx context.Context, st *index.Store, f index.Filter, dryRun, all boo
 // PurgeWithStreams is Purge that also deletes the purged dead letters'
 // messages from the DLQ stream, with their bodies in the payload object
 // store (a later dlq rebuild does not bring them back, and the bucket does
-// not keep them). A dry run touches neither. When the stream's delete
-// fails the index is purged already: the error says so.
-func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f index.Filter, dryRun, all bool) ([]string, error) {
+// not keep them), then the stored files nothing names any more that were
+// stored at least keepFiles ago (SweepFiles). A dry run touches neither.
+// When the stream's delete fails the index is purged already: the error
+// says so.
+func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f index.Filter, dryRun, all bool, keepFiles time.Duration) ([]string, error) {
 	if EmptyFilter(f) && !all {
 		return nil, ErrNoFilter
-	}
-	var files []string
-	if !dryRun {
-		// The files the purged dead letters name, read before they go.
-		sel, err := st.PurgeRuns(ctx, f, true)
-		if err != nil {
-			return nil, err
-		}
-		if files, err = st.FilesOfRuns(ctx, sel); err != nil {
-			return nil, err
-		}
 	}
 	runs, err := st.PurgeRuns(ctx, f, dryRun)
 	if err != nil {
@@ -149,39 +143,85 @@ func PurgeWithStreams(ctx context.Context, conn *broker.Conn, st *index.Store, f
 	if dryRun {
 		return ids, nil
 	}
+	var errs []error
 	if _, err := sink.DeleteOutcomes(ctx, conn, broker.StreamDLQ, msgIDs); err != nil {
-		return ids, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), broker.StreamDLQ, err)
+		errs = append(errs, fmt.Errorf("purged %d dead letters from the index, but deleting them from stream %s failed (they stay there, a dlq rebuild brings them back): %w", len(ids), broker.StreamDLQ, err))
 	}
-	if err := dropFiles(ctx, conn, st, files); err != nil {
-		return ids, fmt.Errorf("purged %d dead letters, but deleting the files no job names any more failed (they stay in the object store): %w", len(ids), err)
+	// The files are swept even when the stream's delete failed: the dead
+	// letters still there name theirs, which stay.
+	if _, err := SweepFiles(ctx, conn, st, keepFiles); err != nil {
+		errs = append(errs, fmt.Errorf("purged %d dead letters, but deleting the files nothing names any more failed (they stay in the object store): %w", len(ids), err))
 	}
-	return ids, nil
+	return ids, errors.Join(errs...)
 }
 
-// dropFiles deletes the stored files of digests that no indexed run (any
-// result or dead letter) nor any job on the queue names any more.
-func dropFiles(ctx context.Context, conn *broker.Conn, st *index.Store, digests []string) error {
-	if len(digests) == 0 {
-		return nil
-	}
-	queued, err := queue.FilesQueued(ctx, conn)
+// DefaultKeepFiles is how long a stored file nothing names is kept before
+// a purge deletes it: `pipeline submit` stores a job's files before it
+// publishes the job, and a file stored for a job not yet published is
+// named by nothing.
+const DefaultKeepFiles = time.Hour
+
+// SweepFiles deletes the stored files (files/<sha256> in the payload
+// object store) that nothing names and that were stored at least keep
+// ago, and returns their digests. A file is named by a job on the JOBS
+// stream, a job held by batch mode (its item in PIPELINE_BATCHES), a
+// result or dead letter on the RESULTS or DLQ stream (indexed or not),
+// or a run in the index (of any run; replays read it there). They are
+// read in the order a job moves through them (queued, held in a batch,
+// stored as an outcome, indexed), so a job moving on while the sweep
+// reads is seen in one of them.
+func SweepFiles(ctx context.Context, conn *broker.Conn, st *index.Store, keep time.Duration) ([]string, error) {
+	infos, err := conn.Payloads().ListFiles(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for _, d := range digests {
-		if queued[d] {
+	cutoff := time.Now().Add(-keep)
+	var old []string
+	for _, fi := range infos {
+		if !fi.Stored.After(cutoff) {
+			old = append(old, fi.Digest)
+		}
+	}
+	if len(old) == 0 {
+		return nil, nil
+	}
+	named := map[string]bool{}
+	if err := queue.FilesNamed(ctx, conn, broker.StreamJobs, named); err != nil {
+		return nil, err
+	}
+	// Looked up, not created (nor its replicas changed): without it no
+	// job was ever handed to batch mode.
+	kv, err := conn.JetStream().KeyValue(ctx, broker.BucketBatches)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+	case err != nil:
+		return nil, fmt.Errorf("opening key-value bucket %s: %w", broker.BucketBatches, err)
+	default:
+		if err := batch.FilesHeld(ctx, kv, named); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []string{broker.StreamResults, broker.StreamDLQ} {
+		if err := queue.FilesNamed(ctx, conn, s, named); err != nil {
+			return nil, err
+		}
+	}
+	var dropped []string
+	for _, d := range old {
+		if named[d] {
 			continue
 		}
-		named, err := st.FileReferenced(ctx, d)
+		indexed, err := st.FileReferenced(ctx, d)
 		if err != nil {
-			return err
+			return dropped, err
 		}
-		if named {
+		if indexed {
 			continue
 		}
 		if err := conn.Payloads().DeleteFile(ctx, d); err != nil {
-			return err
+			return dropped, err
 		}
+		dropped = append(dropped, d)
 	}
-	return nil
+	return dropped, nil
 }

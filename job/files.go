@@ -109,7 +109,7 @@ func checkFile(i int, f File) string {
 		return at + ": \"name\" must be printable UTF-8"
 	case f.URL != "" && !strings.HasPrefix(f.URL, "data:"):
 		return at + ": \"url\" must be a data URL (data:<media type>;base64,...)"
-	case given == 0 && !validDigest(f.SHA256):
+	case given == 0 && !ValidDigest(f.SHA256):
 		return at + ": \"sha256\" must be 64 lowercase hex digits"
 	case given == 0 && !Supported(f.MediaType):
 		return fmt.Sprintf("%s: media type %q is not one of %s", at, f.MediaType, SupportedTypes)
@@ -117,7 +117,9 @@ func checkFile(i int, f File) string {
 	return ""
 }
 
-func validDigest(s string) bool {
+// ValidDigest reports whether s is a SHA-256 as files are named by: 64
+// lowercase hex digits.
+func ValidDigest(s string) bool {
 	if len(s) != 64 {
 		return false
 	}

@@ -82,14 +82,15 @@ func (b *AnthropicBatch) request(ctx context.Context, r BatchRequest) (anthropic
 	return anthropicBatchRequest{CustomID: r.CustomID, Params: body}, nil
 }
 
-// Size is the length of the request's entry in the batch body.
+// Size is the length of the request's entry in the batch body, measured
+// without reading its files (mirror.measure).
 func (b *AnthropicBatch) Size(r BatchRequest) (int, error) {
-	e, err := b.request(context.Background(), r)
+	body, files, err := b.m.measure(context.Background(), r.Request)
 	if err != nil {
 		return 0, err
 	}
-	l, err := json.Marshal(e)
-	return len(l) + 1, err
+	l, err := json.Marshal(anthropicBatchRequest{CustomID: r.CustomID, Params: body})
+	return len(l) + int(files) + 1, err
 }
 
 // Create submits the batch. Message Batches keep no metadata, so key is

@@ -206,6 +206,11 @@ type mirrorCall struct {
 	sent   []byte
 	status int
 	answer []byte
+	// measure asks for the body without its files' base64 (sent), and
+	// the base64's length (fileBytes): a line is measured without reading
+	// a file.
+	measure   bool
+	fileBytes int64
 }
 
 // mirrorTransport records the request body of the call in the request's
@@ -261,6 +266,22 @@ func (m mirror) body(ctx context.Context, req model.Request) ([]byte, error) {
 		return nil, fmt.Errorf("encoding a batch request: %w", err)
 	}
 	return call.sent, nil
+}
+
+// measure is body with every file's base64 left out, and the length of
+// what was left out: the line's size, without reading any file. Base64
+// needs no escaping in JSON, so the line with the files is exactly that
+// much longer.
+func (m mirror) measure(ctx context.Context, req model.Request) ([]byte, int64, error) {
+	call := &mirrorCall{measure: true}
+	_, err := m.complete(context.WithValue(ctx, mirrorKey{}, call), req)
+	if call.sent == nil {
+		if err == nil {
+			err = errors.New("no request was sent")
+		}
+		return nil, 0, fmt.Errorf("encoding a batch request: %w", err)
+	}
+	return call.sent, call.fileBytes, nil
 }
 
 // answer reads body, a 2xx answer of the synchronous endpoint, as the

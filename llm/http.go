@@ -236,6 +236,11 @@ func (c *caller) redact(s string) string {
 func (c *caller) once(ctx context.Context, url string, body wire, maxTokens int, parse func([]byte) (model.Response, *failure)) (model.Response, *failure) {
 	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	if call, _ := ctx.Value(mirrorKey{}).(*mirrorCall); call != nil && call.measure {
+		// A batch line measured (mirror.measure): the files are left out.
+		call.fileBytes = body.size() - int64(len(body.data))
+		body = bytesWire(body.data)
+	}
 	var rd io.Reader = bytes.NewReader(body.data)
 	if len(body.splices) > 0 {
 		rd = body.reader(rctx)

@@ -104,10 +104,15 @@ func (b *OpenAIBatch) line(ctx context.Context, r BatchRequest) ([]byte, error) 
 	return json.Marshal(openAIBatchLine{CustomID: r.CustomID, Method: http.MethodPost, URL: "/v1/chat/completions", Body: body})
 }
 
-// Size is the length of the request's line in the input file.
+// Size is the length of the request's line in the input file, measured
+// without reading its files (mirror.measure).
 func (b *OpenAIBatch) Size(r BatchRequest) (int, error) {
-	l, err := b.line(context.Background(), r)
-	return len(l) + 1, err
+	body, files, err := b.m.measure(context.Background(), r.Request)
+	if err != nil {
+		return 0, err
+	}
+	l, err := json.Marshal(openAIBatchLine{CustomID: r.CustomID, Method: http.MethodPost, URL: "/v1/chat/completions", Body: body})
+	return len(l) + int(files) + 1, err
 }
 
 // ShareParams shares the parameters the model refused with the fleet, as
@@ -123,15 +128,8 @@ func (b *OpenAIBatch) ShareParams(ctx context.Context, mem ParamMemory) error {
 // batch holds none it was refused.
 func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchRequest) (BatchStatus, error) {
 	_ = b.sync.recall(ctx, true) // logged; the batch goes out with what this process knows
-	var file bytes.Buffer
-	for _, r := range reqs {
-		l, err := b.line(ctx, r)
-		if err != nil {
-			return BatchStatus{}, fmt.Errorf("openai batch %s: request %s: %w", key, r.CustomID, err)
-		}
-		file.Write(l)
-		file.WriteByte('\n')
-	}
+	// The lines are written straight into the form's file part: the
+	// upload is held once, not as a file and then as its form.
 	var form bytes.Buffer
 	mw := multipart.NewWriter(&form)
 	if err := mw.WriteField("purpose", "batch"); err != nil {
@@ -141,8 +139,14 @@ func (b *OpenAIBatch) Create(ctx context.Context, key string, reqs []BatchReques
 	if err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: writing the upload: %w", key, err)
 	}
-	if _, err := fw.Write(file.Bytes()); err != nil {
-		return BatchStatus{}, fmt.Errorf("openai batch %s: writing the upload: %w", key, err)
+	for _, r := range reqs {
+		l, err := b.line(ctx, r)
+		if err != nil {
+			return BatchStatus{}, fmt.Errorf("openai batch %s: request %s: %w", key, r.CustomID, err)
+		}
+		if _, err := fw.Write(append(l, '\n')); err != nil {
+			return BatchStatus{}, fmt.Errorf("openai batch %s: writing the upload: %w", key, err)
+		}
 	}
 	if err := mw.Close(); err != nil {
 		return BatchStatus{}, fmt.Errorf("openai batch %s: writing the upload: %w", key, err)

@@ -125,7 +125,7 @@ func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
 	var got []string
 	var err error
 	if confirmed && s.cfg.Conn != nil { // the DLQ stream's copies and their bodies go too
-		got, err = actions.PurgeWithStreams(r.Context(), s.cfg.Conn, s.cfg.Store, f, false, false)
+		got, err = actions.PurgeWithStreams(r.Context(), s.cfg.Conn, s.cfg.Store, f, false, false, actions.DefaultKeepFiles)
 	} else {
 		got, err = actions.Purge(r.Context(), s.cfg.Store, f, !confirmed, false)
 	}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/llmpipeline/pipeline/job"
 )
 
 // file serves a job's file from the object store by its digest: with its
@@ -16,7 +18,7 @@ import (
 // rendered in the console's origin.
 func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	digest := r.PathValue("digest")
-	if !hexDigest(digest) {
+	if !job.ValidDigest(digest) {
 		s.fail(w, r, http.StatusBadRequest, errors.New("a file is named by its sha256: 64 lowercase hex digits"))
 		return
 	}
@@ -58,16 +60,4 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 	}
 	h.Set("Content-Disposition", mime.FormatMediaType(disposition, map[string]string{"filename": name}))
 	_, _ = io.Copy(w, rc) // a failed copy (the client went away, a digest mismatch) ends the body short
-}
-
-func hexDigest(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }

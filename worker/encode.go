@@ -21,5 +21,11 @@ func (h *Handler) publish(d *queue.Delivery, action queue.Action, o job.Outcome,
 		h.cfg.Logger.Error("encoding an outcome", "job", o.JobID, "err", err)
 		return queue.Outcome{Action: queue.ActionRetry, Delay: h.cfg.RetryDelay, Reason: err.Error()}
 	}
-	return queue.Outcome{Action: action, Schema: d.SchemaToken, Payload: msg, Record: &o, Reason: reason}
+	var files []string
+	for _, f := range o.Files {
+		if f.SHA256 != "" {
+			files = append(files, f.SHA256)
+		}
+	}
+	return queue.Outcome{Action: action, Schema: d.SchemaToken, Payload: msg, Record: &o, Reason: reason, Files: files}
 }

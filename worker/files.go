@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -44,3 +46,51 @@ func (h *Handler) files(ctx context.Context, j job.Job) (files []model.File, mis
 // UseFiles sets where the handler reads the jobs' files (Config.Files),
 // for a handler built before its connection; call it before serving.
 func (h *Handler) UseFiles(fs FileStore) { h.cfg.Files = fs }
+
+// withoutFileBytes returns the job JSON raw with the data URLs of its
+// files (files[i].url) removed: a job published straight on the work
+// queue (not through `pipeline submit`, which stores every file) may carry
+// its files' bytes, and an outcome records the job, never a file's bytes.
+// A job with no file URL is returned as it is.
+func withoutFileBytes(raw json.RawMessage) json.RawMessage {
+	if !bytes.Contains(raw, []byte(`"url"`)) {
+		return raw
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return raw // not an object: a string of what arrived, no files
+	}
+	var files []json.RawMessage
+	if json.Unmarshal(top["files"], &files) != nil {
+		return raw
+	}
+	changed := false
+	for i, f := range files {
+		var item map[string]json.RawMessage
+		if json.Unmarshal(f, &item) != nil {
+			continue
+		}
+		if _, ok := item["url"]; !ok {
+			continue
+		}
+		delete(item, "url")
+		b, err := json.Marshal(item)
+		if err != nil {
+			continue
+		}
+		files[i], changed = b, true
+	}
+	if !changed {
+		return raw
+	}
+	b, err := json.Marshal(files)
+	if err != nil {
+		return raw
+	}
+	top["files"] = b
+	out, err := json.Marshal(top)
+	if err != nil {
+		return raw
+	}
+	return out
+}

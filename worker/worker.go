@@ -117,7 +117,7 @@ func (h *Handler) handle(ctx context.Context, d *queue.Delivery) queue.Outcome {
 		Schema:     d.Job.Schema,
 		Run:        ledger.RunOf(d.MsgID, d.Job.ID),
 		Model:      h.cfg.Model,
-		Job:        jobJSON(d),
+		Job:        withoutFileBytes(jobJSON(d)),
 		Files:      job.Records(d.Job.Files),
 		Deliveries: d.NumDelivered,
 		StartedAt:  start,

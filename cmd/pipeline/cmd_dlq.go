@@ -101,6 +101,7 @@ func (e *env) dlqCommand() *cli.Command {
 					&cli.StringFlag{Name: "before", Usage: "only dead letters older than this (same forms as --until)"},
 					&cli.BoolFlag{Name: "dry-run", Usage: "print what would go, delete nothing"},
 					&cli.BoolFlag{Name: "all", Usage: "allow purging without any filter"},
+					&cli.DurationFlag{Name: "keep-files", Value: actions.DefaultKeepFiles, Usage: "delete a stored file nothing names (no job queued or held in a batch, no result or dead letter on the streams or in the index) only once it was stored this long ago (a submit stores files before it publishes their jobs)"},
 				}, config.LogFlags()),
 				Action: func(c *cli.Context) error {
 					f, err := app.Filter(conf(c).Filter)
@@ -129,7 +130,7 @@ func (e *env) dlqCommand() *cli.Command {
 							return derr
 						}
 						defer conn.Close()
-						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, conf(c).Actions.All)
+						ids, err = actions.PurgeWithStreams(c.Context, conn, st, f, false, conf(c).Actions.All, conf(c).Actions.KeepFiles)
 					}
 					if err != nil {
 						return withCode(exitRuntime, err)

@@ -250,14 +250,14 @@ func TestFilesPurgeAndReplay(t *testing.T) {
 		}
 		return false
 	}
-	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "shipment"}, common...)...)
+	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "shipment", "--keep-files", "0s"}, common...)...)
 	if has(sha(pdfData)) {
 		t.Errorf("solo.pdf is still stored after its last dead letter was purged")
 	}
 	if !has(sha(pngData)) {
 		t.Fatalf("shared.png was deleted while other dead letters name it")
 	}
-	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "ticket"}, common...)...)
+	mustCLI(t, "", append([]string{"dlq", "purge", "--schema", "ticket", "--keep-files", "0s"}, common...)...)
 	if !has(sha(pngData)) {
 		t.Fatalf("shared.png was deleted while i1 still names it")
 	}

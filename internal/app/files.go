@@ -24,10 +24,11 @@ import (
 	"github.com/llmpipeline/pipeline/job"
 )
 
-// DefaultMaxFileBytes is --max-file-bytes's default: 32 MiB, the smaller
-// of the providers' limits (Anthropic's 32 MB request, OpenAI's 50 MB
-// per file).
-const DefaultMaxFileBytes = 32 << 20
+// DefaultMaxFileBytes is --max-file-bytes's default: 22 MiB, the largest
+// file whose base64 (a third larger: 30.8 MB) fits Anthropic's 32 MB
+// request with room for the prompt and the schema. OpenAI takes 50 MB a
+// request; a file's bytes travel as base64 to both.
+const DefaultMaxFileBytes = 22 << 20
 
 // sniffBytes is how much of a file decides its media type.
 const sniffBytes = 512
@@ -114,6 +115,12 @@ func checkFiles(dir string, j job.Job, lineSize, maxFile, maxJob int64) string {
 			return fmt.Sprintf("files[%d]: file %s is %s by its content, not one of %s", i, src.name, mt, job.SupportedTypes)
 		}
 		total += src.size
+		if src.path == "" {
+			// A data URL's text is in lineSize already: the job counts
+			// its file once, by its bytes (what submit publishes and
+			// stores), not also as the URL's base64.
+			total -= int64(len(f.URL))
+		}
 	}
 	if total > maxJob {
 		return fmt.Sprintf("job and its files are %d bytes, over --max-job-bytes %d", total, maxJob)
@@ -184,7 +191,7 @@ func (c *fileCache) store(ctx context.Context, store *payload.Store, dir string,
 		if !c.stored[ref.SHA256] {
 			r, err := src.open()
 			if err != nil {
-				return fmt.Errorf("job %q: files[%d]: %w", j.ID, i, err)
+				return fmt.Errorf("job %q: files[%d]: %s: %w", j.ID, i, src.name, err)
 			}
 			_, err = store.PutFile(ctx, ref.SHA256, ref.MediaType, ref.Bytes, r)
 			r.Close()
@@ -248,13 +255,24 @@ func countPages(r io.Reader) (int, error) {
 	n := 0
 	var carry []byte
 	buf := make([]byte, 64<<10)
+	const maxPageCarry = 4 << 10 // "/Type", whitespace, "/Page" and one byte
 	for {
 		k, err := br.Read(buf)
 		chunk := append(carry, buf[:k]...)
-		n += len(pageObject.FindAllIndex(chunk, -1))
-		// Keep a tail shorter than the shortest match, so a match that
-		// straddles two reads is seen once.
-		carry = append(carry[:0], chunk[max(0, len(chunk)-10):]...)
+		end := 0
+		for _, m := range pageObject.FindAllIndex(chunk, -1) {
+			n, end = n+1, m[1]
+		}
+		// Carry what may begin a match the next read completes: from the
+		// last "/Type" past the last match (its whitespace may run on),
+		// or the last bytes, which may be a "/Type" cut short. A carry
+		// never holds a whole match, so none is counted twice.
+		rest := chunk[end:]
+		from := max(0, len(rest)-len("/Type")+1)
+		if i := bytes.LastIndex(rest, []byte("/Type")); i >= 0 && len(rest)-i <= maxPageCarry {
+			from = i
+		}
+		carry = append(carry[:0:0], rest[from:]...)
 		if err == io.EOF {
 			return n, nil
 		}

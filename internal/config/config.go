@@ -195,6 +195,9 @@ type Actions struct {
 	Before   string   `flag:"before"`
 	Replayed bool     `flag:"replayed"`
 	IDs      []string `flag:"id"`
+	// KeepFiles is purge's --keep-files: a stored file nothing names is
+	// deleted once it was stored at least this long ago.
+	KeepFiles time.Duration `flag:"keep-files"`
 }
 
 // Tools is the settings of sanitize, validate and config show.

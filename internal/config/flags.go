@@ -199,14 +199,15 @@ func MaxJobBytesFlag() cli.Flag {
 		Usage: "largest job accepted (e.g. 64MiB, 500KB, or bytes): submit rejects a longer line with its line number before publishing anything; a worker dead-letters a bigger message as invalid_job. Jobs, results and dead letters over the server's max payload travel through the object store " + payload.Bucket}
 }
 
-// DefaultMaxFileBytes is --max-file-bytes' default: the smaller of the
-// providers' limits (Anthropic's 32 MB request; OpenAI's 50 MB per file).
-const DefaultMaxFileBytes = "32MiB"
+// DefaultMaxFileBytes is --max-file-bytes' default (app.DefaultMaxFileBytes):
+// the largest file whose base64 fits Anthropic's 32 MB request with room
+// for the prompt.
+const DefaultMaxFileBytes = "22MiB"
 
 // MaxFileBytesFlag bounds each file of a job, on submit.
 func MaxFileBytesFlag() cli.Flag {
 	return &cli.StringFlag{Name: "max-file-bytes", EnvVars: []string{"PIPELINE_MAX_FILE_BYTES"}, Value: DefaultMaxFileBytes,
-		Usage: "largest file (image or PDF) a job may name (e.g. 32MiB, 5MB, or bytes): submit rejects a job with a bigger one, with its line number, before publishing anything. The job line and its files together stay within --max-job-bytes"}
+		Usage: "largest file (image or PDF) a job may name (e.g. 22MiB, 5MB, or bytes; a file travels as base64, a third larger, and Anthropic takes 32 MB a request, OpenAI 50 MB): submit rejects a job with a bigger one, with its line number, before publishing anything. The job line and its files together stay within --max-job-bytes"}
 }
 
 // FilterFlags are the dead-letter filters of dlq list, purge, export and replay (Filter).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,6 +34,8 @@ type FileInfo struct {
 	Digest    string
 	Size      int64
 	MediaType string
+	// Stored is when the object store wrote the file.
+	Stored time.Time
 }
 
 // StatFile returns the stored file of digest; ok is false when there is
@@ -47,7 +50,7 @@ func (s *Store) StatFile(ctx context.Context, digest string) (FileInfo, bool, er
 	if err != nil {
 		return FileInfo{}, false, fmt.Errorf("looking up file %s in object store %s: %w", digest, Bucket, err)
 	}
-	fi := FileInfo{Digest: digest, Size: int64(info.Size)}
+	fi := FileInfo{Digest: digest, Size: int64(info.Size), Stored: info.ModTime}
 	if info.Headers != nil {
 		fi.MediaType = info.Headers.Get(headerMediaType)
 	}
@@ -117,6 +120,27 @@ func (s *Store) Files(ctx context.Context) ([]string, error) {
 	for _, o := range list {
 		if d, ok := strings.CutPrefix(o.Name, KindFiles+"/"); ok {
 			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// ListFiles lists the stored files, with their size and when each was
+// stored.
+func (s *Store) ListFiles(ctx context.Context) ([]FileInfo, error) {
+	ctx, cancel := WithDefaultTimeout(ctx, payloadOpTimeout)
+	defer cancel()
+	list, err := s.obs.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing object store %s: %w", Bucket, err)
+	}
+	var out []FileInfo
+	for _, o := range list {
+		if d, ok := strings.CutPrefix(o.Name, KindFiles+"/"); ok {
+			out = append(out, FileInfo{Digest: d, Size: int64(o.Size), Stored: o.ModTime})
 		}
 	}
 	return out, nil

@@ -126,6 +126,10 @@ type Outcome struct {
 	Reason  string
 	Delay   time.Duration
 	Err     error
+	// Files are the digests of the stored files the outcome's job names:
+	// the result or dead letter carries them in its payload.HeaderFiles,
+	// so a purge sees them on RESULTS and DLQ before the sink indexed it.
+	Files []string
 	// Record is passed, untouched, to WorkerConfig.Stored with the stored
 	// message (the handler's own form of Payload, so that the sink need not
 	// decode it again).

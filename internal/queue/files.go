@@ -17,26 +17,35 @@ import (
 // only.
 func FilesQueued(ctx context.Context, c *broker.Conn) (map[string]bool, error) {
 	out := map[string]bool{}
-	s, err := c.JetStream().Stream(ctx, broker.StreamJobs)
+	return out, FilesNamed(ctx, c, broker.StreamJobs, out)
+}
+
+// FilesNamed adds to out the digests of the files the messages of stream
+// name in their payload.HeaderFiles (jobs on JOBS; results and dead
+// letters on RESULTS and DLQ, which carry their job's), reading the
+// messages' headers only, from the first to the last the stream holds
+// when called.
+func FilesNamed(ctx context.Context, c *broker.Conn, stream string, out map[string]bool) error {
+	s, err := c.JetStream().Stream(ctx, stream)
 	if err != nil {
-		return nil, fmt.Errorf("looking up stream %s: %w", broker.StreamJobs, err)
+		return fmt.Errorf("looking up stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", broker.StreamJobs, err)
+		return fmt.Errorf("reading stream %s: %w", stream, err)
 	}
 	if info.State.Msgs == 0 {
-		return out, nil
+		return nil
 	}
 	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{HeadersOnly: true, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return nil, fmt.Errorf("reading stream %s: %w", broker.StreamJobs, err)
+		return fmt.Errorf("reading stream %s: %w", stream, err)
 	}
 	last := info.State.LastSeq
 	for {
 		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("reading stream %s: %w", broker.StreamJobs, err)
+			return fmt.Errorf("reading stream %s: %w", stream, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -50,14 +59,14 @@ func FilesQueued(ctx context.Context, c *broker.Conn) (map[string]bool, error) {
 			}
 			md, err := m.Metadata()
 			if err == nil && md.Sequence.Stream >= last {
-				return out, nil
+				return nil
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return nil, fmt.Errorf("reading stream %s: %w", broker.StreamJobs, err)
+			return fmt.Errorf("reading stream %s: %w", stream, err)
 		}
 		if n == 0 {
-			return out, nil // the last messages were taken meanwhile
+			return nil // the last messages were taken meanwhile
 		}
 	}
 }

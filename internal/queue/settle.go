@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
@@ -155,6 +156,9 @@ func publishOutcome(ctx context.Context, c *broker.Conn, msgID, schemaToken stri
 		schema = schemaToken
 	}
 	msg := broker.NewMsg(broker.SchemaSubject(prefix, schema), msgID, out.Payload)
+	if len(out.Files) > 0 {
+		msg.Header.Set(payload.HeaderFiles, strings.Join(out.Files, ","))
+	}
 	object, err := c.Payloads().Offload(ctx, msg, kind)
 	if err != nil {
 		return stored{}, fmt.Errorf("storing the outcome of %s: %w", msgID, err)
