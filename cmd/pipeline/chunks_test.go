@@ -387,3 +387,33 @@ func TestSubmitChunkingSettings(t *testing.T) {
 		t.Errorf("human line %q does not count the chunks", human)
 	}
 }
+
+// TestRerunOfALongDocumentIsRefused: --rerun and --rerun-changed refuse a
+// line that would be split into chunks (naming FILE:LINE, the document and
+// what to do instead), and publish nothing of the file; a short job beside
+// it reruns as usual once the document is left out. Before, a rerun of a
+// document that had ended republished its chunks one by one, and the
+// document ended once per chunk, mixing its old and new runs.
+func TestRerunOfALongDocumentIsRefused(t *testing.T) {
+	dir, schemas := t.TempDir(), contractDir(t)
+	file := filepath.Join(t.TempDir(), "deals.jsonl")
+	if err := os.WriteFile(file, []byte(contractJob(t, "short-1", "A note from PARTY=Dan only.")+contractJob(t, "deal.1 v2", longContract(false))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--rerun", "--rerun-changed"} {
+		out, errs, code := runCLI(t, "", "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", flag, "--json", file)
+		if code != exitNegative || !strings.Contains(errs, file+":2: ") || !strings.Contains(errs, `job "deal.1 v2" is a long document`) ||
+			!strings.Contains(errs, "pipeline dlq replay deal.1 v2") {
+			t.Errorf("submit %s: exit %d, stderr %q; want exit 1 naming %s:2 and the document", flag, code, errs, file)
+		}
+		var st map[string]int
+		if err := json.Unmarshal([]byte(out), &st); err != nil || st["published"] != 0 {
+			t.Errorf("submit %s: %q, want nothing published", flag, out)
+		}
+	}
+	out := mustCLI(t, "", "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "--json", file)
+	var st map[string]int
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st["published"] != 1+st["chunks"] || st["chunks"] < 2 {
+		t.Errorf("submit without --rerun: %q, want the short job and the document's chunks published", out)
+	}
+}

@@ -77,6 +77,12 @@ rejected without --skip-invalid.`,
 			if err := chunk.Check(jc.Chunking.Chars, jc.Chunking.Overlap); err != nil {
 				return fail(exitUsage, "--chunk-chars %d --chunk-overlap %d: %w", jc.Chunking.Chars, jc.Chunking.Overlap, err)
 			}
+			switch {
+			case conf(c).Submit.Rerun:
+				jc.Rerun = app.RerunAll
+			case conf(c).Submit.RerunChanged:
+				jc.Rerun = app.RerunChanged
+			}
 			if src, err := app.ResolveSchemas(conf(c)); err == nil { // it just resolved without error
 				jc.Where = src.String()
 			}
@@ -116,14 +122,7 @@ rejected without --skip-invalid.`,
 					return err
 				}
 				// Second pass: read the input again and publish it.
-				rerun := app.RerunNone
-				switch {
-				case conf(c).Submit.Rerun:
-					rerun = app.RerunAll
-				case conf(c).Submit.RerunChanged:
-					rerun = app.RerunChanged
-				}
-				stats, err = app.SubmitChecked(c.Context, conn, jc, open, rerun, e.progress("submitted", jc.Valid))
+				stats, err = app.SubmitChecked(c.Context, conn, jc, open, jc.Rerun, e.progress("submitted", jc.Valid))
 				if err != nil {
 					return withCode(exitRuntime, fmt.Errorf("%s: %w", name, err))
 				}

@@ -31,6 +31,14 @@ func (jc *JobCheck) checkChunking(j job.Job) string {
 	if err := chunk.Check(c.Chars, c.Overlap); err != nil {
 		return err.Error()
 	}
+	if jc.Rerun != RerunNone && c.Chars > 0 && len(j.Files) == 0 && chunk.Count(j.Input) > c.Chars {
+		// A document's chunks are republished one by one, each as the run
+		// after its own last, while the document's state still holds the
+		// others' earlier outcomes: it would end once per chunk, mixing
+		// runs, and miss chunks a new split adds.
+		return fmt.Sprintf("job %q is a long document (%d characters, over --chunk-chars %d): --rerun and --rerun-changed do not run a document split into chunks again; a partial or merge dead letter runs again with `pipeline dlq replay %s`, or submit it under a new id",
+			j.ID, chunk.Count(j.Input), c.Chars, j.ID)
+	}
 	if c.Chars > 0 && len(j.ID) > job.MaxChunkedIDBytes && chunk.Count(j.Input) > c.Chars {
 		return fmt.Sprintf("job id is %d bytes: a document split into chunks (id#k) may have at most %d", len(j.ID), job.MaxChunkedIDBytes)
 	}

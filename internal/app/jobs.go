@@ -64,6 +64,9 @@ type JobCheck struct {
 	// Chunking splits the jobs longer than Chunking.Chars characters into
 	// chunk jobs (a job's own "chunking" overrides it); zero keeps them whole.
 	Chunking job.Chunking
+	// Rerun is the second pass's rerun mode: a document that would be
+	// split is refused with one (checkChunking).
+	Rerun RerunMode
 	// Dir is the directory a job's file paths are relative to (the jobs
 	// file's; "" for the current directory, as for stdin).
 	Dir string
