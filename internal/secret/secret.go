@@ -22,6 +22,7 @@ const MinLen = 6
 type Redactor struct {
 	mu    sync.RWMutex
 	forms []string // every form of every secret, longest first
+	heads []string // the first MinClipped bytes of each longer form
 	repl  *strings.Replacer
 }
 
@@ -120,8 +121,31 @@ func (r *Redactor) addForms(forms []string) {
 	for _, f := range r.forms {
 		pairs = append(pairs, f, Mask)
 	}
+	// Then a secret cut short where a message clips a long value (the
+	// validator's received values, the grounding message): its first
+	// characters followed by the clip mark, longest first.
+	r.heads = r.heads[:0]
+	for _, f := range r.forms {
+		if len(f) <= MinClipped {
+			continue
+		}
+		r.heads = append(r.heads, f[:MinClipped])
+		for k := len(f) - 1; k >= MinClipped; k-- {
+			for _, mark := range clipMarks {
+				pairs = append(pairs, f[:k]+mark, Mask+mark)
+			}
+		}
+	}
 	r.repl = strings.NewReplacer(pairs...)
 }
+
+// MinClipped is the shortest start of a secret masked where a clip mark
+// cuts it (shorter starts say too little to mask in every answer).
+const MinClipped = 12
+
+// clipMarks end a value a message shortened: "..." (schemas' quoted
+// values) and "…" (the received values of diagnostics).
+var clipMarks = []string{"...", "…"}
 
 // variants are the forms a secret takes in JSON, URLs and plain text.
 func variants(s string) []string {
@@ -170,6 +194,11 @@ func (r *Redactor) Contains(b []byte) bool {
 	defer r.mu.RUnlock()
 	for _, f := range r.forms {
 		if bytes.Contains(b, []byte(f)) {
+			return true
+		}
+	}
+	for _, h := range r.heads {
+		if bytes.Contains(b, []byte(h)) { // maybe a secret cut short
 			return true
 		}
 	}

@@ -106,3 +106,28 @@ func TestHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactClippedSecret: a secret cut short where a message clips a
+// long value (the grounding message's "...", a diagnostic's received
+// value's "…") is masked too; a start shorter than MinClipped before a
+// clip mark, or a start not followed by one, is left as it is. Before, a
+// 108-character key cut at 73 characters reached the dead letter.
+func TestRedactClippedSecret(t *testing.T) {
+	t.Parallel()
+	key := "sk-ant-api03-" + strings.Repeat("A", 95)
+	r := secret.New(key)
+	for _, tc := range []struct{ in, want string }{
+		{`"Globex ` + key[:73] + `..." not found in the input`, `"Globex [REDACTED]..." not found in the input`},
+		{"received " + key[:150-140] + strings.Repeat("B", 3) + key[:40] + "…", "received " + key[:10] + "BBB[REDACTED]…"},
+		{"short " + key[:secret.MinClipped-1] + "...", "short " + key[:secret.MinClipped-1] + "..."},
+		{"no mark " + key[:40] + " and more", "no mark " + key[:40] + " and more"},
+		{"whole " + key + "...", "whole [REDACTED]..."},
+	} {
+		if got := r.String(tc.in); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if got := string(r.Bytes([]byte(tc.in))); got != tc.want {
+			t.Errorf("Bytes(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
