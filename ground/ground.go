@@ -368,7 +368,9 @@ func (in *Input) foldRune(w *normWriter, r rune, cp int32) {
 			return
 		}
 	}
-	if unicode.SimpleFold(r) == r {
+	// No simple folding is no folding at all, but for İ (U+0130), whose
+	// full folding is i and a combining dot (what cases.Fold gives).
+	if unicode.SimpleFold(r) == r && r != 'İ' {
 		w.rune(r, b[:n], cp)
 		return
 	}

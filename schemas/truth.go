@@ -194,6 +194,8 @@ func (s *Schema) check(doc []byte, in *Input, max int, part bool) (diags []Diagn
 		omitted = len(diags) - max
 		diags = diags[:max:max]
 	}
+	// In the order the values stand in the input, not in the answer.
+	sort.SliceStable(c.grounding, func(i, j int) bool { return c.grounding[i].Start < c.grounding[j].Start })
 	return diags, omitted, c.grounding, nil
 }
 
@@ -283,10 +285,20 @@ func decodeOrdered(doc []byte) (*node, error) {
 	return n, nil
 }
 
+// MaxCheckDepth bounds how deep an answer the truth checks read: each
+// anyOf, oneOf or if on the way validates the value below it again, so
+// their cost grows with the square of the depth (a 2,000-level answer of
+// 12 KB took 41 s). No extraction nests that deep; a deeper answer is
+// refused as not JSON the checks read, and healed so.
+const MaxCheckDepth = 128
+
 func readNode(dec *jsontext.Decoder) (*node, error) {
 	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
+	}
+	if d := dec.StackDepth(); d > MaxCheckDepth {
+		return nil, fmt.Errorf("the answer nests arrays and objects deeper than %d levels (at %s)", MaxCheckDepth, dec.StackPointer())
 	}
 	switch k := tok.Kind(); k {
 	case 'n':
@@ -538,7 +550,7 @@ func (c *checker) rules(n *node, path []string) {
 		at := base + r.Path
 		d := Diagnostic{Path: at, Keyword: r.Keyword(), Message: r.message(), Expected: r.Rule}
 		if err != nil {
-			d.Message += " (the rule could not be evaluated: " + oneLine(err.Error()) + ")"
+			d.Message += " (the rule could not be evaluated: " + cut(oneLine(err.Error())) + ")"
 		}
 		if v := lookup(n, r.Path); v != nil {
 			d.Received = receivedText(v.value())

@@ -298,3 +298,34 @@ func TestCheckConcurrent(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestCheckRefusesDeepAnswers: an answer nested deeper than MaxCheckDepth
+// is refused at once (an error wrapping ErrNotJSON that says why), so a
+// recursive schema with anyOf cannot hold a worker for minutes; one at the
+// bound is checked. Before, 2,000 levels took 41 s.
+func TestCheckRefusesDeepAnswers(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "deep", `{"$defs":{"n":{"anyOf":[{"type":"string","x-grounded":true},{"type":"object","properties":{"c":{"$ref":"#/$defs/n"}}}]}},"$ref":"#/$defs/n"}`)
+	nest := func(levels int) []byte {
+		return []byte(strings.Repeat(`{"c":`, levels) + `"x"` + strings.Repeat(`}`, levels))
+	}
+	_, _, _, err := s.Check(nest(5000), NewInput("x"), 0)
+	if !errors.Is(err, ErrNotJSON) || !strings.Contains(err.Error(), "deeper than 128 levels") {
+		t.Errorf("5,000 levels: %v, want refused as deeper than %d levels", err, MaxCheckDepth)
+	}
+	diags, _, gr, err := s.Check(nest(MaxCheckDepth-1), NewInput("x"), 0)
+	if err != nil || len(diags) != 0 || len(gr) != 1 {
+		t.Errorf("%d levels: diagnostics %v, grounding %v, err %v; want the value grounded", MaxCheckDepth-1, diags, gr, err)
+	}
+}
+
+// TestGroundingInDocumentOrder: the grounding list is in the order the
+// values stand in the input, whatever the answer's order of members.
+func TestGroundingInDocumentOrder(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, "ord", `{"type":"object","additionalProperties":{"type":"string","x-grounded":true}}`)
+	_, _, gr, err := s.Check([]byte(`{"b":"second","a":"first"}`), NewInput("first second"), 0)
+	if err != nil || len(gr) != 2 || gr[0].Path != "/a" || gr[1].Path != "/b" {
+		t.Errorf("grounding %+v (%v), want /a then /b", gr, err)
+	}
+}
