@@ -105,3 +105,34 @@ func TestDocumentEndsOnceAfterItsConcluderFailed(t *testing.T) {
 		t.Errorf("merges called %d times (%v), want 2 failed and 2 that ended the documents", total, docs.calls)
 	}
 }
+
+// TestDocumentEndsWhenItsLastChunkIsRetired: the merge fails on every
+// delivery of the last chunk, up to MaxDeliver; the orphan sweep that
+// retires the chunk (its outcome stored, its run ended) must end the
+// document rather than delete the only thing that could.
+func TestDocumentEndsWhenItsLastChunkIsRetired(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-o", 2)
+	submit(t, c, items)
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{failures: 3, calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 1, MaxDeliver: 3, UntilIdle: true, BackOff: []time.Duration{20 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	n := 0
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-o" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("document stored %d times (merge calls %v), want 1", n, docs.calls)
+	}
+	if dl := readAll(t, c, broker.StreamDLQ, ""); len(dl) != 0 {
+		t.Errorf("%d dead letters, want none", len(dl))
+	}
+}
