@@ -32,7 +32,10 @@ type DocumentEnd struct {
 	ID  string
 	Run int
 	// MsgID is the document's outcome's message id (ledger.RunMsgID).
-	MsgID  string
+	MsgID string
+	// Schema is the schema id of the chunk whose end completed the
+	// document (for a document none of whose chunk outcomes can be read).
+	Schema string
 	Chunks []ChunkEnd // in chunk order
 }
 
@@ -42,6 +45,10 @@ type ChunkEnd struct {
 	Run     int
 	Stream  string // broker.StreamResults or broker.StreamDLQ
 	Payload []byte // the outcome's message body
+	// Gone says why the chunk's outcome could not be read (removed by
+	// retention or a purge before the document ended); Payload is nil.
+	// The document counts it as a failed chunk.
+	Gone string
 }
 
 // docEnder ends the documents of the chunks a runner settles: the
@@ -71,7 +78,7 @@ func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
 	if !last {
 		return nil
 	}
-	return e.conclude(ctx, doc)
+	return e.conclude(ctx, doc, d.Job.Schema)
 }
 
 // chunkEndedFromLedger is chunkEnded for a delivery whose run the ledger
@@ -89,14 +96,14 @@ func (e *docEnder) chunkEndedFromLedger(d *Delivery) error {
 
 // conclude stores the outcome of doc's run, unless the ledger has it
 // already, and marks the document ended.
-func (e *docEnder) conclude(ctx context.Context, doc ledger.Document) error {
+func (e *docEnder) conclude(ctx context.Context, doc ledger.Document, schema string) error {
 	r := e.r
 	if _, ended, err := r.ledger.RunEnded(ctx, doc.ID, doc.Run); err != nil {
 		return err
 	} else if ended {
 		return e.states.Concluded(ctx, doc.ID, doc.Run)
 	}
-	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
+	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Schema: schema, Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
 	for i, c := range doc.Chunks {
 		body, err := e.storedBody(ctx, c.Stream, c.Seq)
 		if err != nil {
