@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // chunkJobs are the n chunk jobs of document doc.
@@ -134,5 +137,53 @@ func TestDocumentEndsWhenItsLastChunkIsRetired(t *testing.T) {
 	}
 	if dl := readAll(t, c, broker.StreamDLQ, ""); len(dl) != 0 {
 		t.Errorf("%d dead letters, want none", len(dl))
+	}
+}
+
+// TestRedeliveredChunkEndsItsDocumentWithTheLedgersOutcome: a redelivered
+// chunk finds an earlier delivery's result on RESULTS while the job ledger
+// kept another outcome of that run (a dead letter on DLQ, recorded first
+// by another worker). The document is ended with the outcome the ledger
+// kept, the one the chunk's run is: not the one this delivery found.
+func TestRedeliveredChunkEndsItsDocumentWithTheLedgersOutcome(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-l", 2)
+	submit(t, c, items)
+	js := c.JetStream()
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.Job.Chunk.K == 1 {
+			return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		}
+		if d.NumDelivered == 1 {
+			return Outcome{Action: ActionRetry, Delay: 10 * time.Millisecond, Reason: "once more"}
+		}
+		// Another worker's dead letter of this run, kept by the ledger,
+		// and an earlier delivery's result without a ledger entry.
+		dl, err := js.PublishMsg(ctx, &nats.Msg{Subject: broker.SchemaSubject(broker.SubjectDLQ, "invoice"), Data: resultFor(d), Header: nats.Header{jetstream.MsgIDHeader: {d.MsgID}}})
+		if err != nil {
+			t.Error(err)
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: broker.SchemaSubject(broker.SubjectResults, "invoice"), Data: resultFor(d), Header: nats.Header{jetstream.MsgIDHeader: {d.MsgID}}}); err != nil {
+			t.Error(err)
+		}
+		if _, err := ledger.New(c).Record(ctx, d.Job.ID, ledger.Run{MsgID: d.MsgID, Stream: broker.StreamDLQ, Seq: dl.Sequence}); err != nil {
+			t.Error(err)
+		}
+		return Outcome{Action: ActionDeadLetter, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 1, UntilIdle: true, BackOff: []time.Duration{10 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	var doc []string
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-l" {
+			doc = append(doc, string(m.Data))
+		}
+	}
+	if len(doc) != 1 || !strings.Contains(doc[0], `"1:RESULTS,2:DLQ"`) {
+		t.Errorf("document outcomes %q, want one with chunk 2 as the ledger kept it (DLQ)", doc)
 	}
 }
