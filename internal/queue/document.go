@@ -12,11 +12,14 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Documents merges a long document whose every chunk ended.
@@ -106,6 +109,14 @@ func (e *docEnder) conclude(ctx context.Context, doc ledger.Document, schema str
 	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Schema: schema, Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
 	for i, c := range doc.Chunks {
 		body, err := e.storedBody(ctx, c.Stream, c.Seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, payload.ErrMissing) {
+			// Retention or a purge removed it before the document ended:
+			// retrying never brings it back. A failed chunk, so the
+			// document ends as partial and a replay runs the chunk again.
+			end.Chunks = append(end.Chunks, ChunkEnd{K: i + 1, Run: c.Run, Stream: c.Stream,
+				Gone: fmt.Sprintf("its outcome (%s seq %d) was removed by retention or a purge before the document ended", c.Stream, c.Seq)})
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("reading the outcome of chunk %d of document %s: %w", i+1, doc.ID, err)
 		}

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/llmpipeline/pipeline/internal/broker"
 	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,6 +53,10 @@ func (f *failingDocs) Merge(_ context.Context, end DocumentEnd) Outcome {
 	}
 	var parts []string
 	for _, c := range end.Chunks {
+		if c.Gone != "" && c.Payload == nil {
+			parts = append(parts, fmt.Sprintf("%d:gone", c.K))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%d:%s", c.K, c.Stream))
 	}
 	return Outcome{Action: ActionResult, Schema: "invoice", Payload: fmt.Appendf(nil, `{"job_id":%q,"chunks":%q}`, end.ID, strings.Join(parts, ","))}
@@ -185,5 +191,51 @@ func TestRedeliveredChunkEndsItsDocumentWithTheLedgersOutcome(t *testing.T) {
 	}
 	if len(doc) != 1 || !strings.Contains(doc[0], `"1:RESULTS,2:DLQ"`) {
 		t.Errorf("document outcomes %q, want one with chunk 2 as the ledger kept it (DLQ)", doc)
+	}
+}
+
+// TestDocumentEndsWhenAChunkOutcomeWasRemoved: chunk 1's result is
+// removed from RESULTS (retention, a purge) before chunk 2 ends. The
+// document still ends, once, with chunk 1 handed to the merge as gone
+// (a failed chunk: the worker's merge makes it a partial dead letter)
+// rather than an error that keeps the document from ever ending.
+func TestDocumentEndsWhenAChunkOutcomeWasRemoved(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-g", 2)
+	submit(t, c, items)
+	results, err := c.JetStream().Stream(t.Context(), broker.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.Job.Chunk.K == 2 {
+			err := poll.Wait(t, 10*time.Second, func() error {
+				for _, m := range readAll(t, c, broker.StreamResults, "") {
+					if m.MsgID == "doc-g#1" {
+						return results.DeleteMsg(ctx, m.Sequence)
+					}
+				}
+				return errors.New("chunk 1's result not stored yet")
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true, BackOff: []time.Duration{10 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	var doc []string
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-g" {
+			doc = append(doc, string(m.Data))
+		}
+	}
+	if len(doc) != 1 || !strings.Contains(doc[0], `"1:gone,2:RESULTS"`) {
+		t.Errorf("document outcomes %q (merge calls %v), want one with chunk 1 gone", doc, docs.calls)
 	}
 }
