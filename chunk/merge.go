@@ -401,14 +401,12 @@ func appendLeafKey(b []byte, l *leafNode) []byte {
 // leafKey is appendLeafKey's text.
 func leafKey(l *leafNode) string { return string(appendLeafKey(nil, l)) }
 
-// numberKey is a number's exact value as text.
+// numberKey is a number's exact value as text: an integer's digits, any
+// other value's big.Rat.RatString, so that every spelling of one value
+// (0.5, 5e-1, 50E-2; 1, 1.0, 1e0) has one key.
 func numberKey(n string) string {
-	if !strings.ContainsAny(n, "eE") {
-		// A JSON number without an exponent has no leading zeros: its
-		// value is its text without the fraction's trailing zeros.
-		if strings.IndexByte(n, '.') >= 0 {
-			n = strings.TrimRight(strings.TrimRight(n, "0"), ".")
-		}
+	if !strings.ContainsAny(n, ".eE") {
+		// A JSON integer has no leading zeros: its text is its value.
 		if n == "-0" {
 			n = "0"
 		}

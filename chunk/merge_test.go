@@ -134,3 +134,34 @@ func FuzzMerge(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeNumberSpellings: one value spelled two ways is one value: an
+// array element is dropped as a duplicate and a scalar is no conflict,
+// whether or not the spellings have an exponent; different values still
+// conflict.
+func TestMergeNumberSpellings(t *testing.T) {
+	m, err := NewMerger(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ a, b, want, conflicts string }{
+		{`{"x":[0.5]}`, `{"x":[5e-1]}`, `{"x":[0.5]}`, `[]`},
+		{`{"t":0.5}`, `{"t":5E-1}`, `{"t":0.5}`, `[]`},
+		{`{"t":1.25}`, `{"t":125e-2}`, `{"t":1.25}`, `[]`},
+		{`{"t":1.0}`, `{"t":1}`, `{"t":1.0}`, `[]`},
+		{`{"t":-0.0}`, `{"t":0}`, `{"t":-0.0}`, `[]`},
+		{`{"t":0.5}`, `{"t":0.25}`, `{"t":0.5}`, `[{"path":"/t","values":[{"chunk":1,"value":0.5},{"chunk":2,"value":0.25}]}]`},
+	} {
+		got, cf, err := m.Merge([]Part{{1, json.RawMessage(c.a)}, {2, json.RawMessage(c.b)}})
+		if err != nil {
+			t.Fatalf("%s + %s: %v", c.a, c.b, err)
+		}
+		cj, _ := json.Marshal(cf)
+		if cf == nil {
+			cj = []byte(`[]`)
+		}
+		if string(got) != c.want || string(cj) != c.conflicts {
+			t.Errorf("%s + %s: %s conflicts %s; want %s conflicts %s", c.a, c.b, got, cj, c.want, c.conflicts)
+		}
+	}
+}

@@ -49,9 +49,22 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	var failed []string
 	var data []jsonData
 	for _, c := range end.Chunks {
-		co, err := readChunkOutcome(c.Payload)
-		if err != nil {
-			return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("chunk %d of document %s: decoding its outcome: %v", c.K, end.ID, err)}
+		// A chunk whose stored outcome is gone or cannot be read never
+		// becomes readable by retrying: it is a failed chunk, and the
+		// document ends as partial (replay runs it again).
+		why := c.Gone
+		var co chunkOutcome
+		if why == "" {
+			var err error
+			if co, err = readChunkOutcome(c.Payload); err != nil {
+				why = "its stored outcome cannot be read: " + err.Error()
+			}
+		}
+		if why != "" {
+			id := job.ChunkID(end.ID, c.K)
+			failed = append(failed, fmt.Sprintf("%s (%s)", id, why))
+			out.ChunkRuns = append(out.ChunkRuns, job.ChunkSummary{K: c.K, JobID: id, Run: c.Run, Status: job.StatusDeadLettered, Reason: why})
+			continue
 		}
 		if out.Schema == "" {
 			out.Schema = co.Schema
@@ -89,15 +102,37 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 		}
 		out.ChunkRuns = append(out.ChunkRuns, s)
 	}
+	if out.Schema == "" {
+		out.Schema = end.Schema // no chunk's outcome could be read
+	}
 	out.Chunks = &job.ChunkCount{Total: len(end.Chunks), Succeeded: len(parts)}
+	failedReason := func() string {
+		named := failed[:min(len(failed), maxFailedNamed)]
+		reason := fmt.Sprintf("%d of %d chunks failed: %s", len(failed), len(end.Chunks), strings.Join(named, "; "))
+		if len(failed) > len(named) {
+			reason += fmt.Sprintf("; and %d more", len(failed)-len(named))
+		}
+		return reason
+	}
+	// Conditions that retrying never changes (the schema gone from the
+	// workers, merge rules that do not compile) end the document as a
+	// dead letter naming them, with every chunk's answer kept; a retry
+	// would hand the last chunk back until max-deliver.
+	cannot := func(cause string) queue.Outcome {
+		out.Hint = "restore the schema the chunks ran with in the workers' schemas (or fix its x-merge-key); every chunk's answer is kept in chunk_runs"
+		if len(failed) > 0 {
+			return h.documentLetter(end, out, job.ClassPartial, failedReason()+"; and "+cause, data)
+		}
+		return h.documentLetter(end, out, job.ClassMerge, cause, data)
+	}
 	sc, ok := h.cfg.Schemas.Get(out.Schema)
 	if !ok {
-		return queue.Outcome{Action: queue.ActionRetry, Reason: fmt.Sprintf("document %s: unknown schema %q", end.ID, out.Schema)}
+		return cannot(fmt.Sprintf("the chunks cannot be merged: schema %q is not among the workers' schemas", out.Schema))
 	}
 	out.SchemaVersion = sc.Version
 	m, err := ds.merger(sc.Version, sc.Raw)
 	if err != nil {
-		return queue.Outcome{Action: queue.ActionRetry, Reason: err.Error()}
+		return cannot("the chunks cannot be merged: the schema's merge rules: " + err.Error())
 	}
 	merged, conflicts, err := m.Merge(parts)
 	if err != nil {
@@ -106,12 +141,7 @@ func (ds *Documents) Merge(ctx context.Context, end queue.DocumentEnd) queue.Out
 	out.Data = merged
 	out.Conflicts = conflicts
 	if len(failed) > 0 {
-		named := failed[:min(len(failed), maxFailedNamed)]
-		reason := fmt.Sprintf("%d of %d chunks failed: %s", len(failed), len(end.Chunks), strings.Join(named, "; "))
-		if len(failed) > len(named) {
-			reason += fmt.Sprintf("; and %d more", len(failed)-len(named))
-		}
-		return h.documentLetter(end, out, job.ClassPartial, reason, nil)
+		return h.documentLetter(end, out, job.ClassPartial, failedReason(), nil)
 	}
 	diags, omitted, err := sc.Validate(merged, 50)
 	if err != nil || len(diags) > 0 {

@@ -189,13 +189,27 @@ func (d *Document) record(e chunkEnd) {
 	if e.run < c.Run || (e.run == c.Run && c.Stream != "") {
 		return // an older run, or this one again
 	}
+	// A complete document's current run is ending or ended, even before
+	// its concluder marked it (it may have died after storing the
+	// outcome): the first chunk of a newer run than any starts the
+	// document's next run (the rest of that run's chunks join it).
+	newer := d.Complete() && e.run > d.maxRun()
 	*c = e.at
-	if d.Ended {
+	if d.Ended || newer {
 		// A chunk ran again after the document ended (submit --rerun of a
 		// chunk): the document ends again, as its next run.
 		d.Run++
 		d.Ended = false
 	}
+}
+
+// maxRun is the latest run of any of d's chunks.
+func (d *Document) maxRun() int {
+	m := 0
+	for _, c := range d.Chunks {
+		m = max(m, c.Run)
+	}
+	return m
 }
 
 // Concluded marks run of document id as ended (its outcome stored and
@@ -215,12 +229,18 @@ func (ds *Documents) Concluded(ctx context.Context, id string, run int) error {
 // will end again when they did. It returns the document's new run.
 func (ds *Documents) Replay(ctx context.Context, id string, runs map[int]int) (int, error) {
 	doc, err := ds.update(ctx, id, func(d *Document) {
+		// Complete and not yet marked ended: its concluder may have stored
+		// the outcome and died before Concluded. The replay is a new run
+		// either way; the old concluder's Concluded(old run) is a no-op.
+		complete := d.Complete()
+		changed := false
 		for k, run := range runs {
 			if k >= 1 && k <= len(d.Chunks) && run > d.Chunks[k-1].Run {
 				d.Chunks[k-1] = ChunkRun{Run: run}
+				changed = true
 			}
 		}
-		if d.Ended {
+		if d.Ended || (complete && changed) {
 			d.Run++
 			d.Ended = false
 		}

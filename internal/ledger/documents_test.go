@@ -79,3 +79,67 @@ func TestChunkEndedDecidesTheLastOnce(t *testing.T) {
 		t.Fatalf("chunk 7's new run ended: last %v, err %v; want the document to end again", isLast, err)
 	}
 }
+
+// TestNewRunBeforeConcluded: the concluder of run 0 stored the document's
+// outcome and died before marking it concluded; a replay of a failed chunk
+// (or a rerun of one) then starts run 1, whose end concludes run 1 — not
+// run 0 again, which would mark the document ended without merging the new
+// chunk. The old concluder's Concluded(0) changes nothing.
+func TestNewRunBeforeConcluded(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	d, err := ledger.NewDocuments(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(id string, k, run int, stream string, seq uint64) (ledger.Document, bool) {
+		t.Helper()
+		doc, last, err := d.ChunkEnded(t.Context(), id, 3, k, run, stream, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc, last
+	}
+	for _, id := range []string{"replayed", "rerun"} {
+		for k := 1; k <= 3; k++ {
+			end(id, k, 0, broker.StreamDLQ, uint64(k))
+		}
+	}
+	run, err := d.Replay(t.Context(), "replayed", map[int]int{2: 1})
+	if err != nil || run != 1 {
+		t.Fatalf("Replay: run %d, %v; want run 1", run, err)
+	}
+	if err := d.Concluded(t.Context(), "replayed", 0); err != nil {
+		t.Fatal(err)
+	}
+	doc, last := end("replayed", 2, 1, broker.StreamResults, 20)
+	if !last || doc.Run != 1 || doc.Ended {
+		t.Errorf("replayed chunk ended: last %v, document run %d ended %v; want last, run 1, not ended", last, doc.Run, doc.Ended)
+	}
+	doc, last = end("rerun", 2, 1, broker.StreamResults, 21)
+	if !last || doc.Run != 1 {
+		t.Errorf("rerun chunk ended: last %v, document run %d; want last, run 1", last, doc.Run)
+	}
+}
+
+// TestRerunOfEveryChunkIsOneRun: every chunk of a concluded-or-not
+// document reruns as run 1: the document's run moves once, to 1.
+func TestRerunOfEveryChunkIsOneRun(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	d, err := ledger.NewDocuments(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= 3; k++ {
+		if _, _, err := d.ChunkEnded(t.Context(), "doc", 3, k, 0, broker.StreamResults, uint64(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 1; k <= 3; k++ {
+		doc, _, err := d.ChunkEnded(t.Context(), "doc", 3, k, 1, broker.StreamResults, uint64(10+k))
+		if err != nil || doc.Run != 1 {
+			t.Fatalf("chunk %d of run 1: document run %d, %v; want 1", k, doc.Run, err)
+		}
+	}
+}

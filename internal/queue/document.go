@@ -12,11 +12,14 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Documents merges a long document whose every chunk ended.
@@ -32,7 +35,10 @@ type DocumentEnd struct {
 	ID  string
 	Run int
 	// MsgID is the document's outcome's message id (ledger.RunMsgID).
-	MsgID  string
+	MsgID string
+	// Schema is the schema id of the chunk whose end completed the
+	// document (for a document none of whose chunk outcomes can be read).
+	Schema string
 	Chunks []ChunkEnd // in chunk order
 }
 
@@ -42,6 +48,10 @@ type ChunkEnd struct {
 	Run     int
 	Stream  string // broker.StreamResults or broker.StreamDLQ
 	Payload []byte // the outcome's message body
+	// Gone says why the chunk's outcome could not be read (removed by
+	// retention or a purge before the document ended); Payload is nil.
+	// The document counts it as a failed chunk.
+	Gone string
 }
 
 // docEnder ends the documents of the chunks a runner settles: the
@@ -71,7 +81,7 @@ func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
 	if !last {
 		return nil
 	}
-	return e.conclude(ctx, doc)
+	return e.conclude(ctx, doc, d.Job.Schema)
 }
 
 // chunkEndedFromLedger is chunkEnded for a delivery whose run the ledger
@@ -89,16 +99,24 @@ func (e *docEnder) chunkEndedFromLedger(d *Delivery) error {
 
 // conclude stores the outcome of doc's run, unless the ledger has it
 // already, and marks the document ended.
-func (e *docEnder) conclude(ctx context.Context, doc ledger.Document) error {
+func (e *docEnder) conclude(ctx context.Context, doc ledger.Document, schema string) error {
 	r := e.r
 	if _, ended, err := r.ledger.RunEnded(ctx, doc.ID, doc.Run); err != nil {
 		return err
 	} else if ended {
 		return e.states.Concluded(ctx, doc.ID, doc.Run)
 	}
-	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
+	end := DocumentEnd{ID: doc.ID, Run: doc.Run, MsgID: ledger.RunMsgID(doc.ID, doc.Run), Schema: schema, Chunks: make([]ChunkEnd, 0, len(doc.Chunks))}
 	for i, c := range doc.Chunks {
 		body, err := e.storedBody(ctx, c.Stream, c.Seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, payload.ErrMissing) {
+			// Retention or a purge removed it before the document ended:
+			// retrying never brings it back. A failed chunk, so the
+			// document ends as partial and a replay runs the chunk again.
+			end.Chunks = append(end.Chunks, ChunkEnd{K: i + 1, Run: c.Run, Stream: c.Stream,
+				Gone: fmt.Sprintf("its outcome (%s seq %d) was removed by retention or a purge before the document ended", c.Stream, c.Seq)})
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("reading the outcome of chunk %d of document %s: %w", i+1, doc.ID, err)
 		}

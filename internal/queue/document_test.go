@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,7 +11,11 @@ import (
 	"time"
 
 	"github.com/llmpipeline/pipeline/internal/broker"
+	"github.com/llmpipeline/pipeline/internal/ledger"
+	"github.com/llmpipeline/pipeline/internal/poll"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // chunkJobs are the n chunk jobs of document doc.
@@ -48,6 +53,10 @@ func (f *failingDocs) Merge(_ context.Context, end DocumentEnd) Outcome {
 	}
 	var parts []string
 	for _, c := range end.Chunks {
+		if c.Gone != "" && c.Payload == nil {
+			parts = append(parts, fmt.Sprintf("%d:gone", c.K))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%d:%s", c.K, c.Stream))
 	}
 	return Outcome{Action: ActionResult, Schema: "invoice", Payload: fmt.Appendf(nil, `{"job_id":%q,"chunks":%q}`, end.ID, strings.Join(parts, ","))}
@@ -103,5 +112,130 @@ func TestDocumentEndsOnceAfterItsConcluderFailed(t *testing.T) {
 	}
 	if total := docs.calls["doc-a"] + docs.calls["doc-b"]; total != 4 {
 		t.Errorf("merges called %d times (%v), want 2 failed and 2 that ended the documents", total, docs.calls)
+	}
+}
+
+// TestDocumentEndsWhenItsLastChunkIsRetired: the merge fails on every
+// delivery of the last chunk, up to MaxDeliver; the orphan sweep that
+// retires the chunk (its outcome stored, its run ended) must end the
+// document rather than delete the only thing that could.
+func TestDocumentEndsWhenItsLastChunkIsRetired(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-o", 2)
+	submit(t, c, items)
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{failures: 3, calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 1, MaxDeliver: 3, UntilIdle: true, BackOff: []time.Duration{20 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	n := 0
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-o" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("document stored %d times (merge calls %v), want 1", n, docs.calls)
+	}
+	if dl := readAll(t, c, broker.StreamDLQ, ""); len(dl) != 0 {
+		t.Errorf("%d dead letters, want none", len(dl))
+	}
+}
+
+// TestRedeliveredChunkEndsItsDocumentWithTheLedgersOutcome: a redelivered
+// chunk finds an earlier delivery's result on RESULTS while the job ledger
+// kept another outcome of that run (a dead letter on DLQ, recorded first
+// by another worker). The document is ended with the outcome the ledger
+// kept, the one the chunk's run is: not the one this delivery found.
+func TestRedeliveredChunkEndsItsDocumentWithTheLedgersOutcome(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-l", 2)
+	submit(t, c, items)
+	js := c.JetStream()
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.Job.Chunk.K == 1 {
+			return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+		}
+		if d.NumDelivered == 1 {
+			return Outcome{Action: ActionRetry, Delay: 10 * time.Millisecond, Reason: "once more"}
+		}
+		// Another worker's dead letter of this run, kept by the ledger,
+		// and an earlier delivery's result without a ledger entry.
+		dl, err := js.PublishMsg(ctx, &nats.Msg{Subject: broker.SchemaSubject(broker.SubjectDLQ, "invoice"), Data: resultFor(d), Header: nats.Header{jetstream.MsgIDHeader: {d.MsgID}}})
+		if err != nil {
+			t.Error(err)
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: broker.SchemaSubject(broker.SubjectResults, "invoice"), Data: resultFor(d), Header: nats.Header{jetstream.MsgIDHeader: {d.MsgID}}}); err != nil {
+			t.Error(err)
+		}
+		if _, err := ledger.New(c).Record(ctx, d.Job.ID, ledger.Run{MsgID: d.MsgID, Stream: broker.StreamDLQ, Seq: dl.Sequence}); err != nil {
+			t.Error(err)
+		}
+		return Outcome{Action: ActionDeadLetter, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 1, UntilIdle: true, BackOff: []time.Duration{10 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	var doc []string
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-l" {
+			doc = append(doc, string(m.Data))
+		}
+	}
+	if len(doc) != 1 || !strings.Contains(doc[0], `"1:RESULTS,2:DLQ"`) {
+		t.Errorf("document outcomes %q, want one with chunk 2 as the ledger kept it (DLQ)", doc)
+	}
+}
+
+// TestDocumentEndsWhenAChunkOutcomeWasRemoved: chunk 1's result is
+// removed from RESULTS (retention, a purge) before chunk 2 ends. The
+// document still ends, once, with chunk 1 handed to the merge as gone
+// (a failed chunk: the worker's merge makes it a partial dead letter)
+// rather than an error that keeps the document from ever ending.
+func TestDocumentEndsWhenAChunkOutcomeWasRemoved(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc-g", 2)
+	submit(t, c, items)
+	results, err := c.JetStream().Stream(t.Context(), broker.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.Job.Chunk.K == 2 {
+			err := poll.Wait(t, 10*time.Second, func() error {
+				for _, m := range readAll(t, c, broker.StreamResults, "") {
+					if m.MsgID == "doc-g#1" {
+						return results.DeleteMsg(ctx, m.Sequence)
+					}
+				}
+				return errors.New("chunk 1's result not stored yet")
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true, BackOff: []time.Duration{10 * time.Millisecond}, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	var doc []string
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc-g" {
+			doc = append(doc, string(m.Data))
+		}
+	}
+	if len(doc) != 1 || !strings.Contains(doc[0], `"1:gone,2:RESULTS"`) {
+		t.Errorf("document outcomes %q (merge calls %v), want one with chunk 1 gone", doc, docs.calls)
 	}
 }

@@ -155,6 +155,12 @@ func (o *orphanage) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	pre, ok := r.prepare(d, raw.Header, raw.Data, raw.Sequence, nil)
 	switch {
 	case !ok && pre.Action == actionDone:
+		// A chunk's run ended, but its document may not have: its last
+		// chunk is the only thing that can end it. The job stays for
+		// the next sweep when that fails.
+		if err := r.docs.chunkEndedFromLedger(d); err != nil {
+			return false, fmt.Errorf("ending the document of retired chunk %s: %w", d.MsgID, err)
+		}
 		if err := o.removeJob(d, raw.Sequence); err != nil {
 			return false, err
 		}
@@ -174,8 +180,14 @@ func (o *orphanage) handleOrphanMsg(raw *jetstream.RawStreamMsg) (bool, error) {
 	}
 	if where != "" {
 		// Its worker may have died before the ledger write: record it.
-		if _, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), r.ledgerRun(d, where, seq)); err != nil {
+		have, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), r.ledgerRun(d, where, seq))
+		if err != nil {
 			return false, fmt.Errorf("recording orphan %s's stored outcome in the job ledger: %w", d.MsgID, err)
+		}
+		// The outcome the ledger kept (an earlier one may win) ends the
+		// chunk's document before the chunk is removed.
+		if err := r.docs.chunkEnded(d, have.Stream, have.Seq); err != nil {
+			return false, fmt.Errorf("ending the document of retired chunk %s: %w", d.MsgID, err)
 		}
 		if err := o.removeJob(d, raw.Sequence); err != nil {
 			return false, err

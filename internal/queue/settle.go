@@ -31,14 +31,18 @@ func (r *runner) settle(j *inflight, d *Delivery, out Outcome) {
 			if other != "" {
 				// That outcome may have missed the ledger (its worker died
 				// before writing it): record it, so the run stays ended.
-				if _, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), r.ledgerRun(d, other, seq)); err != nil {
+				have, err := r.ledger.Record(r.pubCtx, ledgerKeyOf(d), r.ledgerRun(d, other, seq))
+				if err != nil {
 					r.log.Warn("recording an earlier delivery's outcome in the ledger failed; job handed back", "msg_id", d.MsgID, "err", err)
 					r.nakOnce(j, r.retryDelay(d, 0))
 					return
 				}
 				r.log.Warn("redelivered job already has an outcome from an earlier delivery; kept that one", "msg_id", d.MsgID, "delivery", d.NumDelivered, "stored_on", other)
 				r.repeated(d, out, other, seq)
-				if !r.documentOK(j, d, other, seq) {
+				// The document gets the outcome the ledger kept (another
+				// writer of this run may have come first), as every other
+				// path that ends a chunk does.
+				if !r.documentOK(j, d, have.Stream, have.Seq) {
 					return
 				}
 				r.ackDone(j, d, "")
