@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/llmpipeline/pipeline/chunk"
+	"github.com/llmpipeline/pipeline/internal/app"
 )
 
 // contractSchema: parties are merged on their name (x-merge-key), the
@@ -415,5 +416,18 @@ func TestRerunOfALongDocumentIsRefused(t *testing.T) {
 	var st map[string]int
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st["published"] != 1+st["chunks"] || st["chunks"] < 2 {
 		t.Errorf("submit without --rerun: %q, want the short job and the document's chunks published", out)
+	}
+}
+
+// TestSubmitRefusesTooManyChunks: a document that would be split into more
+// than app.MaxChunks chunks is refused at FILE:LINE, naming the figures and
+// the flag to raise, before anything is published (its state would not fit
+// one message of the documents' bucket, and no chunk of it could end).
+func TestSubmitRefusesTooManyChunks(t *testing.T) {
+	dir, schemas := t.TempDir(), contractDir(t)
+	text := strings.Repeat("word ", 6*app.MaxChunks) // 30,000 characters a 5-character chunk
+	_, errs, code := runCLI(t, contractJob(t, "big", text), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "5", "-")
+	if code != exitNegative || !strings.Contains(errs, "<stdin>:1: ") || !strings.Contains(errs, "more than 5000 chunks") || !strings.Contains(errs, "--chunk-chars") {
+		t.Errorf("exit %d, stderr %q; want exit 1 refusing the split at <stdin>:1", code, errs)
 	}
 }

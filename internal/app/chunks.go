@@ -22,6 +22,12 @@ func (jc *JobCheck) chunkingOf(j job.Job) job.Chunking {
 	return jc.Chunking
 }
 
+// MaxChunks bounds the chunks of one document: its state in the documents'
+// bucket (about 40 bytes a chunk) stays far under the broker's 1 MiB
+// message, even when cuts at paragraphs make twice as many chunks as the
+// characters alone would.
+const MaxChunks = 5000
+
 // checkChunking says why j cannot be split as it asks ("" when it can).
 func (jc *JobCheck) checkChunking(j job.Job) string {
 	if j.Chunk != nil {
@@ -30,6 +36,10 @@ func (jc *JobCheck) checkChunking(j job.Job) string {
 	c := jc.chunkingOf(j)
 	if err := chunk.Check(c.Chars, c.Overlap); err != nil {
 		return err.Error()
+	}
+	if n := chunk.Count(j.Input); c.Chars > 0 && len(j.Files) == 0 && n > c.Chars && (n-c.Overlap)/(c.Chars-c.Overlap) >= MaxChunks {
+		return fmt.Sprintf("job %q would be split into more than %d chunks (%d characters at --chunk-chars %d): its document's state must fit one message of the broker; raise --chunk-chars",
+			j.ID, MaxChunks, n, c.Chars)
 	}
 	if jc.Rerun != RerunNone && c.Chars > 0 && len(j.Files) == 0 && chunk.Count(j.Input) > c.Chars {
 		// A document's chunks are republished one by one, each as the run
