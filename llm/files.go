@@ -60,21 +60,6 @@ func (w wire) reader(ctx context.Context) io.ReadCloser {
 	return b
 }
 
-// bytes is the body whole, for a batch line: the files' base64 in it.
-func (w wire) bytes(ctx context.Context) ([]byte, error) {
-	if len(w.splices) == 0 {
-		return w.data, nil
-	}
-	r := w.reader(ctx)
-	defer r.Close()
-	out := make([]byte, 0, w.size())
-	buf := bytes.NewBuffer(out)
-	if _, err := io.Copy(buf, r); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
 // wireBody closes the files its readers opened. The transport may close a
 // request's body from another goroutine than the one reading it.
 type wireBody struct {
