@@ -105,24 +105,14 @@ func (s *Store) DeleteFile(ctx context.Context, digest string) error {
 	return nil
 }
 
-// Files lists the digests of the stored files.
+// Files lists the digests of the stored files (ListFiles).
 func (s *Store) Files(ctx context.Context) ([]string, error) {
-	ctx, cancel := WithDefaultTimeout(ctx, payloadOpTimeout)
-	defer cancel()
-	list, err := s.obs.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil, nil
+	list, err := s.ListFiles(ctx)
+	out := make([]string, 0, len(list))
+	for _, f := range list {
+		out = append(out, f.Digest)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("listing object store %s: %w", Bucket, err)
-	}
-	var out []string
-	for _, o := range list {
-		if d, ok := strings.CutPrefix(o.Name, KindFiles+"/"); ok {
-			out = append(out, d)
-		}
-	}
-	return out, nil
+	return out, err
 }
 
 // ListFiles lists the stored files, with their size and when each was
