@@ -37,34 +37,21 @@ func newModelServer(t *testing.T, answers map[string]reply) *modelServer {
 	t.Helper()
 	s := &modelServer{answers: answers, byModel: map[string]int{}, byJob: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil || r.URL.Path != "/v1/chat/completions" {
+		model, job, ok := chatRequest(r)
+		if !ok {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		job := ""
-		for _, m := range req.Messages {
-			if g := jobInPrompt.FindStringSubmatch(m.Content); g != nil {
-				job = g[1]
-				break
-			}
-		}
 		s.mu.Lock()
-		s.byModel[req.Model]++
+		s.byModel[model]++
 		s.byJob[job]++
 		s.mu.Unlock()
-		rep, ok := answers[req.Model]
+		rep, ok := answers[model]
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("x-request-id", "req-"+job)
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
-			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "The model `" + req.Model + "` does not exist", "type": "invalid_request_error", "code": "model_not_found"}})
+			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "The model `" + model + "` does not exist", "type": "invalid_request_error", "code": "model_not_found"}})
 			return
 		}
 		if rep.status != 0 && rep.status != http.StatusOK {
@@ -74,7 +61,7 @@ func newModelServer(t *testing.T, answers map[string]reply) *modelServer {
 			return
 		}
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-" + job, "object": "chat.completion", "model": req.Model,
+			"id": "chatcmpl-" + job, "object": "chat.completion", "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
 				"message": map[string]any{"role": "assistant", "content": rep.content}}},
 			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
@@ -372,4 +359,26 @@ func TestUnpricedModelSaysSoOnce(t *testing.T) {
 	if out := mustCLI(t, "", "stats", "--data-dir", dir); strings.Contains(out, "cost_usd") {
 		t.Errorf("stats prints a cost line with no price known:\n%s", out)
 	}
+}
+
+// chatRequest reads a chat completions request as the OpenAI spec shapes
+// it (CreateChatCompletionRequest): its model and the job id its prompt
+// names (JOB=<id>); ok is false for another path or a body that is not one.
+func chatRequest(r *http.Request) (model, job string, ok bool) {
+	body, _ := io.ReadAll(r.Body)
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || r.URL.Path != "/v1/chat/completions" {
+		return "", "", false
+	}
+	for _, m := range req.Messages {
+		if g := jobInPrompt.FindStringSubmatch(m.Content); g != nil {
+			return req.Model, g[1], true
+		}
+	}
+	return req.Model, "", true
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -19,29 +18,16 @@ import (
 func newPerJobServer(t *testing.T, answer func(model, job string) string) *httptest.Server {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil || r.URL.Path != "/v1/chat/completions" {
+		model, job, ok := chatRequest(r)
+		if !ok {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		job := ""
-		for _, m := range req.Messages {
-			if g := jobInPrompt.FindStringSubmatch(m.Content); g != nil {
-				job = g[1]
-				break
-			}
-		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-" + job, "object": "chat.completion", "created": 1700000000, "model": req.Model,
+			"id": "chatcmpl-" + job, "object": "chat.completion", "created": 1700000000, "model": model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "logprobs": nil,
-				"message": map[string]any{"role": "assistant", "content": answer(req.Model, job), "refusal": nil}}},
+				"message": map[string]any{"role": "assistant", "content": answer(model, job), "refusal": nil}}},
 			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
 		})
 	}))
