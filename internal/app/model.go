@@ -101,6 +101,7 @@ func ShareLimit(ctx context.Context, conn *broker.Conn, bm BuiltModel, log *slog
 		return nil, exit.WithCode(exit.Runtime, fmt.Errorf("sharing the model's rate limit: %w", err))
 	}
 	bm.Limiter.ShareWith(fleet)
+	RememberLimits(ctx, conn, bm, log)
 	req, tok := bm.Limiter.Rates()
 	log.Info("rate limit shared", "provider", bm.Provider, "members", fleet.Size(), "requests_per_second", req, "tokens_per_second", tok)
 	return func() {
@@ -110,6 +111,26 @@ func ShareLimit(ctx context.Context, conn *broker.Conn, bm BuiltModel, log *slog
 			log.Warn("leaving the rate-limit fleet (the key expires on its own)", "err", err)
 		}
 	}, nil
+}
+
+// RememberLimits gives the model's limiter the fleet's memory of what the
+// provider said of its limits (KV PIPELINE_PROVIDER_LIMITS): a provider
+// that answered an earlier run is not probed one call at a time again,
+// and what this run's answers say is kept for the next. Without it the
+// limiter probes as on a new data dir: a warning, not a failure.
+func RememberLimits(ctx context.Context, conn *broker.Conn, bm BuiltModel, log *slog.Logger) {
+	mem, err := conn.ProviderLimits(ctx)
+	if err == nil {
+		err = bm.Limiter.Remember(ctx, mem, bm.LimitKey)
+	}
+	if err != nil {
+		log.Warn("remembering the provider's limits: the first call probes them", "provider", bm.Provider, "err", err)
+		return
+	}
+	if k, ok := bm.Limiter.Known(); ok {
+		log.Info("provider limits remembered from an earlier run", "provider", bm.Provider,
+			"headers", k.Headers, "requests_per_minute", k.RequestsPerMinute, "tokens_per_minute", k.TokensPerMinute)
+	}
 }
 
 // Deps is what the assembly reports to besides its configuration: the

@@ -39,8 +39,8 @@ type buckets struct {
 }
 
 // EnsureBuckets creates the object store for large payloads, the job
-// ledger and the documents' bucket, or updates them to the configuration; running it again changes
-// nothing.
+// ledger, the documents' bucket and the providers' limits, or updates
+// them to the configuration; running it again changes nothing.
 func EnsureBuckets(ctx context.Context, c *Conn) error {
 	obs, err := c.js.CreateOrUpdateObjectStore(ctx, payload.BucketConfig(c.cfg.Replicas))
 	if err != nil {
@@ -56,8 +56,10 @@ func EnsureBuckets(ctx context.Context, c *Conn) error {
 	if err != nil {
 		return fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketLedger, c.cfg.Replicas, err)
 	}
-	if _, err := c.js.CreateOrUpdateKeyValue(ctx, documentsConfig(c.cfg.Replicas)); err != nil {
-		return fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", BucketDocuments, c.cfg.Replicas, err)
+	for _, b := range []jetstream.KeyValueConfig{documentsConfig(c.cfg.Replicas), providerLimitsConfig(c.cfg.Replicas)} {
+		if _, err := c.js.CreateOrUpdateKeyValue(ctx, b); err != nil {
+			return fmt.Errorf("creating or updating key-value bucket %s (replicas %d): %w", b.Bucket, c.cfg.Replicas, err)
+		}
 	}
 	c.buckets = buckets{payloads: payload.New(c.js, obs, c.nc, c.log), ledger: kv}
 	return nil

@@ -15,6 +15,11 @@
 // (resets as RFC 3339 times). Until the provider's first answer the
 // limiter knows nothing of its buckets, so one call goes out at a time
 // (from each process of a fleet); the answer's headers set the pace.
+// Remember gives it a Memory (broker.ProviderLimits, a NATS KV bucket)
+// of what an earlier run's answers said (Learned: whether they carry
+// headers, each family's limit): a limiter that finds its provider there
+// starts paced at each family's refill rate instead of probing, and what
+// its own answers say is written back when it differs.
 //
 // A family that reports its limit is taken as OpenAI and Anthropic
 // document theirs: a bucket refilling continuously at limit per minute,

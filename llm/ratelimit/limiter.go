@@ -162,6 +162,12 @@ type Limiter struct {
 	// about.
 	gate    chan struct{}
 	probing bool
+	// known is what the provider's answers (or, before any, the memory)
+	// said of its limits; mem and memKey keep it for the next run.
+	known     Learned
+	haveKnown bool
+	mem       Memory
+	memKey    string
 	// changed is closed and replaced whenever a bucket's rate or burst
 	// changes, waking the call waiting its turn to reserve again at the
 	// new rate.
@@ -562,6 +568,7 @@ func (l *Limiter) Observe(status int, h http.Header) {
 		}
 	}
 	l.answered()
+	l.learned(status, hd)
 	if !hd.Known() {
 		return
 	}
