@@ -72,7 +72,7 @@ func threadCPU() time.Duration {
 // document at a time (so only one is in memory). It returns the chunk jobs
 // published.
 func submitDocuments(ctx context.Context, conn *broker.Conn, spec caseSpec) (int, error) {
-	items, _, err := benchJobs(64)
+	items, _, err := benchJobs("bench", 64)
 	if err != nil {
 		return 0, err
 	}

@@ -67,6 +67,7 @@ func runCase(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&spec.Docs, "docs", 0, "chunks: documents to submit")
 	fs.IntVar(&spec.DocBytes, "doc-bytes", 0, "chunks: size of each document")
 	fs.IntVar(&spec.ChunkChars, "chunk-chars", 0, "chunks: --chunk-chars of the split")
+	fs.IntVar(&spec.Warm, "warm", 0, "jobs a run of its own answers on the data dir before the measured run (a run before a restart)")
 	fs.BoolVar(&spec.NoIndex, "no-index", false, "pipeline cases: run the workers without the sink (no SQLite index), to show the index's share")
 	memLimit := fs.Int64("memory-limit-mib", 200, "pipeline cases: soft memory limit in MiB, as `pipeline run --memory-limit` sets by default (0: none; GOMEMLIMIT wins when set)")
 	logLevel := fs.String("log-level", "error", "log level on stderr")

@@ -55,6 +55,10 @@ type caseSpec struct {
 	NoIndex bool
 	// Docs, DocBytes, ChunkChars: chunks only, the long documents.
 	Docs, DocBytes, ChunkChars int
+	// Warm > 0: a run of its own (a stack of its own) answers this many
+	// jobs on the case's data dir before the measured run, as a run
+	// before a restart did; not measured.
+	Warm int
 }
 
 // caseResult is what a child reports (one JSON line on stdout).
@@ -109,9 +113,9 @@ type caseResult struct {
 	Err          string  `json:"error,omitempty"`
 }
 
-// benchJobs returns n invoice jobs cycling over the example inputs, with
+// benchJobs returns n invoice jobs (ids prefix-0000000 on) cycling over the example inputs, with
 // their exact JSON and their mean size.
-func benchJobs(n int) ([]queue.SubmitItem, int, error) {
+func benchJobs(prefix string, n int) ([]queue.SubmitItem, int, error) {
 	var inputs []job.Job
 	sc := bufio.NewScanner(bytes.NewReader(examples.Jobs()))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -131,7 +135,7 @@ func benchJobs(n int) ([]queue.SubmitItem, int, error) {
 	total := 0
 	for i := range items {
 		src := inputs[i%len(inputs)]
-		j := job.Job{ID: fmt.Sprintf("bench-%07d", i), Schema: benchSchema, Input: src.Input, Instructions: src.Instructions}
+		j := job.Job{ID: fmt.Sprintf("%s-%07d", prefix, i), Schema: benchSchema, Input: src.Input, Instructions: src.Instructions}
 		data, err := json.Marshal(j)
 		if err != nil {
 			return nil, 0, fmt.Errorf("encoding job: %w", err)
@@ -228,11 +232,17 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		expect = n + spec.Docs
 		runtime.GC()
 	} else {
-		items, jobBytes, err := benchJobs(spec.Jobs)
+		items, jobBytes, err := benchJobs("bench", spec.Jobs)
 		if err != nil {
 			return res, err
 		}
 		res.JobBytes = jobBytes
+		if spec.Warm > 0 {
+			if err := warmUp(ctx, spec, cfg, reg, conn, st, log); err != nil {
+				return res, err
+			}
+			expect += spec.Warm
+		}
 		if _, err := queue.Submit(ctx, conn, items, nil); err != nil {
 			return res, fmt.Errorf("submitting %d jobs: %w", len(items), err)
 		}
@@ -244,6 +254,15 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	sc, err := stack.ServeConfig(cfg, log) // run's, as run builds it
 	if err != nil {
 		return res, err
+	}
+	if stack.Model.Limiter != nil {
+		// As run: the limiter joins its fleet and reads what the
+		// provider said of its limits before (a warm-up's answer).
+		leave, err := app.ShareLimit(ctx, conn, stack.Model, log)
+		if err != nil {
+			return res, err
+		}
+		defer leave()
 	}
 	stopProfile, err := startProfiles(spec)
 	if err != nil {
@@ -328,12 +347,13 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if res.Seconds <= 0 {
 		res.Seconds = res.Wall
 	}
-	res.JobsPerSec = float64(stats.Jobs) / res.Seconds
+	measured := stats.Jobs - spec.Warm // the warm-up's outcomes are in the index too
+	res.JobsPerSec = float64(measured) / res.Seconds
 	if spec.Kind == "chunks" {
 		res.JobsPerSec = float64(res.Chunks) / res.Seconds
 	}
 	res.MeanInFlight = time.Duration(busy.Load()).Seconds() / res.Seconds
-	res.HandlerMs = time.Duration(busy.Load()).Seconds() * 1000 / float64(max(stats.Jobs, 1))
+	res.HandlerMs = time.Duration(busy.Load()).Seconds() * 1000 / float64(max(measured, 1))
 	if d, err := storeDelay(ctx, conn, ended); err != nil {
 		log.Warn("reading result times", "err", err)
 	} else {
@@ -341,7 +361,7 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	}
 	res.CPUSeconds = (cpu1 - cpu0).Seconds()
 	res.CPUWait = max(0, (wait1 - wait0).Seconds())
-	res.CPUPerJob = res.CPUSeconds / float64(max(stats.Jobs, 1))
+	res.CPUPerJob = res.CPUSeconds / float64(max(measured, 1))
 	res.PeakRSSMB = float64(hwm) / 1024
 	res.Succeeded, res.DeadLettered, res.Indexed = stats.Succeeded, stats.DeadLettered, stats.Jobs
 	if stored > 0 {
@@ -358,6 +378,40 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 		return res, fmt.Errorf("%d outcomes expected, %d in the streams, %d in the index", expect, stored, stats.Jobs)
 	}
 	return res, nil
+}
+
+// warmUp answers spec.Warm jobs on conn's data dir with a stack of its
+// own, as the run before a restart did, before the measured run builds
+// its stack: the measured limiter starts from what the provider said then
+// (KV PIPELINE_PROVIDER_LIMITS), not from a probe of one call.
+func warmUp(ctx context.Context, spec caseSpec, cfg *config.Config, reg *schemas.Registry, conn *broker.Conn, st *index.Store, log *slog.Logger) error {
+	stack, err := buildStack(spec, cfg, reg, log)
+	if err != nil {
+		return fmt.Errorf("building the warm-up's stack: %w", err)
+	}
+	if stack.Model.Limiter != nil {
+		leave, err := app.ShareLimit(ctx, conn, stack.Model, log)
+		if err != nil {
+			return err
+		}
+		defer leave()
+	}
+	items, _, err := benchJobs("warm", spec.Warm)
+	if err != nil {
+		return err
+	}
+	if _, err := queue.Submit(ctx, conn, items, nil); err != nil {
+		return fmt.Errorf("submitting the warm-up's %d jobs: %w", len(items), err)
+	}
+	sc, err := stack.ServeConfig(cfg, log)
+	if err != nil {
+		return err
+	}
+	sc.Store = st
+	if err := worker.Serve(ctx, conn, stack.Handler, sc); err != nil {
+		return fmt.Errorf("serving the warm-up: %w", err)
+	}
+	return nil
 }
 
 // streamsEnd returns when the last outcome was stored in RESULTS or DLQ,

@@ -233,7 +233,7 @@ func runLimitCase(ctx context.Context, pipeline string, chat *chatServer, mode s
 	defer os.RemoveAll(dir)
 
 	jobs := int(c.Allowed*d.Seconds()*1.5) + 100
-	items, _, err := benchJobs(jobs)
+	items, _, err := benchJobs("bench", jobs)
 	if err != nil {
 		return fail(err)
 	}

@@ -46,7 +46,7 @@ func runRaw(ctx context.Context, spec caseSpec, log *slog.Logger) (res caseResul
 	defer conn.Close()
 	js := conn.JetStream()
 
-	items, jobBytes, err := benchJobs(spec.Jobs)
+	items, jobBytes, err := benchJobs("bench", spec.Jobs)
 	if err != nil {
 		return res, err
 	}

@@ -108,7 +108,7 @@ func goals(r *benchRun) []goal {
 		g := goal{Name: fmt.Sprintf("Peak RSS at K=%d", rssK), Target: fmt.Sprintf("< %.0f MB", goalRSSMB)}
 		var parts []string
 		worst, seen := 0.0, false
-		for _, rs := range [][]caseResult{r.Latency, r.HTTP} {
+		for _, rs := range [][]caseResult{r.Latency, r.HTTP, r.HTTPNew} {
 			for _, c := range rs {
 				if c.K == rssK && c.Err == "" {
 					parts = append(parts, fmt.Sprintf("%s %.0f MB", c.Section, c.PeakRSSMB))
@@ -208,15 +208,21 @@ func renderMarkdown(r *benchRun) string {
 	}
 	if len(r.HTTP) > 0 {
 		p("## 2. HTTP path: llm.NewOpenAI against a local OpenAI-compatible server, L = %v\n\n", r.Opts.HTTPLatency)
-		p("The server is a child process on 127.0.0.1 (real chat-completions wire format, a valid invoice per answer); its CPU and RSS are its own, from its rusage.\n\n")
+		p("The server is a child process on 127.0.0.1 (real chat-completions wire format, a valid invoice per answer, no rate-limit headers); its CPU and RSS are its own, from its rusage. ")
+		p("The model stack is run's, rate limiter and fleet included. Each case's data dir has answered one job before the measured run, with a stack of its own, as a run restarted on its data dir has: the limiter starts from what the provider said of its limits then (KV PIPELINE_PROVIDER_LIMITS). ")
+		p("The last row is the largest K on a new data dir: the limiter knows nothing of the provider, so the first call goes alone and the others wait for its answer, one L per run.\n\n")
 		p("| K | jobs | jobs/s | ideal K/L | efficiency | mean in flight | slot cycle ms | in handler ms | between jobs ms | handler→stored ms | CPU ms/job | server CPU ms/job | CPU wait s | peak RSS MB | server RSS MB | run s |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-		for _, c := range r.HTTP {
+		for i, c := range append(append([]caseResult(nil), r.HTTP...), r.HTTPNew...) {
+			k := itoa(c.K)
+			if i >= len(r.HTTP) {
+				k += ", new data dir"
+			}
 			if c.Err != "" {
-				p("| %d | %d | failed: %s | | | | | | | | | | | | | |\n", c.K, c.Jobs, oneLine(c.Err))
+				p("| %s | %d | failed: %s | | | | | | | | | | | | | |\n", k, c.Jobs, oneLine(c.Err))
 				continue
 			}
 			cycle := float64(c.K) / c.JobsPerSec * 1000
-			p("| %d | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.1f | %.0f | %.0f | %.1f |\n", c.K, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
+			p("| %s | %d | %.1f | %.0f | %.3f | %.1f | %.1f | %.1f | %.1f | %.1f | %.3f | %.3f | %.1f | %.0f | %.0f | %.1f |\n", k, c.Jobs, c.JobsPerSec, c.Ideal, c.Efficiency, c.MeanInFlight,
 				cycle, c.HandlerMs, cycle-c.HandlerMs, c.StoreMs, c.CPUPerJob*1000,
 				c.ServerCPUSeconds/float64(max(c.Jobs, 1))*1000, c.CPUWait, c.PeakRSSMB, c.ServerRSSMB, c.Seconds)
 		}
