@@ -57,7 +57,7 @@ func replayChunks(ctx context.Context, conn *broker.Conn, st *index.Store, chunk
 		}
 		id = j.Chunk.Document
 		runs[j.Chunk.K] = o.Run + 1
-		items = append(items, queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: ledger.RunMsgID(j.ID, o.Run+1), Chunk: true})
+		items = append(items, queue.SubmitItem{Data: o.Job, Schema: j.Schema, MsgID: ledger.RunMsgID(j.ID, o.Run+1), Chunk: j.Chunk})
 	}
 	if _, err := docs.Replay(ctx, id, runs); err != nil {
 		return fmt.Errorf("reopening document %s: %w", id, err)

@@ -97,7 +97,7 @@ func ChunkJobs(j job.Job, c job.Chunking, rerun RerunMode) ([]queue.SubmitItem, 
 			return nil, fmt.Errorf("encoding chunk %d of %q: %w", k+1, j.ID, err)
 		}
 		items = append(items, queue.SubmitItem{Data: data, Schema: j.Schema, MsgID: cj.ID, JobID: cj.ID, Input: ledger.InputDigest(cj),
-			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged, Chunk: true})
+			Rerun: rerun == RerunAll, RerunChanged: rerun == RerunChanged, Chunk: cj.Chunk})
 	}
 	return items, nil
 }

@@ -53,9 +53,9 @@ type SubmitItem struct {
 	// Files are the SHA-256 of the files the job names (job.File), sent
 	// as the message's payload.HeaderFiles.
 	Files []string
-	// Chunk marks a chunk job of a long document (counted in
-	// SubmitStats.Chunks).
-	Chunk bool
+	// Chunk is the item's place in a long document, nil for a whole job:
+	// counted in SubmitStats.Chunks and sent as the message's HeaderChunk.
+	Chunk *job.ChunkOf
 }
 
 // Delivery is one job message handed to a Handler.

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 
@@ -54,6 +55,14 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64, ea
 	default:
 		d.Data = data
 		d.Job, d.JobErr = job.Parse(data)
+	}
+	if d.JobErr != nil && d.Job.Chunk == nil {
+		// Unreadable, but its message says which document's chunk it
+		// is: its dead letter still ends its place in the document.
+		if c, schema, ok := chunkFromHeader(h); ok {
+			d.Job.Chunk = c
+			d.Job.Schema = cmp.Or(d.Job.Schema, schema)
+		}
 	}
 	if d.MsgID == "" {
 		d.MsgID = fallbackMsgID(d, seq)

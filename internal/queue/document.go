@@ -12,6 +12,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -19,8 +20,46 @@ import (
 	"github.com/llmpipeline/pipeline/internal/ledger"
 	"github.com/llmpipeline/pipeline/internal/payload"
 	"github.com/llmpipeline/pipeline/job"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// HeaderChunk is set on a chunk job's message: its document, its place
+// and its schema, as JSON ({"document","k","n","schema"}). A chunk whose
+// body cannot be read (its object gone or tampered with, over
+// --max-job-bytes) is dead-lettered as invalid_job like any job, and
+// this header still records its end in its document, which then ends
+// (partial) instead of waiting for ever.
+const HeaderChunk = "Pipeline-Chunk"
+
+type chunkHeader struct {
+	Document string `json:"document"`
+	K        int    `json:"k"`
+	N        int    `json:"n"`
+	Schema   string `json:"schema,omitempty"`
+}
+
+func setChunkHeader(h nats.Header, schema string, c *job.ChunkOf) {
+	v, err := json.Marshal(chunkHeader{Document: c.Document, K: c.K, N: c.N, Schema: schema})
+	if err != nil {
+		return // strings and integers always encode
+	}
+	h.Set(HeaderChunk, string(v))
+}
+
+// chunkFromHeader reads HeaderChunk: false when there is none or it does
+// not name a place in a document.
+func chunkFromHeader(h nats.Header) (*job.ChunkOf, string, bool) {
+	v := h.Get(HeaderChunk)
+	if v == "" {
+		return nil, "", false
+	}
+	var c chunkHeader
+	if err := json.Unmarshal([]byte(v), &c); err != nil || c.Document == "" || c.K < 1 || c.K > c.N {
+		return nil, "", false
+	}
+	return &job.ChunkOf{Document: c.Document, K: c.K, N: c.N}, c.Schema, true
+}
 
 // Documents merges a long document whose every chunk ended.
 type Documents interface {
@@ -67,7 +106,7 @@ type docEnder struct {
 // nothing for a job that is not a chunk, or when no Documents is set (a nil
 // docEnder).
 func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
-	if e == nil || d.JobErr != nil || d.Job.Chunk == nil {
+	if e == nil || d.Job.Chunk == nil {
 		return nil
 	}
 	r := e.r
@@ -87,7 +126,7 @@ func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
 // chunkEndedFromLedger is chunkEnded for a delivery whose run the ledger
 // says ended: where its outcome is comes from the ledger.
 func (e *docEnder) chunkEndedFromLedger(d *Delivery) error {
-	if e == nil || d.JobErr != nil || d.Job.Chunk == nil {
+	if e == nil || d.Job.Chunk == nil {
 		return nil
 	}
 	run, ok, err := e.r.ledger.RunEnded(e.r.pubCtx, d.Job.ID, ledgerRunOf(d))

@@ -29,7 +29,7 @@ func chunkJobs(t *testing.T, doc string, n int) []SubmitItem {
 		if err != nil {
 			t.Fatal(err)
 		}
-		items = append(items, SubmitItem{Data: data, Schema: "invoice", MsgID: j.ID, JobID: j.ID, Chunk: true})
+		items = append(items, SubmitItem{Data: data, Schema: "invoice", MsgID: j.ID, JobID: j.ID, Chunk: j.Chunk})
 	}
 	return items
 }
@@ -237,5 +237,58 @@ func TestDocumentEndsWhenAChunkOutcomeWasRemoved(t *testing.T) {
 	}
 	if len(doc) != 1 || !strings.Contains(doc[0], `"1:gone,2:RESULTS"`) {
 		t.Errorf("document outcomes %q (merge calls %v), want one with chunk 1 gone", doc, docs.calls)
+	}
+}
+
+// TestUnreadableChunkEndsItsDocument: chunk 2 of a document is over the
+// worker's MaxJobBytes (--max-job-bytes), so its body is never read and
+// it is dead-lettered as an invalid job like any job. Its message's
+// HeaderChunk still records it in its document, which ends once with
+// chunk 2 as a dead letter; before, the document waited for chunk 2 for
+// ever.
+func TestUnreadableChunkEndsItsDocument(t *testing.T) {
+	t.Parallel()
+	c := newConn(t)
+	items := chunkJobs(t, "doc u.1", 2)
+	big := job.Job{ID: job.ChunkID("doc u.1", 2), Schema: "invoice", Input: strings.Repeat("part 2 ", 400),
+		Chunk: &job.ChunkOf{Document: "doc u.1", K: 2, N: 2, Start: 10, End: 20, Chars: 20}}
+	data, err := json.Marshal(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items[1].Data = data
+	submit(t, c, items)
+	var mu sync.Mutex
+	var invalid []string
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) Outcome {
+		if d.JobErr != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			if d.Job.Chunk == nil {
+				invalid = append(invalid, d.MsgID+" as no chunk")
+			} else {
+				invalid = append(invalid, fmt.Sprintf("%s as chunk %d of %d of %q (%s)", d.MsgID, d.Job.Chunk.K, d.Job.Chunk.N, d.Job.Chunk.Document, d.Job.Schema))
+			}
+			return Outcome{Action: ActionDeadLetter, Schema: "invoice", Payload: resultFor(d)}
+		}
+		return Outcome{Action: ActionResult, Schema: d.Job.Schema, Payload: resultFor(d)}
+	})
+	docs := &failingDocs{calls: map[string]int{}}
+	cfg := fastWorkers(WorkerConfig{Concurrency: 2, UntilIdle: true, MaxJobBytes: 1000, Documents: docs})
+	if err := RunWorkers(t.Context(), c, cfg, h); err != nil {
+		t.Fatalf("RunWorkers: %v", err)
+	}
+	want := `doc u.1#2 as chunk 2 of 2 of "doc u.1" (invoice)`
+	if len(invalid) != 1 || invalid[0] != want {
+		t.Errorf("invalid deliveries %q, want [%s]", invalid, want)
+	}
+	var doc []string
+	for _, m := range readAll(t, c, broker.StreamResults, "") {
+		if m.MsgID == "doc u.1" {
+			doc = append(doc, string(m.Data))
+		}
+	}
+	if len(doc) != 1 || !strings.Contains(doc[0], `"1:RESULTS,2:DLQ"`) {
+		t.Errorf("document outcomes %q (merge calls %v), want one, with chunk 2 a dead letter", doc, docs.calls)
 	}
 }

@@ -87,6 +87,9 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 		if len(it.Files) > 0 {
 			msg.Header.Set(payload.HeaderFiles, strings.Join(it.Files, ","))
 		}
+		if it.Chunk != nil {
+			setChunkHeader(msg.Header, it.Schema, it.Chunk)
+		}
 		object, err := c.Payloads().Offload(ctx, msg, payload.KindJobs)
 		if err != nil {
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)
@@ -97,7 +100,7 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 			pubErr = fmt.Errorf("publishing job %s: %w", it.MsgID, err)
 			break
 		}
-		futs <- pending{fut: fut, object: object, chunk: it.Chunk}
+		futs <- pending{fut: fut, object: object, chunk: it.Chunk != nil}
 	}
 	close(futs)
 	ackErr := <-acked
