@@ -52,11 +52,14 @@ type clustersView struct {
 	Lint     []report.LintFinding
 }
 
-func (s *Server) lint() []report.LintFinding {
-	if s.cfg.LoadSchemas == nil {
+// lintFindings are the lint's findings over the schemas load reads as
+// they are now; none when there are no schemas to read or they do not
+// load (the schemas page says why).
+func lintFindings(load func() (*schemas.Registry, error)) []report.LintFinding {
+	if load == nil {
 		return nil
 	}
-	reg, err := s.cfg.LoadSchemas()
+	reg, err := load()
 	if err != nil {
 		return nil
 	}
@@ -78,7 +81,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request) {
 	if narrow {
 		top = 0 // filtered below, then cut
 	}
-	rep, err := report.Build(r.Context(), s.cfg.Store, report.Options{Schema: q.Schema, Version: q.Version, Top: top, Source: s.cfg.Source, Now: s.cfg.Now, Lint: s.lint()})
+	rep, err := report.Build(r.Context(), s.cfg.Store, report.Options{Schema: q.Schema, Version: q.Version, Top: top, Source: s.cfg.Source, Now: s.cfg.Now, Lint: lintFindings(s.cfg.LoadSchemas)})
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err)
 		return

@@ -69,7 +69,7 @@ func newStoreHealth(conn *broker.Conn, m *Metrics, log *slog.Logger) *storeHealt
 // natsPath is where the NATS store is: the embedded server's store
 // directory, or the URL of a server of its own.
 func (h *storeHealth) natsPath() string {
-	if dir := h.conn.StoreDir(); dir != "" {
+	if dir := h.conn.Store().Dir(); dir != "" {
 		return dir
 	}
 	return broker.RedactURL(h.conn.URL())
@@ -205,14 +205,14 @@ func (h *storeHealth) watch(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		if fault := h.conn.StoreFault(); fault != nil {
+		if fault := h.conn.Store().Fault(); fault != nil {
 			if !h.isFailing(broker.StoreNATS) {
 				h.fail(broker.StoreNATS, h.natsPath(), fault, true)
 			}
 			if now.Before(nextReload) {
 				continue
 			}
-			err := h.conn.RecoverStore(ctx)
+			err := h.conn.Store().Recover(ctx)
 			switch {
 			case err == nil:
 				h.ok(broker.StoreNATS)
@@ -251,7 +251,7 @@ func (h *storeHealth) jetStreamHasRoom(ctx context.Context) bool {
 		h.log.Debug("nats store: jetstream does not answer yet", "err", err)
 		return false
 	}
-	for _, limit := range []int64{info.Limits.MaxStore, h.conn.StoreLimit()} {
+	for _, limit := range []int64{info.Limits.MaxStore, h.conn.Store().Limit()} {
 		if limit > 0 && info.Store+roomWanted > uint64(limit) {
 			h.log.Debug("nats store: jetstream storage still at its limit", "used", info.Store, "limit", limit)
 			return false

@@ -127,8 +127,8 @@ func TestStoreHealth(t *testing.T) {
 		if gateOpen() {
 			t.Fatal("the workers' gate is open while the nats store cannot write")
 		}
-		if !strings.Contains(logs.String(), `store="nats store" path=`+conn.StoreDir()) {
-			t.Errorf("no error line names the nats store and %s; logs:\n%s", conn.StoreDir(), logs.String())
+		if !strings.Contains(logs.String(), `store="nats store" path=`+conn.Store().Dir()) {
+			t.Errorf("no error line names the nats store and %s; logs:\n%s", conn.Store().Dir(), logs.String())
 		}
 		// The embedded store is sound: the watch finds it so and opens
 		// the gate again.

@@ -11,32 +11,43 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// ErrNotEmbedded is returned by RecoverStore on a Conn that did not start
+// ErrNotEmbedded is returned by Store.Recover on a Conn that did not start
 // the embedded server: a server of its own (or one another process runs)
 // is recovered by whoever runs it.
 var ErrNotEmbedded = errors.New("not the owner of an embedded nats server")
 
-// ErrNoRoom is wrapped by RecoverStore's error when the probe write beside
+// ErrNoRoom is wrapped by Store.Recover's error when the probe write beside
 // the store failed: the disk has no room yet, the store was not reloaded.
 var ErrNoRoom = errors.New("no room to write beside the store")
 
-// probeSize is how much RecoverStore writes next to the store before it
+// probeSize is how much Store.Recover writes next to the store before it
 // reloads it: a block of the store needs room, not one byte.
 const probeSize = 1 << 20
 
-// StoreDir is the directory of the embedded server's JetStream store, ""
+// Store is the embedded server's JetStream store as this Conn sees it:
+// where it is, its limit, whether it takes writes, and its recovery after
+// a write error. Every method answers for a Conn that did not start the
+// server too (see each).
+type Store struct{ c *Conn }
+
+// Store returns the embedded server's store.
+func (c *Conn) Store() Store { return Store{c} }
+
+// Dir is the directory of the embedded server's JetStream store, ""
 // when this Conn did not start one.
-func (c *Conn) StoreDir() string {
+func (s Store) Dir() string {
+	c := s.c
 	if c.srv == nil {
 		return ""
 	}
 	return filepath.Join(c.cfg.DataDir, storeSubdir)
 }
 
-// StoreLimit is the embedded server's JetStream storage limit in bytes (by
+// Limit is the embedded server's JetStream storage limit in bytes (by
 // default three quarters of the disk's free space when it started), 0
 // when this Conn did not start one or JetStream is off.
-func (c *Conn) StoreLimit() int64 {
+func (s Store) Limit() int64 {
+	c := s.c
 	if c.srv == nil {
 		return 0
 	}
@@ -46,16 +57,17 @@ func (c *Conn) StoreLimit() int64 {
 	return 0
 }
 
-// StoreFault reports, as a *StoreError, why the embedded server's store
+// Fault reports, as a *StoreError, why the embedded server's store
 // cannot take writes: a stream stopped on a write error (nats-server keeps
 // refusing that stream's writes until it is loaded again, even once the
 // disk has room), or JetStream was turned off. It returns nil when the
 // store is sound or this Conn did not start the server (see Embedded).
-func (c *Conn) StoreFault() error {
+func (s Store) Fault() error {
+	c := s.c
 	if c.srv == nil {
 		return nil
 	}
-	dir := c.StoreDir()
+	dir := s.Dir()
 	if !c.srv.JetStreamEnabled() {
 		return &StoreError{Store: StoreNATS, Path: dir, Err: errJetStreamDisabled}
 	}
@@ -75,23 +87,24 @@ func (c *Conn) StoreFault() error {
 	return &StoreError{Store: StoreNATS, Path: dir, Err: errors.Join(errs...)}
 }
 
-// RecoverStore brings the embedded server's store back after a write
+// Recover brings the embedded server's store back after a write
 // error, once the disk takes writes again: it writes and removes a probe
 // file beside the store (an error here means there is still no room), then
 // stops JetStream and starts it again on the same directory and limits, so
 // every stream and consumer is loaded afresh from disk (their state, and
 // the duplicate window, come back from the files). Clients stay connected;
 // requests during the few milliseconds of the reload get no answer and
-// are retried by their callers. It returns StoreFault's verdict after the
+// are retried by their callers. It returns Fault's verdict after the
 // reload. It must not run concurrently with Close.
-func (c *Conn) RecoverStore(ctx context.Context) error {
+func (s Store) Recover(ctx context.Context) error {
+	c := s.c
 	if c.srv == nil {
 		return ErrNotEmbedded
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	dir := c.StoreDir()
+	dir := s.Dir()
 	if err := probeWrite(dir); err != nil {
 		return &StoreError{Store: StoreNATS, Path: dir, Err: fmt.Errorf("%w: %w", ErrNoRoom, err)}
 	}
@@ -111,7 +124,7 @@ func (c *Conn) RecoverStore(ctx context.Context) error {
 	if err := c.srv.EnableJetStream(cfg); err != nil {
 		return &StoreError{Store: StoreNATS, Path: dir, Err: fmt.Errorf("starting jetstream again on the store: %w", err)}
 	}
-	return c.StoreFault()
+	return s.Fault()
 }
 
 // probeWrite writes probeSize bytes to a file in dir, syncs and removes it.

@@ -99,15 +99,15 @@ func publishID(ctx context.Context, c *Conn, id string) (*jetstream.PubAck, erro
 
 // TestRecoverStoreAfterDiskFull fills the disk under the embedded server:
 // the stream's write fails and stays failed after the disk has room again
-// (nats-server's file store keeps its write error), until RecoverStore
+// (nats-server's file store keeps its write error), until Store.Recover
 // reloads the store; then writes go through and the duplicate window is
 // still there.
 func TestRecoverStoreAfterDiskFull(t *testing.T) {
 	disk := mountTmpfs(t, "16m")
 	c := newConn(t, func(cfg *Config) { cfg.DataDir = filepath.Join(disk, "data") })
 	ctx := t.Context()
-	if err := c.StoreFault(); err != nil {
-		t.Fatalf("StoreFault on a fresh store: %v", err)
+	if err := c.Store().Fault(); err != nil {
+		t.Fatalf("Store.Fault on a fresh store: %v", err)
 	}
 	if _, err := publishID(ctx, c, "before"); err != nil {
 		t.Fatal(err)
@@ -118,16 +118,16 @@ func TestRecoverStoreAfterDiskFull(t *testing.T) {
 	if _, err := publishID(ctx, c, "during"); err == nil {
 		t.Fatal("a publish on a full disk was acknowledged")
 	}
-	fault := c.StoreFault()
+	fault := c.Store().Fault()
 	var se *StoreError
-	if !errors.As(fault, &se) || se.Store != StoreNATS || se.Path != c.StoreDir() {
-		t.Fatalf("StoreFault = %v, want a nats StoreError at %s", fault, c.StoreDir())
+	if !errors.As(fault, &se) || se.Store != StoreNATS || se.Path != c.Store().Dir() {
+		t.Fatalf("Store.Fault = %v, want a nats StoreError at %s", fault, c.Store().Dir())
 	}
 	if !strings.Contains(fault.Error(), "no space left on device") || !strings.Contains(fault.Error(), StreamResults) {
-		t.Errorf("StoreFault does not name the stream and the cause: %v", fault)
+		t.Errorf("Store.Fault does not name the stream and the cause: %v", fault)
 	}
-	if err := c.RecoverStore(ctx); !errors.Is(err, ErrNoRoom) {
-		t.Errorf("RecoverStore on a full disk = %v, want ErrNoRoom", err)
+	if err := c.Store().Recover(ctx); !errors.Is(err, ErrNoRoom) {
+		t.Errorf("Store.Recover on a full disk = %v, want ErrNoRoom", err)
 	}
 
 	if err := os.Remove(filler); err != nil {
@@ -137,11 +137,11 @@ func TestRecoverStoreAfterDiskFull(t *testing.T) {
 	if _, err := publishID(ctx, c, "during"); err == nil {
 		t.Log("the stream took a write after the free without a reload (nats-server changed?)")
 	}
-	if err := c.RecoverStore(ctx); err != nil {
-		t.Fatalf("RecoverStore once the disk has room: %v", err)
+	if err := c.Store().Recover(ctx); err != nil {
+		t.Fatalf("Store.Recover once the disk has room: %v", err)
 	}
-	if err := c.StoreFault(); err != nil {
-		t.Fatalf("StoreFault after the reload: %v", err)
+	if err := c.Store().Fault(); err != nil {
+		t.Fatalf("Store.Fault after the reload: %v", err)
 	}
 	var ack *jetstream.PubAck
 	poll.UntilOK(t, 10*time.Second, "a publish after the reload", func() (err error) {
@@ -171,10 +171,10 @@ func TestRecoverStoreAfterDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer joined.Close()
-	if err := joined.RecoverStore(ctx); !errors.Is(err, ErrNotEmbedded) {
-		t.Errorf("RecoverStore on a Conn that joined the server = %v, want ErrNotEmbedded", err)
+	if err := joined.Store().Recover(ctx); !errors.Is(err, ErrNotEmbedded) {
+		t.Errorf("Store.Recover on a Conn that joined the server = %v, want ErrNotEmbedded", err)
 	}
-	if err := joined.StoreFault(); err != nil {
-		t.Errorf("StoreFault on a Conn that joined the server = %v, want nil", err)
+	if err := joined.Store().Fault(); err != nil {
+		t.Errorf("Store.Fault on a Conn that joined the server = %v, want nil", err)
 	}
 }

@@ -234,17 +234,13 @@ func (r *runner) conclude(d *Delivery, out Outcome, st stored) (bool, error) {
 		r.log.Warn("another worker stored this run's outcome first; removed ours", "msg_id", d.MsgID,
 			"kept_stream", have.Stream, "kept_seq", have.Seq, "removed_stream", st.ack.Stream, "removed_seq", st.ack.Sequence)
 	}
-	r.hooks().told(ours, d.MsgID, out, st)
+	r.hooks.told(ours, d.MsgID, out, st)
 	return ours, nil
-}
-
-func (r *runner) hooks() OutcomeHooks {
-	return OutcomeHooks{Stored: r.cfg.Stored, Repeated: r.cfg.Repeated}
 }
 
 // repeated hands an outcome that was not kept to WorkerConfig.Repeated.
 func (r *runner) repeated(d *Delivery, out Outcome, stream string, seq uint64) {
-	r.hooks().told(false, d.MsgID, out, stored{ack: &jetstream.PubAck{Stream: stream, Sequence: seq}})
+	r.hooks.told(false, d.MsgID, out, stored{ack: &jetstream.PubAck{Stream: stream, Sequence: seq}})
 }
 
 func (r *runner) ledgerRun(d *Delivery, stream string, seq uint64) ledger.Run {

@@ -64,11 +64,14 @@ type runner struct {
 	c      *broker.Conn
 	ledger *ledger.Ledger
 	docs   *docEnder // nil without WorkerConfig.Documents
-	cfg    WorkerConfig
-	h      Handler
-	log    *slog.Logger
-	cons   jetstream.Consumer
-	jobs   jetstream.Stream
+	// hooks are told of every outcome stored (WorkerConfig.Stored and
+	// Repeated).
+	hooks OutcomeHooks
+	cfg   WorkerConfig
+	h     Handler
+	log   *slog.Logger
+	cons  jetstream.Consumer
+	jobs  jetstream.Stream
 
 	// sem holds a slot per job fetched and not yet handled (waiting in
 	// queue or in Handle), and per orphan being handled: at most
@@ -159,6 +162,7 @@ func RunWorkers(ctx context.Context, c *broker.Conn, cfg WorkerConfig, h Handler
 		handlerCtx:  handlerCtx,
 		pubCtx:      pubCtx,
 		stopCh:      make(chan struct{}),
+		hooks:       OutcomeHooks{Stored: cfg.Stored, Repeated: cfg.Repeated},
 	}
 	if cfg.Documents != nil {
 		states, err := ledger.NewDocuments(ctx, c)
