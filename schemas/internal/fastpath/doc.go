@@ -15,14 +15,14 @@
 //	// otherwise the general validator decides, and writes the diagnostics
 //
 // The contract is one-sided: Accept(doc) == true implies the general
-// validator finds no error and Validate would return no diagnostic (the
-// differential tests and FuzzFastPath hold it to that). false only means "not
-// shown valid here": the document may be invalid, or use something the fast
-// path does not decide (a keyword it does not implement, an escaped key, a
-// number it cannot compare exactly, a oneOf whose other branches are not
-// plainly invalid). Validate then runs the general validator, which
-// produces the diagnostics. Nothing the fast path does can change a
-// verdict, only skip work when the verdict is "valid".
+// validator finds no error and schemas.Schema.Validate would return no
+// diagnostic (the differential tests and FuzzFastPath hold it to that).
+// false only means "not shown valid here": the document may be invalid, or
+// use something the fast path does not decide (a keyword it does not
+// implement, an escaped key, a number it cannot compare exactly, a oneOf
+// whose other branches are not plainly invalid). Validate then runs the
+// general validator, which produces the diagnostics. Nothing the fast path
+// does can change a verdict, only skip work when the verdict is "valid".
 //
 // compile.go turns the compiled schema into nodes; walk.go checks values,
 // objects and arrays against them; scalar.go reads strings and numbers in
