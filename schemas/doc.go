@@ -35,19 +35,20 @@
 // concurrent use.
 //
 // Most documents a worker validates are valid, so Validate first tries a
-// fast path (fast.go): the schema compiled once more, from the general
-// validator's compiled form, into a checker that walks the document's bytes
-// in one pass without decoding it (about a fifteenth of the general
-// validator's time on the 2 KB invoice, a few allocations instead of about
-// a thousand). It only ever says "valid"; for anything else (an invalid
+// fast path (package schemas/internal/fastpath, which only this package
+// imports): the schema compiled once more, from the general validator's
+// compiled form, into a checker that walks the document's bytes in one
+// pass without decoding it (about a fifteenth of the general validator's
+// time on the 2 KB invoice, a few allocations instead of about a
+// thousand). It only ever says "valid"; for anything else (an invalid
 // document, or one it does not decide: patternProperties, multipleOf,
 // uniqueItems over non-strings, an escaped property name, a number equal
 // to an inexact bound) the general validator runs and writes the
 // diagnostics. oneOf, not and if/then/else are decided when the other
 // branches are plainly invalid (a discriminator's const, a wrong type, a
-// missing required property): fastreject.go proves invalidity with the
-// mirror contract. FuzzFastPath and the differential tests hold both
-// halves to the general validator's verdicts.
+// missing required property): fastpath's reject.go proves invalidity with
+// the mirror contract. FuzzFastPath and the differential tests there hold
+// both halves to the general validator's verdicts.
 //
 // After the JSON Schema, Check runs the truth checks a schema may carry
 // (truth.go): x-grounded strings must occur in the job's input (an Input,

@@ -10,3 +10,10 @@ var (
 	//go:embed testdata/invoice_invalid.json
 	invoiceInvalid []byte
 )
+
+// unionSchema has discriminated oneOf unions, not and if/then/else: the
+// fast path's tests (schemas/internal/fastpath) and BenchmarkValidateUnion
+// share it.
+//
+//go:embed testdata/union.json
+var unionSchema string

@@ -111,7 +111,7 @@ func TestLoadReferences(t *testing.T) {
 			if ds, _, err := s.Validate([]byte(tt.valid), 0); err != nil || len(ds) != 0 {
 				t.Errorf("Validate(%s) = %v, %v; want valid", tt.valid, ds, err)
 			}
-			if !s.fast.accept([]byte(tt.valid)) {
+			if !s.fast.Accept([]byte(tt.valid)) {
 				t.Errorf("the fast path does not accept %s", tt.valid)
 			}
 			ds, omitted, err := s.Validate([]byte(tt.invalid), 0)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/llmpipeline/pipeline/schemas/internal/fastpath"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -214,9 +215,7 @@ func (d *schemaDir) compile(id, name string) (*Schema, error) {
 	s.Description = compiled.Description
 	indexSubschemas(compiled, s.subs)
 	s.truth, s.rules = hasTruth(s.subs)
-	if f := compileFast(compiled); !f.opaque {
-		s.fast = f
-	}
+	s.fast = fastpath.Compile(compiled)
 	return s, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/llmpipeline/pipeline/schemas/internal/fastpath"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/message"
 )
@@ -50,8 +51,9 @@ type Schema struct {
 	subs    map[string]*jsonschema.Schema
 	printer *message.Printer
 	// fast accepts most valid documents without the general validator
-	// (fast.go); nil when the root uses a keyword it does not decide.
-	fast *fastNode
+	// (package schemas/internal/fastpath); nil when the root uses a
+	// keyword it does not decide.
+	fast *fastpath.Checker
 	// truth: some subschema carries x-grounded or x-rules (truth.go);
 	// rules lists the x-rules.
 	truth bool

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/llmpipeline/pipeline/schemas/internal/fastpath"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"github.com/tidwall/gjson"
@@ -31,7 +32,7 @@ var ErrNotJSON = errors.New("document is not JSON")
 // non-nil only when doc is not JSON (it wraps ErrNotJSON). Safe for
 // concurrent use.
 func (s *Schema) Validate(doc []byte, max int) (diags []Diagnostic, omitted int, err error) {
-	if s.fast != nil && s.fast.accept(doc) {
+	if s.fast != nil && s.fast.Accept(doc) {
 		return nil, 0, nil
 	}
 	return s.validate(doc, max)
@@ -71,8 +72,9 @@ func (s *Schema) validate(doc []byte, max int) (diags []Diagnostic, omitted int,
 // maxExponent bounds the decimal exponent of numbers Validate accepts. The
 // validator compares numbers as exact rationals, and 1e999999999 would take
 // it minutes and gigabytes: such a number (far outside float64) is reported
-// as a diagnostic instead.
-const maxExponent = 400
+// as a diagnostic instead. The fast path refuses the same numbers: the
+// bound is fastpath.MaxExponent.
+const maxExponent = fastpath.MaxExponent
 
 // hugeNumber finds the first number whose exponent is beyond maxExponent.
 func hugeNumber(v any, path []string) (Diagnostic, bool) {

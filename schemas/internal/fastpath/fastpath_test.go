@@ -1,4 +1,4 @@
-package schemas
+package fastpath
 
 import (
 	"bytes"
@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // The fast path's one promise: when it accepts a document, the general
@@ -71,64 +75,135 @@ var fastSchemas = map[string]string{
 			"ok": {"type": "string"}
 		}
 	}`,
-	"union": `{
-		"$defs": {
-			"card": {"type": "object", "required": ["kind", "last4"], "additionalProperties": false,
-				"properties": {"kind": {"const": "card"}, "last4": {"type": "string", "pattern": "^[0-9]{4}$"}}},
-			"iban": {"type": "object", "required": ["kind", "iban"],
-				"properties": {"kind": {"const": "iban"}, "iban": {"type": "string", "minLength": 15, "maxLength": 34}}},
-			"cash": {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["cash", "cheque"]}, "amount": {"type": "number", "exclusiveMinimum": 0}}}
-		},
-		"type": "object",
-		"properties": {
-			"pay": {"oneOf": [{"$ref": "#/$defs/card"}, {"$ref": "#/$defs/iban"}, {"$ref": "#/$defs/cash"}]},
-			"id": {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
-			"qty": {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]},
-			"note": {"not": {"type": "null"}},
-			"tags": {"type": "array", "items": {"not": {"enum": ["", "n/a"]}}},
-			"ship": {"type": "object",
-				"if": {"properties": {"country": {"const": "US"}}, "required": ["country"]},
-				"then": {"required": ["zip"], "properties": {"zip": {"type": "string", "pattern": "^[0-9]{5}$"}}},
-				"else": {"properties": {"zip": {"type": "string"}}}},
-			"size": {"if": {"type": "integer"}, "then": {"minimum": 1}},
-			"list": {"oneOf": [{"type": "array", "maxItems": 1}, {"type": "array", "minItems": 3}, {"type": "array", "items": false, "prefixItems": [{"type": "null"}]}]}
-		}
-	}`,
 }
 
-func fastRegistry(t testing.TB) []*Schema {
+// schemasDir is package schemas' directory, whose fixtures these tests
+// share: the built-in schemas, the union schema (testdata/union.json) and
+// the 2 KB invoice.
+const schemasDir = "../.."
+
+// fixture reads a file of schemasDir.
+func fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	r, err := Builtin()
+	b, err := os.ReadFile(filepath.Join(schemasDir, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*Schema
-	for _, id := range r.IDs() {
-		s, _ := r.Get(id)
-		out = append(out, s)
+	return b
+}
+
+// schema is one schema of the tests: its text, the general validator's
+// compiled form and the fast path compiled from it.
+type schema struct {
+	ID       string
+	Raw      []byte
+	compiled *jsonschema.Schema
+	fast     *Checker
+}
+
+// mustCompile compiles a schema the way package schemas does: draft
+// 2020-12 by default, formats asserted.
+func mustCompile(t testing.TB, id, raw string) *schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(raw))
+	if err != nil {
+		t.Fatalf("parsing schema %s: %v", id, err)
 	}
-	ids := make([]string, 0, len(fastSchemas))
-	for id := range fastSchemas {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	url := "mem:///" + id + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatalf("adding schema %s: %v", id, err)
+	}
+	compiled, err := c.Compile(url)
+	if err != nil {
+		t.Fatalf("compiling schema %s: %v", id, err)
+	}
+	return &schema{ID: id, Raw: []byte(raw), compiled: compiled, fast: Compile(compiled)}
+}
+
+// fastRegistry compiles the built-in schemas, then the union schema and
+// fastSchemas by id.
+func fastRegistry(t testing.TB) []*schema {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(schemasDir, "builtin", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no built-in schemas in %s: %v", schemasDir, err)
+	}
+	sort.Strings(files)
+	var out []*schema
+	for _, f := range files {
+		name := filepath.Base(f)
+		out = append(out, mustCompile(t, strings.TrimSuffix(name, ".json"), string(fixture(t, "builtin/"+name))))
+	}
+	raw := map[string]string{"union": string(fixture(t, "testdata/union.json"))}
+	for id, text := range fastSchemas {
+		raw[id] = text
+	}
+	ids := make([]string, 0, len(raw))
+	for id := range raw {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		out = append(out, mustCompile(t, id, fastSchemas[id]))
+		out = append(out, mustCompile(t, id, raw[id]))
 	}
 	return out
 }
 
+// validate is the general validator's verdict on doc as schemas.Validate
+// reaches it: nil when doc is one JSON value, holds no number whose
+// exponent is beyond MaxExponent (Validate reports those) and the compiled
+// schema finds no error.
+func validate(sch *jsonschema.Schema, doc []byte) error {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	if n, ok := hugeNumber(v); ok {
+		return fmt.Errorf("number %s: exponent out of range", n)
+	}
+	return sch.Validate(v)
+}
+
+// hugeNumber finds a number whose exponent is beyond MaxExponent.
+func hugeNumber(v any) (json.Number, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		i := strings.IndexAny(string(x), "eE")
+		if i < 0 {
+			return "", false
+		}
+		exp, err := strconv.Atoi(strings.TrimPrefix(string(x[i+1:]), "+"))
+		return x, err != nil || exp < -MaxExponent || exp > MaxExponent
+	case []any:
+		for _, e := range x {
+			if n, ok := hugeNumber(e); ok {
+				return n, true
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if n, ok := hugeNumber(e); ok {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
 // checkSound fails when the fast path accepts what the general validator
 // rejects, and returns whether each accepted.
-func checkSound(t testing.TB, s *Schema, doc []byte) (fast, general bool) {
+func checkSound(t testing.TB, s *schema, doc []byte) (fast, general bool) {
 	t.Helper()
-	fast = s.fast != nil && s.fast.accept(doc)
-	ds, _, err := s.validate(doc, 0)
-	general = err == nil && len(ds) == 0
+	fast = s.fast != nil && s.fast.Accept(doc)
+	err := validate(s.compiled, doc)
+	general = err == nil
 	if fast && !general {
-		t.Fatalf("%s: fast path accepted %s, general validator: err %v, diagnostics %v", s.ID, doc, err, ds)
+		t.Fatalf("%s: fast path accepted %s, general validator: %v", s.ID, doc, err)
 	}
-	if s.fast != nil && general && rejectsDoc(s.fast, doc) {
+	if s.fast != nil && general && rejectsDoc(s.fast.root, doc) {
 		t.Fatalf("%s: rejects says %s is invalid, the general validator accepts it", s.ID, doc)
 	}
 	return fast, general
@@ -136,7 +211,9 @@ func checkSound(t testing.TB, s *Schema, doc []byte) (fast, general bool) {
 
 func TestFastEdgeCases(t *testing.T) {
 	t.Parallel()
-	byID := map[string]*Schema{}
+	invoiceValid := fixture(t, "testdata/invoice_valid.json")
+	invoiceInvalid := fixture(t, "testdata/invoice_invalid.json")
+	byID := map[string]*schema{}
 	for _, s := range fastRegistry(t) {
 		byID[s.ID] = s
 	}
@@ -257,7 +334,7 @@ func TestFastEdgeCases(t *testing.T) {
 }
 
 // rejectsDoc applies rejects to a whole document.
-func rejectsDoc(n *fastNode, doc []byte) bool {
+func rejectsDoc(n *node, doc []byte) bool {
 	sc := scanner{doc: doc, budget: 16*len(doc) + 1024}
 	sc.ws()
 	return sc.rejects(sc.pos, n, 0)
@@ -609,6 +686,8 @@ func writeJSON(b *bytes.Buffer, v any) {
 // FuzzFastPath: whatever the bytes, the fast path never accepts a document
 // the general validator rejects.
 func FuzzFastPath(f *testing.F) {
+	invoiceValid := fixture(f, "testdata/invoice_valid.json")
+	invoiceInvalid := fixture(f, "testdata/invoice_invalid.json")
 	for _, seed := range []string{
 		string(invoiceValid), string(invoiceInvalid), `{}`, `[]`, `null`, `1e400`,
 		`{"id":"ab","tags":["a"],"price":1,"tree":{"v":1,"kids":[{"v":2}]}}`,

@@ -1,14 +1,15 @@
-package schemas
+package fastpath
 
 // The fast path's walk over a document's bytes: values, objects and arrays
-// checked against a fastNode in one pass.
+// checked against a node in one pass.
 
-// accept reports whether doc is one JSON value that n accepts (see the
-// contract above).
-func (n *fastNode) accept(doc []byte) bool {
+// Accept reports whether doc is one JSON value the schema accepts: true
+// implies the general validator finds no error in it (see the package
+// doc); false only means "not shown valid here".
+func (c *Checker) Accept(doc []byte) bool {
 	sc := scanner{doc: doc, budget: 16*len(doc) + 1024}
 	sc.ws()
-	if !sc.value(n, 0) {
+	if !sc.value(c.root, 0) {
 		return false
 	}
 	sc.ws()
@@ -39,9 +40,9 @@ func (sc *scanner) ws() {
 }
 
 // value checks the value at pos against n (nil: syntax only).
-func (sc *scanner) value(n *fastNode, depth int) bool {
+func (sc *scanner) value(n *node, depth int) bool {
 	sc.budget--
-	if depth > fastMaxDepth || sc.pos >= len(sc.doc) || sc.budget < 0 {
+	if depth > maxDepth || sc.pos >= len(sc.doc) || sc.budget < 0 {
 		return false
 	}
 	if n == nil {
@@ -81,7 +82,7 @@ func (sc *scanner) value(n *fastNode, depth int) bool {
 			return false
 		}
 		if n.hasIf {
-			var branch *fastNode
+			var branch *node
 			var unused int
 			switch {
 			case sc.again(start, n.ifN, depth+1, &unused):
@@ -126,7 +127,7 @@ func (sc *scanner) value(n *fastNode, depth int) bool {
 
 // again checks the value at start against n, records where the value
 // ended in *end when n accepts it, and moves pos back to start.
-func (sc *scanner) again(start int, n *fastNode, depth int, end *int) bool {
+func (sc *scanner) again(start int, n *node, depth int, end *int) bool {
 	sc.pos = start
 	ok := sc.value(n, depth)
 	if ok {
@@ -136,7 +137,7 @@ func (sc *scanner) again(start int, n *fastNode, depth int, end *int) bool {
 	return ok
 }
 
-func (n *fastNode) allows(t uint8) bool { return n.types == 0 || n.types&t != 0 }
+func (n *node) allows(t uint8) bool { return n.types == 0 || n.types&t != 0 }
 
 func (sc *scanner) literal(lit string) bool {
 	if len(sc.doc)-sc.pos < len(lit) || string(sc.doc[sc.pos:sc.pos+len(lit)]) != lit {
@@ -147,9 +148,9 @@ func (sc *scanner) literal(lit string) bool {
 }
 
 // skip checks the syntax of one value, with the general validator's limit
-// on exponents (Validate reports numbers beyond maxExponent).
+// on exponents (Validate reports numbers beyond MaxExponent).
 func (sc *scanner) skip(depth int) bool {
-	if depth > fastMaxDepth || sc.pos >= len(sc.doc) {
+	if depth > maxDepth || sc.pos >= len(sc.doc) {
 		return false
 	}
 	switch c := sc.doc[sc.pos]; c {
@@ -247,12 +248,12 @@ func (sc *scanner) next(closing byte) (more, ok bool) {
 }
 
 // object checks an object; n == nil checks its syntax only.
-func (sc *scanner) object(n *fastNode, depth int) bool {
+func (sc *scanner) object(n *node, depth int) bool {
 	var seen uint64
 	count := 0
 	var keys [][]byte // for minProperties: a repeated key counts once when decoded
 	ok := sc.members(func(key []byte, esc bool) bool {
-		var child *fastNode
+		var child *node
 		if n != nil && n.hasObjRule {
 			if esc {
 				return false // names compared as decoded text: not here
@@ -289,7 +290,7 @@ func (sc *scanner) object(n *fastNode, depth int) bool {
 	return ok && (n == nil || n.objectEnd(seen, count))
 }
 
-func (n *fastNode) objectEnd(seen uint64, count int) bool {
+func (n *node) objectEnd(seen uint64, count int) bool {
 	if n.nRequired > 0 && seen != (uint64(1)<<n.nRequired)-1 {
 		return false
 	}
@@ -297,10 +298,10 @@ func (n *fastNode) objectEnd(seen uint64, count int) bool {
 }
 
 // array checks an array; n == nil checks its syntax only.
-func (sc *scanner) array(n *fastNode, depth int) bool {
+func (sc *scanner) array(n *node, depth int) bool {
 	var strs [][]byte // the items' decoded text, for uniqueItems
 	count, ok := sc.elements(func(i int) bool {
-		var child *fastNode
+		var child *node
 		if n != nil && n.hasArrRule {
 			switch {
 			case i < len(n.prefix):
@@ -336,6 +337,6 @@ func (sc *scanner) array(n *fastNode, depth int) bool {
 	return ok && (n == nil || n.arrayEnd(count))
 }
 
-func (n *fastNode) arrayEnd(count int) bool {
+func (n *node) arrayEnd(count int) bool {
 	return count >= n.minItems && (n.maxItems < 0 || count <= n.maxItems)
 }

@@ -1,4 +1,4 @@
-package schemas
+package fastpath
 
 import (
 	"math/big"
@@ -6,26 +6,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// The fast path: most documents a worker validates are valid, and for them
-// the general validator's cost (decoding the whole document into maps and
-// json.Numbers, comparing every bound as a big.Rat) buys nothing but a nil.
-// A fast node is a schema compiled once more, from the general validator's
-// own compiled form, into a checker that walks the document's bytes in one
-// pass without decoding it.
-//
-// The contract is one-sided: accept(doc) == true implies the general
-// validator finds no error and Validate would return no diagnostic (the
-// differential tests and FuzzFastPath hold it to that). false only means "not
-// shown valid here": the document may be invalid, or use something the fast
-// path does not decide (a keyword it does not implement, an escaped key, a
-// number it cannot compare exactly, a oneOf whose other branches are not
-// plainly invalid). Validate then runs the general validator, which
-// produces the diagnostics. Nothing the fast path does can change a
-// verdict, only skip work when the verdict is "valid".
-
-// fastMaxDepth bounds nesting (of the document and of $ref chains at one
+// maxDepth bounds nesting (of the document and of $ref chains at one
 // value); deeper than that, the fast path gives up.
-const fastMaxDepth = 512
+const maxDepth = 512
 
 // stringFormats are the formats whose checks (in the general validator)
 // ignore values that are not strings.
@@ -52,8 +35,8 @@ var typeBits = map[string]uint8{
 	"string": tString, "array": tArray, "object": tObject,
 }
 
-// fastNode is one compiled subschema. A nil *fastNode accepts any value.
-type fastNode struct {
+// node is one compiled subschema. A nil *node accepts any value.
+type node struct {
 	opaque bool // uses a keyword the fast path does not decide: never accepts
 	never  bool // the false schema
 	hasOwn bool // has rules besides the applicators ($ref, allOf, anyOf, oneOf, not, if)
@@ -71,32 +54,32 @@ type fastNode struct {
 
 	format *jsonschema.Format
 
-	ref   *fastNode
-	allOf []*fastNode
-	anyOf []*fastNode
+	ref   *node
+	allOf []*node
+	anyOf []*node
 	// oneOf, not and if/then/else need a branch shown invalid, which
-	// rejects (fastreject.go) does for the common cases
-	oneOf  []*fastNode
+	// rejects (reject.go) does for the common cases
+	oneOf  []*node
 	hasNot bool
-	not    *fastNode
+	not    *node
 	hasIf  bool
-	ifN    *fastNode
-	thenN  *fastNode
-	elseN  *fastNode
+	ifN    *node
+	thenN  *node
+	elseN  *node
 
 	// objects
-	fields     map[string]fastField // properties and required names
+	fields     map[string]field // properties and required names
 	nRequired  int
 	addlFalse  bool
-	addl       *fastNode // when !addlFalse; nil = any
+	addl       *node // when !addlFalse; nil = any
 	minProps   int
 	maxProps   int // -1 = none
 	hasObjRule bool
 
 	// arrays
-	prefix     []*fastNode
-	items      *fastNode // after prefix; nil = any
-	itemsFalse bool      // no items after prefix
+	prefix     []*node
+	items      *node // after prefix; nil = any
+	itemsFalse bool  // no items after prefix
 	minItems   int
 	maxItems   int // -1 = none
 	unique     bool
@@ -110,42 +93,54 @@ type fastNode struct {
 
 	// numbers: bounds as the nearest float64 of the exact bound; a value
 	// whose float equals a bound's float is not decided here (see num)
-	bounds []fastBound
+	bounds []bound
 }
 
-// fastBound is one of minimum, exclusiveMinimum (above) or maximum,
-// exclusiveMaximum (below).
-// fastField is what an object's node knows of one property name.
-type fastField struct {
-	node     *fastNode // when declared in properties
+// field is what an object's node knows of one property name.
+type field struct {
+	node     *node // when declared in properties
 	declared bool
 	bit      int // its bit among the required names, or -1
 }
 
-type fastBound struct {
+// bound is one of minimum, exclusiveMinimum (above) or maximum,
+// exclusiveMaximum (below).
+type bound struct {
 	f         float64
 	above     bool // the value must be above (minimum) or below (maximum)
 	exclusive bool
 	exact     bool // f is the bound exactly
 }
 
-// compileFast builds the fast checker of a compiled schema.
-func compileFast(sch *jsonschema.Schema) *fastNode {
-	return (&fastCompiler{memo: map[*jsonschema.Schema]*fastNode{}}).node(sch)
+// Checker is the fast path of one compiled schema. It is immutable and
+// safe for concurrent use by many goroutines.
+type Checker struct {
+	root *node
 }
 
-type fastCompiler struct {
-	memo map[*jsonschema.Schema]*fastNode
+// Compile builds the fast checker of a schema the general validator
+// compiled. It returns nil when the root uses a keyword the fast path does
+// not decide (such a checker would never accept).
+func Compile(sch *jsonschema.Schema) *Checker {
+	root := (&compiler{memo: map[*jsonschema.Schema]*node{}}).compile(sch)
+	if root == nil || root.opaque {
+		return nil
+	}
+	return &Checker{root: root}
 }
 
-func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
+type compiler struct {
+	memo map[*jsonschema.Schema]*node
+}
+
+func (c *compiler) compile(s *jsonschema.Schema) *node {
 	if s == nil {
 		return nil
 	}
 	if n, ok := c.memo[s]; ok {
 		return n
 	}
-	n := &fastNode{maxProps: -1, maxItems: -1, maxLen: -1}
+	n := &node{maxProps: -1, maxItems: -1, maxLen: -1}
 	c.memo[s] = n // before the children: $ref cycles end here
 	if !supported(s) {
 		n.opaque = true
@@ -181,27 +176,27 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 		}
 		n.format = s.Format
 	}
-	n.ref = c.node(s.Ref)
+	n.ref = c.compile(s.Ref)
 	for _, x := range s.AllOf {
-		n.allOf = append(n.allOf, c.node(x))
+		n.allOf = append(n.allOf, c.compile(x))
 	}
 	for _, x := range s.AnyOf {
-		n.anyOf = append(n.anyOf, c.node(x))
+		n.anyOf = append(n.anyOf, c.compile(x))
 	}
 	for _, x := range s.OneOf {
-		n.oneOf = append(n.oneOf, c.node(x))
+		n.oneOf = append(n.oneOf, c.compile(x))
 	}
 	if s.Not != nil {
-		n.hasNot, n.not = true, c.node(s.Not)
+		n.hasNot, n.not = true, c.compile(s.Not)
 	}
 	if s.If != nil {
-		n.hasIf, n.ifN, n.thenN, n.elseN = true, c.node(s.If), c.node(s.Then), c.node(s.Else)
+		n.hasIf, n.ifN, n.thenN, n.elseN = true, c.compile(s.If), c.compile(s.Then), c.compile(s.Else)
 	}
 
 	if len(s.Properties) > 0 || len(s.Required) > 0 {
-		n.fields = make(map[string]fastField, len(s.Properties)+len(s.Required))
+		n.fields = make(map[string]field, len(s.Properties)+len(s.Required))
 		for k, x := range s.Properties {
-			n.fields[k] = fastField{node: c.node(x), declared: true, bit: -1}
+			n.fields[k] = field{node: c.compile(x), declared: true, bit: -1}
 		}
 		for _, k := range s.Required {
 			f, ok := n.fields[k]
@@ -225,7 +220,7 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 		n.addlFalse = !a
 		n.hasObjRule = n.hasObjRule || !a
 	case *jsonschema.Schema:
-		n.addl = c.node(a)
+		n.addl = c.compile(a)
 		n.hasObjRule = true
 	}
 	if s.MinProperties != nil {
@@ -237,28 +232,28 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 
 	switch it := s.Items.(type) { // drafts before 2020-12
 	case *jsonschema.Schema:
-		n.items = c.node(it)
+		n.items = c.compile(it)
 		n.hasArrRule = true
 	case []*jsonschema.Schema:
 		for _, x := range it {
-			n.prefix = append(n.prefix, c.node(x))
+			n.prefix = append(n.prefix, c.compile(x))
 		}
 		switch a := s.AdditionalItems.(type) {
 		case bool:
 			n.itemsFalse = !a
 		case *jsonschema.Schema:
-			n.items = c.node(a)
+			n.items = c.compile(a)
 		}
 		n.hasArrRule = true
 	}
 	if len(s.PrefixItems) > 0 {
 		for _, x := range s.PrefixItems {
-			n.prefix = append(n.prefix, c.node(x))
+			n.prefix = append(n.prefix, c.compile(x))
 		}
 		n.hasArrRule = true
 	}
 	if s.Items2020 != nil {
-		n.items = c.node(s.Items2020)
+		n.items = c.compile(s.Items2020)
 		if s.Items2020.Bool != nil && !*s.Items2020.Bool {
 			n.itemsFalse, n.items = true, nil
 		}
@@ -290,7 +285,7 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 	}{{s.Minimum, true, false}, {s.ExclusiveMinimum, true, true}, {s.Maximum, false, false}, {s.ExclusiveMaximum, false, true}} {
 		if b.r != nil {
 			f, exact := b.r.Float64()
-			n.bounds = append(n.bounds, fastBound{f: f, above: b.above, exclusive: b.exclusive, exact: exact})
+			n.bounds = append(n.bounds, bound{f: f, above: b.above, exclusive: b.exclusive, exact: exact})
 		}
 	}
 	n.hasOwn = n.types != 0 || n.hasEnum || n.format != nil || n.hasObjRule || n.hasArrRule ||
@@ -300,7 +295,7 @@ func (c *fastCompiler) node(s *jsonschema.Schema) *fastNode {
 
 // addEnum records one allowed value; values the fast path cannot compare
 // (numbers, arrays, objects) leave it to the general validator.
-func (n *fastNode) addEnum(v any) {
+func (n *node) addEnum(v any) {
 	switch x := v.(type) {
 	case string:
 		n.enumStr = append(n.enumStr, x)

@@ -1,4 +1,4 @@
-package schemas
+package fastpath
 
 import (
 	"strconv"
@@ -19,7 +19,7 @@ import (
 
 // oneOf holds when exactly one branch accepts the value and every other
 // branch is shown invalid. end is set as for again.
-func (sc *scanner) oneOf(start int, branches []*fastNode, depth int, end *int) bool {
+func (sc *scanner) oneOf(start int, branches []*node, depth int, end *int) bool {
 	accepted := -1
 	for i, b := range branches {
 		if sc.rejects(start, b, depth) {
@@ -35,15 +35,15 @@ func (sc *scanner) oneOf(start int, branches []*fastNode, depth int, end *int) b
 
 // rejects reports whether n is shown not to hold for the value at start; it
 // leaves pos where it found it.
-func (sc *scanner) rejects(start int, n *fastNode, depth int) bool {
+func (sc *scanner) rejects(start int, n *node, depth int) bool {
 	pos := sc.pos
 	defer func() { sc.pos = pos }()
 	return sc.rejectsAt(start, n, depth)
 }
 
-func (sc *scanner) rejectsAt(start int, n *fastNode, depth int) bool {
+func (sc *scanner) rejectsAt(start int, n *node, depth int) bool {
 	sc.budget--
-	if n == nil || n.opaque || depth > fastMaxDepth || sc.budget < 0 || start >= len(sc.doc) {
+	if n == nil || n.opaque || depth > maxDepth || sc.budget < 0 || start >= len(sc.doc) {
 		return false
 	}
 	if n.never {
@@ -90,7 +90,7 @@ func (sc *scanner) rejectsAt(start int, n *fastNode, depth int) bool {
 	}
 }
 
-func (sc *scanner) rejectsString(n *fastNode) bool {
+func (sc *scanner) rejectsString(n *node) bool {
 	if !n.allows(tString) {
 		return true
 	}
@@ -128,7 +128,7 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-func (sc *scanner) rejectsNumber(n *fastNode) bool {
+func (sc *scanner) rejectsNumber(n *node) bool {
 	ni, ok := sc.number()
 	if !ok {
 		return false
@@ -165,7 +165,7 @@ func (sc *scanner) rejectsNumber(n *fastNode) bool {
 // is allowed, a required one missing, too few or too many properties. An
 // object with an escaped or repeated name is not decided here; nor is one
 // that is not JSON to its end.
-func (sc *scanner) rejectsObject(n *fastNode, depth int) bool {
+func (sc *scanner) rejectsObject(n *node, depth int) bool {
 	if !n.hasObjRule {
 		return false
 	}
@@ -205,14 +205,14 @@ func (sc *scanner) rejectsObject(n *fastNode, depth int) bool {
 
 // objectBroken: a required property missing, or a property count out of
 // bounds (count without repeated names).
-func (n *fastNode) objectBroken(seen uint64, count int) bool {
+func (n *node) objectBroken(seen uint64, count int) bool {
 	return (n.nRequired > 0 && seen != (uint64(1)<<n.nRequired)-1) ||
 		count < n.minProps || (n.maxProps >= 0 && count > n.maxProps)
 }
 
 // rejectsArray: an item shown invalid, an item where none is allowed, too
 // few or too many items. uniqueItems is not decided here.
-func (sc *scanner) rejectsArray(n *fastNode, depth int) bool {
+func (sc *scanner) rejectsArray(n *node, depth int) bool {
 	if !n.hasArrRule {
 		return false
 	}

@@ -1,4 +1,4 @@
-package schemas
+package fastpath
 
 // The fast path's strings and numbers: spans read in place, escapes decoded
 // only when present, numbers compared exactly or left to the general
@@ -74,7 +74,7 @@ func (sc *scanner) strSpan() (start, end int, esc, ok bool) {
 }
 
 // str checks the string at pos against n's string rules.
-func (sc *scanner) str(n *fastNode) bool {
+func (sc *scanner) str(n *node) bool {
 	s, e, esc, ok := sc.strSpan()
 	if !ok {
 		return false
@@ -122,6 +122,12 @@ func unescape(quoted []byte) []byte {
 	return out
 }
 
+// MaxExponent bounds the decimal exponent of the numbers the fast path
+// accepts. It is the general validator's bound: schemas.Validate reports a
+// number beyond it (comparing it exactly would take minutes), so the fast
+// path must not accept one.
+const MaxExponent = 400
+
 // numInfo is what number scanning learns about a number's text.
 type numInfo struct {
 	start, end int
@@ -131,7 +137,7 @@ type numInfo struct {
 	digits     int // digits before the point
 }
 
-// number moves past a JSON number, refusing exponents beyond maxExponent.
+// number moves past a JSON number, refusing exponents beyond MaxExponent.
 func (sc *scanner) number() (numInfo, bool) {
 	d := sc.doc
 	i := sc.pos
@@ -174,7 +180,7 @@ func (sc *scanner) number() (numInfo, bool) {
 		exp := 0
 		for i < len(d) && '0' <= d[i] && d[i] <= '9' {
 			exp = exp*10 + int(d[i]-'0')
-			if exp > maxExponent {
+			if exp > MaxExponent {
 				return ni, false
 			}
 			i++
@@ -228,7 +234,7 @@ func exactFloat(b []byte) (f float64, ok bool) {
 }
 
 // num checks the number at pos against n's type and bounds.
-func (sc *scanner) num(n *fastNode) bool {
+func (sc *scanner) num(n *node) bool {
 	ni, ok := sc.number()
 	if !ok {
 		return false
