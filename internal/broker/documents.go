@@ -30,16 +30,24 @@ func documentsConfig(replicas int) jetstream.KeyValueConfig {
 // do not each create a replicated bucket (three at once on a loaded
 // three-node cluster outlasted the API's timeout).
 func (c *Conn) DocumentBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	return lookupKV(ctx, c, documentsConfig(c.cfg.Replicas))
+}
+
+// lookupKV opens a bucket EnsureBuckets made with the streams by a
+// lookup, creating it only when it is not there (a server whose streams
+// an older release made), again on the server that took over when the
+// embedded one changes hands.
+func lookupKV(ctx context.Context, c *Conn, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
-	err := c.RetryOnHandover(ctx, "opening the documents bucket", func() error {
+	err := c.RetryOnHandover(ctx, "opening key-value bucket "+cfg.Bucket, func() error {
 		var err error
-		if kv, err = c.js.KeyValue(ctx, BucketDocuments); errors.Is(err, jetstream.ErrBucketNotFound) {
-			kv, err = c.js.CreateOrUpdateKeyValue(ctx, documentsConfig(c.cfg.Replicas))
+		if kv, err = c.js.KeyValue(ctx, cfg.Bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = c.js.CreateOrUpdateKeyValue(ctx, cfg)
 		}
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("opening key-value bucket %s (replicas %d): %w", BucketDocuments, c.cfg.Replicas, err)
+		return nil, fmt.Errorf("opening key-value bucket %s (replicas %d): %w", cfg.Bucket, cfg.Replicas, err)
 	}
 	return kv, nil
 }

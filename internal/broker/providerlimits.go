@@ -47,16 +47,9 @@ type ProviderLimits struct {
 // Opening is a lookup, as for the documents' bucket: a fleet starting at
 // once does not each create a replicated bucket.
 func (c *Conn) ProviderLimits(ctx context.Context) (*ProviderLimits, error) {
-	var kv jetstream.KeyValue
-	err := c.RetryOnHandover(ctx, "opening the provider limits bucket", func() error {
-		var err error
-		if kv, err = c.js.KeyValue(ctx, BucketProviderLimits); errors.Is(err, jetstream.ErrBucketNotFound) {
-			kv, err = c.js.CreateOrUpdateKeyValue(ctx, providerLimitsConfig(c.cfg.Replicas))
-		}
-		return err
-	})
+	kv, err := lookupKV(ctx, c, providerLimitsConfig(c.cfg.Replicas))
 	if err != nil {
-		return nil, fmt.Errorf("opening key-value bucket %s (replicas %d): %w", BucketProviderLimits, c.cfg.Replicas, err)
+		return nil, err
 	}
 	return &ProviderLimits{kv: kv}, nil
 }

@@ -81,22 +81,19 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 		// restarted on its data dir): the limiter starts from what the
 		// provider said then. The largest K runs once more on a new data
 		// dir, where the first call probes the provider alone.
-		for _, k := range o.Ks {
-			n := jobsFor(k, o.HTTPLatency, o.Duration, o.MinJobs)
-			res := runHTTPCase(ctx, self, k, n, o.HTTPLatency, 1, stderr)
-			res.Section, res.Name = "http", fmt.Sprintf("openai K=%d", k)
+		httpCase := func(k, warm int, name string) caseResult {
+			res := runHTTPCase(ctx, self, k, jobsFor(k, o.HTTPLatency, o.Duration, o.MinJobs), o.HTTPLatency, warm, stderr)
+			res.Section, res.Name = "http", name
 			withIdeal(&res, k, o.HTTPLatency)
-			r.HTTP = append(r.HTTP, res)
 			printCase(stdout, res)
+			return res
+		}
+		for _, k := range o.Ks {
+			r.HTTP = append(r.HTTP, httpCase(k, 1, fmt.Sprintf("openai K=%d", k)))
 		}
 		if len(o.Ks) > 0 {
 			k := slices.Max(o.Ks)
-			n := jobsFor(k, o.HTTPLatency, o.Duration, o.MinJobs)
-			res := runHTTPCase(ctx, self, k, n, o.HTTPLatency, 0, stderr)
-			res.Section, res.Name = "http", fmt.Sprintf("openai K=%d new data dir", k)
-			withIdeal(&res, k, o.HTTPLatency)
-			r.HTTPNew = append(r.HTTPNew, res)
-			printCase(stdout, res)
+			r.HTTPNew = append(r.HTTPNew, httpCase(k, 0, fmt.Sprintf("openai K=%d new data dir", k)))
 		}
 	}
 	if o.enabled("cpu") {
