@@ -61,6 +61,18 @@ func chunkFromHeader(h nats.Header) (*job.ChunkOf, string, bool) {
 	return &job.ChunkOf{Document: c.Document, K: c.K, N: c.N}, c.Schema, true
 }
 
+// chunkRunOf is the run of a chunk delivery as its document counts it:
+// the run its message id names. For a chunk whose body could not be read
+// that is not its ledger run (an invalid job is keyed on its message id,
+// run 0), so it is read against the chunk's job id, "<document>#<k>": a
+// replayed chunk that cannot be read still ends its document's new run.
+func chunkRunOf(d *Delivery) int {
+	if d.JobErr != nil && d.Job.Chunk != nil {
+		return ledger.RunOf(d.MsgID, job.ChunkID(d.Job.Chunk.Document, d.Job.Chunk.K))
+	}
+	return ledgerRunOf(d)
+}
+
 // Documents merges a long document whose every chunk ended.
 type Documents interface {
 	// Merge returns the document's outcome: ActionResult or
@@ -113,7 +125,7 @@ func (e *docEnder) chunkEnded(d *Delivery, stream string, seq uint64) error {
 	c := d.Job.Chunk
 	ctx, cancel := context.WithTimeout(r.pubCtx, time.Minute)
 	defer cancel()
-	doc, last, err := e.states.ChunkEnded(ctx, c.Document, c.N, c.K, ledgerRunOf(d), stream, seq)
+	doc, last, err := e.states.ChunkEnded(ctx, c.Document, c.N, c.K, chunkRunOf(d), stream, seq)
 	if err != nil {
 		return fmt.Errorf("recording chunk %d of document %s: %w", c.K, c.Document, err)
 	}
@@ -129,7 +141,7 @@ func (e *docEnder) chunkEndedFromLedger(d *Delivery) error {
 	if e == nil || d.Job.Chunk == nil {
 		return nil
 	}
-	run, ok, err := e.r.ledger.RunEnded(e.r.pubCtx, d.Job.ID, ledgerRunOf(d))
+	run, ok, err := e.r.ledger.RunEnded(e.r.pubCtx, ledgerKeyOf(d), ledgerRunOf(d))
 	if err != nil || !ok {
 		return fmt.Errorf("reading where chunk %s's outcome is: %w (found %v)", d.MsgID, err, ok)
 	}

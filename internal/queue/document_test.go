@@ -292,3 +292,26 @@ func TestUnreadableChunkEndsItsDocument(t *testing.T) {
 		t.Errorf("document outcomes %q (merge calls %v), want one, with chunk 2 a dead letter", doc, docs.calls)
 	}
 }
+
+// A chunk counts in its document as the run its message id names, also
+// when its body could not be read (its ledger entry is then keyed on the
+// message id, run 0): a replayed chunk that cannot be read ends its
+// document's new run, not the old one.
+func TestChunkRunOfAnUnreadableChunk(t *testing.T) {
+	t.Parallel()
+	chunk := &job.ChunkOf{Document: "doc u.1", K: 2, N: 2}
+	invalid := fmt.Errorf("%w: over the limit", job.ErrInvalid)
+	for _, c := range []struct {
+		d    Delivery
+		want int
+	}{
+		{Delivery{MsgID: "doc u.1#2~r3", Job: job.Job{ID: "doc u.1#2", Chunk: chunk}}, 3},
+		{Delivery{MsgID: "doc u.1#2~r3", JobErr: invalid, Job: job.Job{Chunk: chunk}}, 3},
+		{Delivery{MsgID: "doc u.1#2", JobErr: invalid, Job: job.Job{Chunk: chunk}}, 0},
+		{Delivery{MsgID: "other~r3", JobErr: invalid, Job: job.Job{Chunk: chunk}}, 0},
+	} {
+		if got := chunkRunOf(&c.d); got != c.want {
+			t.Errorf("chunkRunOf(%s, invalid %v) = %d, want %d", c.d.MsgID, c.d.JobErr != nil, got, c.want)
+		}
+	}
+}
