@@ -56,7 +56,8 @@ func ticketAnswers() http.Handler {
 // makes the same calls, has the same success rate and costs half; stats
 // shows its attempts and their cost apart.
 func TestBatchRunCostsHalfWithTheSameSuccessRate(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := batchtest.New(batchtest.Config{Answer: ticketAnswers(), Key: "sk-test"})
 	t.Cleanup(srv.Close)
 	var batchDir string

@@ -112,7 +112,8 @@ func TestBatchRunStopsOnAuthFailure(t *testing.T) {
 // provider's message, and `pipeline batches` shows the reason. Before:
 // the batch was re-sent as if expired and the message was lost.
 func TestBatchesShowsWhyABatchFailed(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := batchtest.New(batchtest.Config{Answer: ticketAnswers(), Key: "sk-test", Refuse: func(body []byte) *batchtest.ErrorData {
 		if bytes.Contains(body, []byte("JOB=bad-00")) {
 			return &batchtest.ErrorData{Code: "invalid_value", Message: "Invalid value for 'messages[1].content'.", Param: "body.messages[1].content"}

@@ -114,7 +114,8 @@ func freeAddr(t *testing.T) string {
 // results, 10 heal turns and 10 dead letters, and the gauge every batch
 // the provider created as ended and completed, none in flight.
 func TestBatchRunMetrics(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := batchtest.New(batchtest.Config{Answer: ticketAnswers(), Key: "sk-test", Hold: true})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -208,7 +209,8 @@ func TestBatchRunMetrics(t *testing.T) {
 // batch run shows the batches in flight by state and the requests in
 // them, and the run still ends with its summary.
 func TestBatchRunProgressShowsBatches(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := batchtest.New(batchtest.Config{Answer: ticketAnswers(), Key: "sk-test", Hold: true})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
@@ -218,7 +220,7 @@ func TestBatchRunProgressShowsBatches(t *testing.T) {
 		terminal: func(s any) bool { return s == any(&errs) }})
 	done := make(chan error, 1)
 	go func() {
-		done <- app.RunContext(t.Context(), []string{"pipeline", "run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-4o-mini", "--llm-url", srv.URL + "/v1",
+		done <- runApp(t.Context(), app, []string{"pipeline", "run", "--data-dir", dir, "--until-idle", "--model", "openai:gpt-4o-mini", "--llm-url", srv.URL + "/v1",
 			"--max-attempts", "2", "--concurrency", "4", "--batch", "--batch-size", "4", "--batch-wait", "1s", "--batch-poll", "50ms"})
 	}()
 	drawn := regexp.MustCompile(`in flight \d+  batches in_progress 1  requests 4 in batches`)

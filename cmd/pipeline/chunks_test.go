@@ -152,7 +152,8 @@ func contractJob(t *testing.T, id, text string) string {
 // counting the chunks, their ranges, attempts and tokens; results --chunks
 // shows the chunks too. A short job beside it stays an ordinary job.
 func TestLongDocumentEndsOnceMerged(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newChunkServer(t)
 	dir, schemas := t.TempDir(), contractDir(t)
 	in := contractJob(t, "deal-1", longContract(false)) + contractJob(t, "short-1", "A note from PARTY=Dan only.")
@@ -234,7 +235,8 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 // Once the model is fixed, dlq replay of the document runs only that chunk
 // again, and the document ends as a result with every chunk merged.
 func TestPartialDocumentReplayedToAResult(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newChunkServer(t)
 	dir, schemas := t.TempDir(), contractDir(t)
 	mustCLI(t, contractJob(t, "deal-2", longContract(true)), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "300", "-")
@@ -321,7 +323,8 @@ func TestPartialDocumentReplayedToAResult(t *testing.T) {
 // maxItems: the document is a dead letter of class merge, holding the merge,
 // the schema's diagnostics and every chunk's data.
 func TestMergeThatFailsTheSchemaIsAMergeDeadLetter(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newChunkServer(t)
 	dir, schemas := t.TempDir(), t.TempDir()
 	bounded := strings.Replace(contractSchema, `"x-merge-key": ["name"],`, `"x-merge-key": ["name"], "maxItems": 2,`, 1)
@@ -396,6 +399,7 @@ func TestSubmitChunkingSettings(t *testing.T) {
 // document that had ended republished its chunks one by one, and the
 // document ended once per chunk, mixing its old and new runs.
 func TestRerunOfALongDocumentIsRefused(t *testing.T) {
+	t.Parallel()
 	dir, schemas := t.TempDir(), contractDir(t)
 	file := filepath.Join(t.TempDir(), "deals.jsonl")
 	if err := os.WriteFile(file, []byte(contractJob(t, "short-1", "A note from PARTY=Dan only.")+contractJob(t, "deal.1 v2", longContract(false))), 0o600); err != nil {
@@ -424,6 +428,7 @@ func TestRerunOfALongDocumentIsRefused(t *testing.T) {
 // the flag to raise, before anything is published (its state would not fit
 // one message of the documents' bucket, and no chunk of it could end).
 func TestSubmitRefusesTooManyChunks(t *testing.T) {
+	t.Parallel()
 	dir, schemas := t.TempDir(), contractDir(t)
 	text := strings.Repeat("word ", 6*app.MaxChunks) // 30,000 characters a 5-character chunk
 	_, errs, code := runCLI(t, contractJob(t, "big", text), "submit", "--data-dir", dir, "--schemas", schemas, "--chunk-chars", "5", "-")

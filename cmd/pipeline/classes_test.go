@@ -14,6 +14,7 @@ import (
 // against an OpenAI-compatible server, and checks the calls the model got
 // and the outcome recorded in the index (class, attempts, trace).
 func TestFailureClasses(t *testing.T) {
+	t.Parallel()
 	valid := `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana", "email": "ana@example.com"}}`
 	// Invalid in a new way each time (other output, other diagnostics), so
 	// the loop makes progress and uses up its attempts.
@@ -103,6 +104,7 @@ func TestFailureClasses(t *testing.T) {
 // TestUnknownSchemaNeverCallsTheModel: a job whose schema the workers do
 // not have is dead-lettered at once, without a model call.
 func TestUnknownSchemaNeverCallsTheModel(t *testing.T) {
+	t.Parallel()
 	srv := newOpenAIServer(t, http.StatusOK, `{}`)
 	dir := t.TempDir()
 	mustCLI(t, `{"id":"j1","schema":"ticket","input":"text"}`+"\n", "submit", "--data-dir", dir, "-")

@@ -13,6 +13,7 @@ import (
 // TestDemo is the newcomer's command: every example job ends exactly once
 // and the report names the field the simulator cannot satisfy.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := mustCLI(t, "", "demo", "--data-dir", dir, "--sim-latency", "0")
 	for _, want := range []string{"jobs", "succeeded", "dead_lettered", "/tracking_code", "IMPOSSIBLE", "explore: pipeline ui --data-dir " + dir} {
@@ -72,6 +73,7 @@ func mustRead(t *testing.T, p string) []byte {
 
 // TestExitCodes holds the documented exit codes.
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	schemaDir := t.TempDir()
 	write := func(name, text string) {
 		if err := os.WriteFile(filepath.Join(schemaDir, name), []byte(text), 0o600); err != nil {
@@ -132,6 +134,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestParseBytes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		in   string
 		want int64

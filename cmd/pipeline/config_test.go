@@ -95,6 +95,7 @@ run:
 // TestConfigFileMistakes: an unknown key, or a value of the wrong type, is
 // a usage error (exit 2) naming the file, the line and the key.
 func TestConfigFileMistakes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, text, want string
 	}{
@@ -148,6 +149,7 @@ func TestConfigShowSources(t *testing.T) {
 // is broken for submit and report too, so submit refuses its jobs rather
 // than publishing what run will then refuse.
 func TestConfigFileSchemaLimitsReachEveryCommand(t *testing.T) {
+	t.Parallel()
 	dir, schemaDir := t.TempDir(), t.TempDir()
 	schema := `{"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}}}}`
 	if err := os.WriteFile(filepath.Join(schemaDir, "deep.json"), []byte(schema), 0o600); err != nil {

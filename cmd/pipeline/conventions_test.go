@@ -15,6 +15,7 @@ import (
 )
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	want := "pipeline version " + app.BuildVersion().String() + "\n"
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		out, errs, code := runCLI(t, "", args...)
@@ -40,6 +41,7 @@ func TestVersion(t *testing.T) {
 // TestCommandsAndHelp: help for a command, unknown commands exit 2, bare
 // pipeline prints its help on stderr and exits 2.
 func TestCommandsAndHelp(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name           string
 		args           []string
@@ -74,6 +76,7 @@ func TestCommandsAndHelp(t *testing.T) {
 // TestReadOnlyOnEmptyDataDir: every read-only command on a data dir without
 // pipeline data exits 3 naming it, and creates nothing.
 func TestReadOnlyOnEmptyDataDir(t *testing.T) {
+	t.Parallel()
 	cmds := [][]string{
 		{"results"}, {"stats"}, {"report"}, {"dlq", "list"}, {"dlq", "show", "job-1"}, {"dlq", "export"},
 		{"dlq", "replay", "--schema", "invoice"}, {"dlq", "purge", "--all"},
@@ -112,6 +115,7 @@ func TestReadOnlyOnEmptyDataDir(t *testing.T) {
 // TestJobErrorsInUserTerms: a bad job line is named by its line and what is
 // wrong in JSON terms, never by a Go type.
 func TestJobErrorsInUserTerms(t *testing.T) {
+	t.Parallel()
 	in := `{"id":"a1","schema":"invoice","input":"x"}
 {"id":"a2","schema":"invoice","input":"x"}
 [1, 2]
@@ -142,6 +146,7 @@ func TestJobErrorsInUserTerms(t *testing.T) {
 
 // TestHelpAgreesWithCode holds the help texts to what the code does.
 func TestHelpAgreesWithCode(t *testing.T) {
+	t.Parallel()
 	help := mustCLI(t, "", "run", "--help")
 	if !strings.Contains(help, "0: max(30s, request-timeout/2)") {
 		t.Errorf("--ack-wait's help does not say what ackWait computes:\n%s", grepLine(help, "--ack-wait"))
@@ -172,6 +177,7 @@ func TestHelpAgreesWithCode(t *testing.T) {
 // environment variable, and the manual (the README or a page of docs/)
 // names it.
 func TestConnectionFlagsHaveEnvVars(t *testing.T) {
+	t.Parallel()
 	readme := string(mustRead(t, "../../README.md"))
 	manual := docText(t)
 	for _, f := range config.BrokerFlags() {
@@ -213,6 +219,7 @@ func grepLine(s, sub string) string {
 // TestReplayMatchingNothing: a replay whose cluster or ids match no dead
 // letter says so and exits 1, dry run or not.
 func TestReplayMatchingNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, _ := jobsFile(t, 3)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)

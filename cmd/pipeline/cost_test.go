@@ -123,7 +123,8 @@ func statsJSON(t *testing.T, dir string) map[string]any {
 // neither dead-lettered nor paid; a second run without a budget finishes
 // them, and the model was called once per job.
 func TestBudgetStopsTheRunAndTheNextRunFinishes(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newModelServer(t, map[string]reply{"priced": {content: validTicket}})
 	// 140 tokens a call at $1000 per million: $0.14 a call.
 	prices := pricesFile(t, `{"openai:priced": {"input_per_mtok": 1000, "output_per_mtok": 1000}}`)
@@ -193,7 +194,8 @@ func traceModels(o map[string]any) string {
 // fallback continues the conversation and answers right. Each attempt
 // records its model and its cost, the result the model of its answer.
 func TestFallbackOnExhaustion(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newModelServer(t, map[string]reply{"primary": {content: invalidTicket}, "backup": {content: validTicket}})
 	prices := pricesFile(t, `{"openai:primary": {"input_per_mtok": 1000, "output_per_mtok": 1000}, "openai:backup": {"input_per_mtok": 2000, "output_per_mtok": 2000}}`)
 	dir := t.TempDir()
@@ -258,7 +260,8 @@ func TestFallbackOnExhaustion(t *testing.T) {
 // its breaker opens; from then on its jobs go to the fallback at once
 // instead of waiting for the cool-down.
 func TestFallbackWhenThePrimaryBreakerIsOpen(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newModelServer(t, map[string]reply{"primary": {status: http.StatusServiceUnavailable}, "backup": {content: validTicket}})
 	dir := t.TempDir()
 	ticketJobs(t, dir, "br", 8)
@@ -287,7 +290,8 @@ func TestFallbackWhenThePrimaryBreakerIsOpen(t *testing.T) {
 // reports cache reads; the built-in price of claude-haiku-4-5 bills them at
 // the cached rate, and the run's cost is that of the reported usage.
 func TestCostFromAnthropicUsageWithCacheReads(t *testing.T) {
-	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+	t.Parallel()
+	wantTestKeys(t)
 	var mu sync.Mutex
 	var headers []http.Header
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -336,7 +340,8 @@ func TestCostFromAnthropicUsageWithCacheReads(t *testing.T) {
 // TestUnpricedModelSaysSoOnce: a model priced nowhere has its tokens
 // counted and no cost; run says so once.
 func TestUnpricedModelSaysSoOnce(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newModelServer(t, map[string]reply{"local-model": {content: validTicket}})
 	dir := t.TempDir()
 	ticketJobs(t, dir, "up", 3)

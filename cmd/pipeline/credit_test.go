@@ -84,6 +84,8 @@ func TestRunStopsWhenNoCredit(t *testing.T) {
 		{"anthropic batch", "anthropic", "", "billing_error: Your credit balance is too low", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			// Parallel with each other only: the parent set the keys.
+			t.Parallel()
 			acct := newAccount(t, tt.provider)
 			dir := t.TempDir()
 			ids := ticketJobs(t, dir, "nc", 3)

@@ -61,6 +61,7 @@ What the settings do, by topic: [running workers](run.md), [providers and models
 // every command of the CLI main builds, every flag with its aliases, env
 // vars, default and usage.
 func TestConfigurationDoc(t *testing.T) {
+	t.Parallel()
 	got := configurationMarkdown(newApp(strings.NewReader(""), io.Discard, io.Discard))
 	if *updateDocs {
 		if err := os.WriteFile(configurationDoc, []byte(got), 0o644); err != nil {
@@ -317,6 +318,7 @@ func anchors(doc string) map[string]bool {
 // TestDocsLinks: every relative link of the README and of docs/ names a
 // file that exists, and every #anchor a heading of its page.
 func TestDocsLinks(t *testing.T) {
+	t.Parallel()
 	for _, file := range docFiles(t) {
 		doc := string(mustRead(t, file))
 		for i, l := range prose(doc) {
@@ -350,6 +352,7 @@ func TestDocsLinks(t *testing.T) {
 // the demo and the test command CI runs at its very top, links into at
 // least five pages of docs/.
 func TestREADMEFrontDoor(t *testing.T) {
+	t.Parallel()
 	readme := string(mustRead(t, "../../README.md"))
 	if n := strings.Count(readme, "\n"); n > 350 {
 		t.Errorf("README.md has %d lines, at most 350: move the detail into docs/", n)
@@ -390,6 +393,7 @@ var metricName = regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(pipeline_[a-z_]+
 // TestMetricsDocumented: every Prometheus metric the module defines is
 // named in the manual.
 func TestMetricsDocumented(t *testing.T) {
+	t.Parallel()
 	manual := docText(t)
 	var names []string
 	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {

@@ -35,7 +35,8 @@ func rawControl(s string) (rune, int) {
 // own output and summary. The JSON outputs stay JSON with the values
 // exact, their C1 controls and bidi overrides as \u escapes.
 func TestNoControlCharactersInTextOutputs(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newOpenAIServer(t, http.StatusOK, hostileAnswer)
 	dir := t.TempDir()
 	var jobs strings.Builder

@@ -49,7 +49,8 @@ func labelsFile(t *testing.T, lines ...string) string {
 // against labels; --json, --by model, the gate's exit codes, a broken
 // labelled file and the stored history.
 func TestEvalEndToEnd(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := newPerJobServer(t, func(model, job string) string {
 		switch {
 		case job == "ev-00" && model == "primary":
@@ -185,7 +186,8 @@ func TestEvalEndToEnd(t *testing.T) {
 // --rerun), eval again: the eval scores each job's latest run, --by
 // version tells the two versions apart, and the history keeps both.
 func TestEvalLoopOfASchemaAuthor(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	// before the change the model answers the person's name as the company;
 	// after it, a server answering right stands in for the model reading the
 	// better description

@@ -23,6 +23,7 @@ import (
 // queued (exit 0), not "no pipeline data"; --json has the counts at zero
 // and "queued".
 func TestStatsRightAfterSubmit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, _ := jobsFile(t, 5)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
@@ -48,6 +49,7 @@ func TestStatsRightAfterSubmit(t *testing.T) {
 // what it handed back, and nothing redraws the bar over that notice or the
 // summary afterwards (the bar's spinner goroutine used to outlive the run).
 func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, _ := jobsFile(t, 6)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
@@ -63,7 +65,7 @@ func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
 		terminal: func(s any) bool { return s == any(&errs) }})
 	done := make(chan error, 1)
 	go func() {
-		done <- app.RunContext(ctx, []string{"pipeline", "run", "--data-dir", dir, "--sim-latency", "10m", "-c", "2", "--shutdown-grace", "50ms"})
+		done <- runApp(ctx, app, []string{"pipeline", "run", "--data-dir", dir, "--sim-latency", "10m", "-c", "2", "--shutdown-grace", "50ms"})
 	}()
 	if err := poll.Wait(t, 30*time.Second, func() error {
 		if p, err := queue.Pending(t.Context(), conn); err != nil || p.AckPending < 2 || !strings.Contains(errs.String(), "in flight") {
@@ -100,6 +102,7 @@ func TestStoppedRunLeavesNoProgressBehind(t *testing.T) {
 // use it without being told again; an unknown schema names where it was
 // looked for and --schemas.
 func TestSchemasRememberedPerDataDir(t *testing.T) {
+	t.Parallel()
 	dir, schemaDir := t.TempDir(), t.TempDir()
 	// receipt: a schema of the user's, with a contradiction for the lint
 	receipt := `{"type":"object","required":["total"],"properties":{"total":{"type":"number"},"n":{"type":"integer","minimum":10,"maximum":1}}}`

@@ -25,6 +25,7 @@ import (
 // purge deleted shared.png and the replay failed ("no longer in the
 // object store").
 func TestFilesPurgeKeepsUnindexedOutcomes(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pngData := receiptPNG(t)
 	writeFile(t, dir, "shared.png", pngData)
@@ -51,7 +52,8 @@ func TestFilesPurgeKeepsUnindexedOutcomes(t *testing.T) {
 // stays and b1's answer ends as a result. Before: the purge deleted the
 // file and the paid answer ended as an invalid_job dead letter.
 func TestFilesPurgeKeepsBatchHeldJobs(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	srv := batchtest.New(batchtest.Config{Answer: validTicketAnswer(), Key: "sk-test", Hold: true})
 	t.Cleanup(srv.Close)
 	dataDir, dir := t.TempDir(), t.TempDir()
@@ -114,6 +116,7 @@ func TestFilesPurgeKeepsBatchHeldJobs(t *testing.T) {
 // than --keep-files ago stays. Before: both stayed stored for ever (a
 // purge looked only at the files of the runs it purged).
 func TestFilesPurgeSweepsUnnamed(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pngData, pdfData := receiptPNG(t), bigPDF(50<<10)
 	writeFile(t, dir, "a.png", pngData)
@@ -218,6 +221,7 @@ func deleteFromStream(t *testing.T, dataDir, stream, msgID string) {
 // letter holds the file's name, never its base64. Before: the dead
 // letter's job held the whole data URL.
 func TestFilesDataURLNotInDeadLetter(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	pngData := receiptPNG(t)
 	b64 := base64.StdEncoding.EncodeToString(pngData)
@@ -257,6 +261,7 @@ func TestFilesDataURLNotInDeadLetter(t *testing.T) {
 // naming the file and the flag, and takes a 21 MiB one. Before: the
 // default was 32 MiB, and such a file was published to fail at the call.
 func TestFilesDefaultLimitFitsTheRequest(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	writeFile(t, dir, "big.pdf", bigPDF(23<<20))
 	writeFile(t, dir, "ok.pdf", bigPDF(21<<20))
@@ -276,6 +281,7 @@ func TestFilesDefaultLimitFitsTheRequest(t *testing.T) {
 // once, by its bytes. Before: the URL's base64 and the file's bytes were
 // both counted (70 KB), and the job was refused.
 func TestFilesDataURLCountedOnce(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pdf := bigPDF(30000)
 	line := `{"id":"u1","schema":"invoice","files":[{"url":"data:application/pdf;base64,` + base64.StdEncoding.EncodeToString(pdf) + `"}]}` + "\n"

@@ -85,6 +85,7 @@ func storedFiles(t *testing.T, dataDir string) []string {
 // files are refused with FILE:LINE and the file's name; nothing is
 // published.
 func TestSubmitRefusesBadFiles(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	writeFile(t, dir, "receipt.png", receiptPNG(t))
 	writeFile(t, dir, "notes.png", []byte("just some notes, not an image at all\n"))
@@ -135,6 +136,7 @@ func TestSubmitRefusesBadFiles(t *testing.T) {
 // every job ends once, and the results name each file (name, media type,
 // bytes, sha256) without its bytes.
 func TestFilesSubmitThenRun(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pngData, pdfData := receiptPNG(t), bigPDF(3<<20)
 	writeFile(t, dir, "receipt.png", pngData)
@@ -210,6 +212,7 @@ func TestFilesSubmitThenRun(t *testing.T) {
 // deletes the file; a file other jobs still name stays, and a replay
 // after a purge of other jobs runs with its files.
 func TestFilesPurgeAndReplay(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pngData, pdfData := receiptPNG(t), bigPDF(50<<10)
 	writeFile(t, dir, "shared.png", pngData)
@@ -290,6 +293,7 @@ func truncateStr(s string, n int) string {
 // simulator): examples/receipt.png is a real PNG that submit accepts, and
 // its result names it.
 func TestReadmeReceipt(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	png, err := os.ReadFile(filepath.Join("..", "..", "examples", "receipt.png"))
 	if err != nil {
@@ -319,6 +323,7 @@ func TestReadmeReceipt(t *testing.T) {
 // store (deleted behind the pipeline's back) is dead-lettered invalid_job
 // naming the file, without a model call.
 func TestFilesMissingFromTheStore(t *testing.T) {
+	t.Parallel()
 	dataDir, dir := t.TempDir(), t.TempDir()
 	pngData := receiptPNG(t)
 	writeFile(t, dir, "receipt.png", pngData)
@@ -348,7 +353,8 @@ func TestFilesMissingFromTheStore(t *testing.T) {
 // as the synchronous calls do (OpenAI image_url parts with the file's
 // whole data URL, before the task text), and the results name them.
 func TestFilesBatchRun(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	pngData := receiptPNG(t)
 	want := "data:image/png;base64," + base64.StdEncoding.EncodeToString(pngData)
 	var calls, good atomic.Int32

@@ -10,6 +10,7 @@ import (
 // and a subcommand's --help; `help run` shows --batch as a flag, not a
 // placeholder taken from the usage text.
 func TestHelpFlag(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -16,6 +16,7 @@ import (
 // dlq replay, report and stats, shown as given; a 513-byte id is refused
 // with FILE:LINE.
 func TestIDsAsGiven(t *testing.T) {
+	t.Parallel()
 	dir, schemaDir := t.TempDir(), t.TempDir()
 	obj := `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`
 	for name, body := range map[string]string{

@@ -59,7 +59,8 @@ func compactLines(t *testing.T, what, out string) []map[string]any {
 // jobs stream by another producer still give one compact object per line
 // from `results`, `results --json` and `dlq export`, with every field.
 func TestJSONLinesWhateverTheModelWrote(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	answer := "{\n  \"subject\": \"Cannot log in\",\n  \"priority\": \"high\",\n  \"category\": \"account\",\n  \"customer\": {\n    \"name\": \"Ana Lima\",\n    \"email\": \"ana@example.com\"\n  }\n}\n"
 	srv := newOpenAIServer(t, http.StatusOK, answer)
 	url := natsServer(t)

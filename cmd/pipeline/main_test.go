@@ -73,6 +73,7 @@ func jsonLines(t *testing.T, s string) []map[string]any {
 // one data dir (each starts and stops its own embedded server), then every
 // job id appears exactly once across results and dead letters.
 func TestSubmitThenRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, ids := jobsFile(t, 60)
 
@@ -139,6 +140,7 @@ func TestSubmitThenRun(t *testing.T) {
 }
 
 func TestSubmitRejectsBadLinesWithLineNumbers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := `{"id":"a1","schema":"invoice","input":"x"}
 not json at all

@@ -15,6 +15,7 @@ import (
 // TestMetricsEndpoint scrapes --metrics-addr while a run is working and
 // checks the metric families and that no job id leaks into a label.
 func TestMetricsEndpoint(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, ids := jobsFile(t, 12)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)

@@ -271,7 +271,8 @@ func reasoningAnswers(refused map[string]int, mu *sync.Mutex) http.Handler {
 // later request is sent without it, one warning names each parameter, and
 // the trace records the temperature the answers came at.
 func TestRunOnReasoningModel(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	for _, batch := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sync", true: "batch"}[batch], func(t *testing.T) {
 			var mu sync.Mutex

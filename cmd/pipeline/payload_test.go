@@ -96,6 +96,7 @@ func jobObjects(t *testing.T, c *broker.Conn) []string {
 // stays on JOBS or in the object store's job bodies, and the index rebuilt
 // from the streams holds the same dead letter.
 func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		external bool
@@ -185,7 +186,8 @@ func TestJobOverMaxPayloadEndsOnce(t *testing.T) {
 // request allows an answer that long (--max-tokens), so the answer is read
 // whole rather than cut at the body bound.
 func TestAnswerOverMaxPayloadFailsSchema(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	huge := `{"subject": "` + strings.Repeat("x", 2<<20) + `"}` // misses the required fields
 	srv := newOpenAIServer(t, 200, huge)
 	dir := t.TempDir()
@@ -217,6 +219,7 @@ func TestAnswerOverMaxPayloadFailsSchema(t *testing.T) {
 // line number and nothing is published; under the default limit the same
 // file (a 2 MiB line among 200 good ones) is published whole.
 func TestSubmitMaxJobBytes(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := range 200 {
 		if i == 100 {
@@ -261,6 +264,7 @@ func TestSubmitMaxJobBytes(t *testing.T) {
 // the object store, are dead-lettered invalid_job naming size and limit,
 // without calling the model.
 func TestWorkerDeadLettersJobOverLimit(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := connFor(t, []string{"--data-dir", dir})
 	inline := bigJob("inline-big", "invoice", 600<<10)
@@ -302,7 +306,8 @@ func TestWorkerDeadLettersJobOverLimit(t *testing.T) {
 // calls the model for nothing; a copy that slips past submit is acked by
 // the workers without a model call; --rerun makes a second run.
 func TestResubmitAfterDuplicateWindow(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	schemaDir := personSchemas(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`)
 	dir := t.TempDir()
@@ -399,7 +404,8 @@ func personSchemas(t *testing.T, schema string) string {
 // by dlq list under the same id and shown by dlq show (< > & unescaped),
 // and remembered by the ledger past the duplicate window.
 func TestFileNameJobIDs(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	schemaDir := personSchemas(t, `{"type":"object","required":["name","age"],"properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`) // no age: every job is dead-lettered
 	dir := t.TempDir()
@@ -457,7 +463,8 @@ func TestFileNameJobIDs(t *testing.T) {
 // as a new run with the new input; after that the edited file is done,
 // and results --latest prints each job once, from its latest run.
 func TestResubmitEditedFile(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	schemaDir := personSchemas(t, `{"type":"object","required":["name"],"properties":{"name":{"type":"string"}}}`)
 	srv := newOpenAIServer(t, 200, `{"name": "Ana"}`)
 	dir := t.TempDir()

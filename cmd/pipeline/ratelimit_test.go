@@ -85,7 +85,7 @@ func TestRunProcessesShareOneRPM(t *testing.T) {
 	errs := make([]error, 2)
 	start := func(i int, extra ...string) {
 		wg.Go(func() {
-			errs[i] = newApp(strings.NewReader(""), io.Discard, stderr[i]).RunContext(ctx, append(append([]string(nil), args...), extra...))
+			errs[i] = runApp(ctx, newApp(strings.NewReader(""), io.Discard, stderr[i]), append(append([]string(nil), args...), extra...))
 		})
 	}
 	start(0)

@@ -30,6 +30,7 @@ func immutable(t *testing.T, on bool, files ...string) {
 // -wal and -shm immutable, or only the db) exits non-zero with an error
 // naming the file, and leaves the jobs on JOBS for a run that can.
 func TestReadOnlyIndex(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		walShm bool

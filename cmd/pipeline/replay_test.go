@@ -11,6 +11,7 @@ import (
 // cannot satisfy dead-letters its jobs; the author fixes the schema; replay
 // republishes them; they succeed; the dead letters are marked replayed.
 func TestReplayAfterSchemaFix(t *testing.T) {
+	t.Parallel()
 	dir, schemaDir := t.TempDir(), t.TempDir()
 	writeSchema := func(pattern string) {
 		t.Helper()

@@ -52,6 +52,7 @@ func reportJSON(t *testing.T, args ...string) reportDoc {
 // nothing and covers the new version only; --version all still shows the
 // old version's cluster, its dead letters replayed, healed and unflagged.
 func TestReportAfterSchemaFixAndReplay(t *testing.T) {
+	t.Parallel()
 	dir, schemaDir := t.TempDir(), t.TempDir()
 	writeSchema := func(pattern string) {
 		t.Helper()

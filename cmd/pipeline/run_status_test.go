@@ -18,6 +18,7 @@ import (
 // `run --until-idle` ends with one summary line on stderr that agrees with
 // the index.
 func TestRunEndsWithSummaryLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, ids := jobsFile(t, 30)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
@@ -45,13 +46,14 @@ func TestRunEndsWithSummaryLine(t *testing.T) {
 // TestRunProgressOnATerminal: on a terminal, the progress bar shows the
 // status line, then the summary follows.
 func TestRunProgressOnATerminal(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, _ := jobsFile(t, 12)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)
 	var out, errs syncBuffer
 	app := newAppEnv(&env{stdin: strings.NewReader(""), stdout: &out, stderr: &errs,
 		terminal: func(s any) bool { return s == any(&errs) }})
-	err := app.RunContext(t.Context(), []string{"pipeline", "run", "--data-dir", dir, "--until-idle", "--sim-latency", "0", "-c", "2"})
+	err := runApp(t.Context(), app, []string{"pipeline", "run", "--data-dir", dir, "--until-idle", "--sim-latency", "0", "-c", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +70,7 @@ func TestRunProgressOnATerminal(t *testing.T) {
 // flight (as by SIGINT: its context is cancelled) hands them back and
 // says how many.
 func TestRunStoppedSaysWhatItHandedBack(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file, ids := jobsFile(t, 20)
 	mustCLI(t, "", "submit", "--data-dir", dir, file)

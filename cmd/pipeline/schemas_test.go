@@ -34,6 +34,7 @@ func brokenSchemaDir(t *testing.T) string {
 // not stop validate for the others; validate of the broken one, list and
 // lint name it.
 func TestSchemaCommandsWithABrokenFile(t *testing.T) {
+	t.Parallel()
 	dir := brokenSchemaDir(t)
 	cases := []struct {
 		name   string
@@ -95,6 +96,7 @@ func TestSchemaCommandsWithABrokenFile(t *testing.T) {
 // of the broken schema is dead-lettered with the load error while the
 // others succeed.
 func TestRunRefusesBrokenSchemas(t *testing.T) {
+	t.Parallel()
 	schemaDir := brokenSchemaDir(t)
 	dataDir := t.TempDir()
 	run := []string{"run", "--data-dir", dataDir, "--schemas", schemaDir, "--until-idle", "--sim-latency", "0", "--sim-fault-scale", "0"}

@@ -21,6 +21,7 @@ import (
 // keep working, and the next run indexes every outcome before it trims
 // the streams to the limit.
 func TestStreamLimitsKeepUnindexedOutcomes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	jobs := func(prefix string, n int) string {
 		var b strings.Builder

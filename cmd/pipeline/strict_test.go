@@ -42,7 +42,8 @@ func strictAnswers(refused *int, mu *sync.Mutex) http.Handler {
 // now every job is a result in one attempt, sync and batch, the nulls of
 // the optional properties dropped.
 func TestRunJSONSchemaStrict(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	for _, batch := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sync", true: "batch"}[batch], func(t *testing.T) {
 			var mu sync.Mutex
@@ -89,7 +90,8 @@ func TestRunJSONSchemaStrict(t *testing.T) {
 // Before, every process learned alone, and batch mode spent a batch cycle
 // per parameter.
 func TestRunSharesRefusedParameters(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	var mu sync.Mutex
 	refused := map[string]int{}
 	srv := batchtest.New(batchtest.Config{Answer: reasoningAnswers(refused, &mu), Key: "sk-test"})

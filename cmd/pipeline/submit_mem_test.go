@@ -14,10 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/llmpipeline/pipeline/internal/app"
-	"github.com/llmpipeline/pipeline/internal/queue"
-	"github.com/llmpipeline/pipeline/schemas"
 )
 
 // linesReader generates n small job lines on the fly; every line whose
@@ -78,55 +74,6 @@ func peakHeap() (stop func() uint64) {
 		defer mu.Unlock()
 		return peak
 	}
-}
-
-// TestSubmitMemoryIsFlat: both passes of submit over 1M small lines
-// (generated on the fly, 9 of them repeats) keep the heap flat: the ids
-// go to disk, not into a map that grows with the file. The GC runs at a
-// low percentage so the heap's objects are close to what is live.
-func TestSubmitMemoryIsFlat(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1M lines")
-	}
-	reg, err := schemas.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 1_000_000
-	src := func() (io.ReadCloser, error) { return io.NopCloser(&linesReader{n: n}), nil }
-	defer debug.SetGCPercent(debug.SetGCPercent(10))
-	runtime.GC()
-	var base runtime.MemStats
-	runtime.ReadMemStats(&base)
-	stop := peakHeap()
-
-	jc := app.NewJobCheck(reg, 1<<20)
-	defer jc.Close()
-	var bad []string
-	if err := jc.ScanFrom(src, func(n int, reason string) {
-		if len(bad) < 100 {
-			bad = append(bad, fmt.Sprintf("%d: %s", n, reason))
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	published := 0
-	if err := jc.ItemsFrom(src, app.RerunNone, func(it queue.SubmitItem) error {
-		published++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	peak := stop()
-	grew := int64(peak) - int64(base.HeapAlloc)
-	if len(bad) != 9 || bad[0] != `100003: job id "job-00000006" repeats line 7` || jc.Valid != n-9 || published != n-9 {
-		t.Fatalf("%d valid, %d published, refused %q; want %d, the 9 repeats", jc.Valid, published, bad, n-9)
-	}
-	const limit = 24 << 20
-	if grew > limit {
-		t.Errorf("the heap grew %d MB over both passes of %d lines, want under %d MB", grew>>20, n, limit>>20)
-	}
-	t.Logf("%d lines: the heap's objects peaked %.1f MB above the start", n, float64(grew)/(1<<20))
 }
 
 // TestSubmitMemoryWithTheEmbeddedServer: a submit of 300,000 small lines

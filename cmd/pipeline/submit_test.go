@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -22,6 +20,7 @@ import (
 // TestSubmitReadsTheInputTwice: a first pass checks, a second publishes
 // what it accepted (the first line of a repeated id, not the repeat).
 func TestSubmitReadsTheInputTwice(t *testing.T) {
+	t.Parallel()
 	reg, err := schemas.Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -92,49 +91,6 @@ func TestSubmitReadsTheInputTwice(t *testing.T) {
 	}
 }
 
-// TestSubmitCheckPassMemoryIsFlat: the first pass keeps a few bytes per job
-// id, not the jobs: the heap after it grows far less than the file.
-func TestSubmitCheckPassMemoryIsFlat(t *testing.T) {
-	reg, err := schemas.Load("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "big.jsonl")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	input := strings.Repeat("an invoice of some length ", 16)
-	const n = 100_000
-	for i := range n {
-		fmt.Fprintf(f, `{"id":"job-%07d","schema":"invoice","input":"%s %d"}`+"\n", i, input, i)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fi, _ := os.Stat(p)
-
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	jc := app.NewJobCheck(reg, 1<<20)
-	defer jc.Close()
-	if err := jc.ScanFrom(func() (io.ReadCloser, error) { return os.Open(p) }, func(int, string) {}); err != nil {
-		t.Fatal(err)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
-	if jc.Valid != n {
-		t.Fatalf("%d valid, want %d", jc.Valid, n)
-	}
-	if grew > fi.Size()/8 {
-		t.Errorf("heap grew %d bytes over the check of a %d-byte file (%d jobs): want well under an eighth of it", grew, fi.Size(), n)
-	}
-	t.Logf("file %d bytes, %d jobs: heap grew %d bytes (%.1f per job)", fi.Size(), n, grew, float64(grew)/n)
-	runtime.KeepAlive(jc)
-}
-
 // TestSubmitFromStdin: stdin is spooled to a temporary file, read twice,
 // published, and the file removed; on a terminal, a notice says stdin is
 // being read.
@@ -156,7 +112,7 @@ func TestSubmitFromStdin(t *testing.T) {
 		var o, e bytes.Buffer
 		app := newAppEnv(&env{stdin: bytes.NewReader(jobs), stdout: &o, stderr: &e,
 			terminal: func(s any) bool { return tty && s != any(&o) }})
-		if err := app.RunContext(context.Background(), []string{"pipeline", "submit", "--data-dir", t.TempDir()}); err != nil {
+		if err := runApp(context.Background(), app, []string{"pipeline", "submit", "--data-dir", t.TempDir()}); err != nil {
 			t.Fatal(err)
 		}
 		notice := strings.Contains(e.String(), "reading jobs (JSONL) from stdin")
@@ -176,6 +132,7 @@ func TestSubmitFromStdin(t *testing.T) {
 // a pretty-printed file, a JSON array, a UTF-16 file and a line that is
 // not UTF-8 are refused with how to convert them.
 func TestSubmitReadsWhatEditorsWrite(t *testing.T) {
+	t.Parallel()
 	reg, err := schemas.Builtin()
 	if err != nil {
 		t.Fatal(err)

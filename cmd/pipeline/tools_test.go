@@ -163,7 +163,8 @@ func TestRunRefusalIsDeadLettered(t *testing.T) {
 // --response-format tool` against a Messages API server: the tool_use
 // input is the result, and the trace keeps the cache write and read counts.
 func TestRunAnthropicToolRecordsCacheTokens(t *testing.T) {
-	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+	t.Parallel()
+	wantTestKeys(t)
 	var mu sync.Mutex
 	var reqs []map[string]any
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

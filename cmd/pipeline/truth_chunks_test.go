@@ -92,7 +92,8 @@ func longBill(total string) string {
 // ends as a dead letter of class merge with the rule's diagnostic; no
 // chunk is failed (nor healed) for the rule it cannot evaluate.
 func TestChunkedDocumentTruthChecks(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	for _, mode := range []string{"sync", "batch"} {
 		t.Run(mode, func(t *testing.T) { chunkedTruth(t, mode) })
 	}

@@ -29,7 +29,8 @@ var filesTruthScript = map[string][]string{
 // results, through `pipeline run` against a provider speaking the OpenAI
 // wire format (the receipt goes as an image part).
 func TestTruthChecksOnFilesJobs(t *testing.T) {
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	t.Parallel()
+	wantTestKeys(t)
 	dataDir, dir, schemaDir := t.TempDir(), t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(schemaDir, "inv.json"), []byte(truthSchemaFile), 0o600); err != nil {
 		t.Fatal(err)

@@ -113,11 +113,12 @@ func truthJobs(t *testing.T, dir, schemaDir string, ids ...string) {
 // (exhausted), and the report clusters them by x-grounded and x-rules/0 at
 // their paths and flags both impossible.
 func TestRunHealsTruthFailures(t *testing.T) {
+	t.Parallel()
 	schemaDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(schemaDir, "inv.json"), []byte(truthSchemaFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("OPENAI_API_KEY", "sk-test")
+	wantTestKeys(t)
 	for _, mode := range []string{"content", "tool", "batch"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -220,6 +221,7 @@ func TestRunHealsTruthFailures(t *testing.T) {
 // a rule that does not compile is a schema that cannot be loaded (exit 3),
 // naming the file, the rule and CEL's message.
 func TestValidateTruthChecks(t *testing.T) {
+	t.Parallel()
 	schemaDir := t.TempDir()
 	bad := `{"type":"object","x-rules":[{"rule":"self.total >> 1"}]}`
 	for name, text := range map[string]string{"inv.json": truthSchemaFile, "bad.json": bad} {

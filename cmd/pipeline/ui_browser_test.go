@@ -73,6 +73,7 @@ func artifacts(t *testing.T) string {
 // screenshotted into the artifacts dir (and docs/ui/ with
 // -update-screenshots).
 func TestConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	shots := artifacts(t)
 

@@ -101,6 +101,7 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 // (message ids, subjects, bytes) in both, and both indexes mark the dead
 // letters replayed.
 func TestConsoleReplayPublishesWhatDLQReplayDoes(t *testing.T) {
+	t.Parallel()
 	schemaDir := t.TempDir()
 	partSchema(t, schemaDir, false)
 	cliDir, uiDir := deadParts(t, schemaDir), deadParts(t, schemaDir)
@@ -174,6 +175,7 @@ func TestConsoleReplayPublishesWhatDLQReplayDoes(t *testing.T) {
 }
 
 func TestUIRefusesOtherAddressesWithoutToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"ui", "--data-dir", dir, "--addr", "0.0.0.0:0"},
@@ -190,6 +192,7 @@ func TestUIRefusesOtherAddressesWithoutToken(t *testing.T) {
 // TestUIOnAnEmptyDataDir: `ui` on a data dir without pipeline data says so
 // (exit 3) and creates nothing there: no NATS store, no streams, no index.
 func TestUIOnAnEmptyDataDir(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, stderr, code := runCLI(t, "", "ui", "--data-dir", dir, "--addr", "127.0.0.1:0")
 	if code != exitRuntime || !strings.Contains(stderr, "no pipeline data in "+dir+" yet") || !strings.Contains(stderr, "pipeline run") {
@@ -203,6 +206,7 @@ func TestUIOnAnEmptyDataDir(t *testing.T) {
 // TestUITokenStrength: a token shorter than 16 characters is refused for
 // an address that is not loopback, with the rule named.
 func TestUITokenStrength(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, args := range [][]string{
 		{"ui", "--data-dir", dir, "--addr", "0.0.0.0:0", "--ui-token", "x"},
