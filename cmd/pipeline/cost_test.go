@@ -366,6 +366,16 @@ func TestUnpricedModelSaysSoOnce(t *testing.T) {
 	}
 }
 
+// writeTicketAnswer writes an OpenAI chat completion of model m whose
+// content is the valid ticket, with a usage of 100 prompt and 40
+// completion tokens (the answer every test provider of a ticket gives).
+func writeTicketAnswer(w http.ResponseWriter) {
+	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "logprobs": nil,
+			"message": map[string]any{"role": "assistant", "content": validTicket, "refusal": nil}}},
+		"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140}})
+}
+
 // chatRequest reads a chat completions request as the OpenAI spec shapes
 // it (CreateChatCompletionRequest): its model and the job id its prompt
 // names (JOB=<id>); ok is false for another path or a body that is not one.

@@ -47,9 +47,7 @@ func (a *account) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusPaymentRequired)
 		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}`)
 	case r.URL.Path == "/v1/chat/completions":
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": validTicket}}},
-			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140}})
+		writeTicketAnswer(w)
 	case r.URL.Path == "/v1/messages":
 		_ = json.NewEncoder(w).Encode(map[string]any{"id": "msg_01", "type": "message", "role": "assistant", "model": "m",
 			"content": []any{map[string]any{"type": "text", "text": validTicket}}, "stop_reason": "end_turn",

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +23,6 @@ type probeServer struct {
 func newProbeServer(t *testing.T, latency time.Duration) *probeServer {
 	t.Helper()
 	s := &probeServer{}
-	answer := `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana Lima", "email": "ana@example.com"}}`
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.arrivals = append(s.arrivals, time.Now())
@@ -41,12 +39,7 @@ func newProbeServer(t *testing.T, latency time.Duration) *probeServer {
 		s.mu.Lock()
 		s.sent = append(s.sent, time.Now())
 		s.mu.Unlock()
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "logprobs": nil,
-				"message": map[string]any{"role": "assistant", "content": answer, "refusal": nil}}},
-			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
-		})
+		writeTicketAnswer(w)
 	}))
 	t.Cleanup(s.Close)
 	return s

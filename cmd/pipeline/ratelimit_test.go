@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,18 +26,12 @@ type timedServer struct {
 func newTimedServer(t *testing.T) *timedServer {
 	t.Helper()
 	s := &timedServer{}
-	answer := `{"subject": "Cannot log in", "priority": "high", "category": "account", "customer": {"name": "Ana Lima", "email": "ana@example.com"}}`
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.arrivals = append(s.arrivals, time.Now())
 		s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": answer}}},
-			"usage": map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140},
-		})
+		writeTicketAnswer(w)
 	}))
 	t.Cleanup(s.Close)
 	return s

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,9 +58,7 @@ func (s *waitServer) serve(w http.ResponseWriter, r *http.Request) {
 	if s.latency > 0 {
 		time.Sleep(s.latency) // the provider's answer time, not a synchronisation
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": validTicket}}},
-		"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140}})
+	writeTicketAnswer(w)
 }
 
 func (s *waitServer) calls() int {
