@@ -108,10 +108,14 @@ func goals(r *benchRun) []goal {
 		g := goal{Name: fmt.Sprintf("Peak RSS at K=%d", rssK), Target: fmt.Sprintf("< %.0f MB", goalRSSMB)}
 		var parts []string
 		worst, seen := 0.0, false
-		for _, rs := range [][]caseResult{r.Latency, r.HTTP, r.HTTPNew} {
+		for i, rs := range [][]caseResult{r.Latency, r.HTTP, r.HTTPNew} {
 			for _, c := range rs {
 				if c.K == rssK && c.Err == "" {
-					parts = append(parts, fmt.Sprintf("%s %.0f MB", c.Section, c.PeakRSSMB))
+					label := c.Section
+					if i == 2 {
+						label += " (new data dir)"
+					}
+					parts = append(parts, fmt.Sprintf("%s %.0f MB", label, c.PeakRSSMB))
 					worst, seen = max(worst, c.PeakRSSMB), true
 				}
 			}
