@@ -3,78 +3,16 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/llmpipeline/pipeline/internal/memtest"
 )
-
-// linesReader generates n small job lines on the fly; every line whose
-// number is a multiple of 100,003 repeats the id of line 7.
-type linesReader struct {
-	i, n int
-	buf  []byte
-}
-
-func (r *linesReader) Read(p []byte) (int, error) {
-	for len(r.buf) < len(p) && r.i < r.n {
-		id := fmt.Sprintf("job-%08d", r.i)
-		if r.i > 0 && (r.i+1)%100_003 == 0 {
-			id = "job-00000006"
-		}
-		r.buf = fmt.Appendf(r.buf, `{"id":%q,"schema":"invoice","input":"Invoice %d from ACME, total 12.50 EUR"}`+"\n", id, r.i)
-		r.i++
-	}
-	if len(r.buf) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-// peakHeap samples the heap's objects every few milliseconds until stop
-// is called, which returns the highest figure seen.
-func peakHeap() (stop func() uint64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var mu sync.Mutex
-	var peak uint64
-	done, quit := make(chan struct{}), make(chan struct{})
-	read := func() {
-		metrics.Read(sample)
-		mu.Lock()
-		peak = max(peak, sample[0].Value.Uint64())
-		mu.Unlock()
-	}
-	go func() {
-		defer close(done)
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			read()
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(quit)
-		<-done
-		read()
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
 
 // TestSubmitMemoryWithTheEmbeddedServer: a submit of 300,000 small lines
 // on a fresh data dir starts the embedded nats server in this process,
@@ -95,14 +33,14 @@ func TestSubmitMemoryWithTheEmbeddedServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.Copy(f, &linesReader{n: n}); err != nil {
+	if _, err := io.Copy(f, memtest.Lines(n)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 	runtime.GC()
-	stop := peakHeap()
+	stop := memtest.PeakHeap()
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"pipeline", "submit", "--skip-invalid", "--json", "--data-dir", filepath.Join(dir, "data"), path}, strings.NewReader(""), &stdout, &stderr)
 	peak := stop()

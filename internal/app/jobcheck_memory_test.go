@@ -7,12 +7,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
+	"github.com/llmpipeline/pipeline/internal/memtest"
 	"github.com/llmpipeline/pipeline/internal/queue"
 	"github.com/llmpipeline/pipeline/schemas"
 )
@@ -64,66 +62,6 @@ func TestSubmitCheckPassMemoryIsFlat(t *testing.T) {
 	runtime.KeepAlive(jc)
 }
 
-// linesReader generates n small job lines on the fly; every line whose
-// number is a multiple of 100,003 repeats the id of line 7.
-type linesReader struct {
-	i, n int
-	buf  []byte
-}
-
-func (r *linesReader) Read(p []byte) (int, error) {
-	for len(r.buf) < len(p) && r.i < r.n {
-		id := fmt.Sprintf("job-%08d", r.i)
-		if r.i > 0 && (r.i+1)%100_003 == 0 {
-			id = "job-00000006"
-		}
-		r.buf = fmt.Appendf(r.buf, `{"id":%q,"schema":"invoice","input":"Invoice %d from ACME, total 12.50 EUR"}`+"\n", id, r.i)
-		r.i++
-	}
-	if len(r.buf) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
-	return n, nil
-}
-
-// peakHeap samples the heap's objects every few milliseconds until stop
-// is called, which returns the highest figure seen.
-func peakHeap() (stop func() uint64) {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	var mu sync.Mutex
-	var peak uint64
-	done, quit := make(chan struct{}), make(chan struct{})
-	read := func() {
-		metrics.Read(sample)
-		mu.Lock()
-		peak = max(peak, sample[0].Value.Uint64())
-		mu.Unlock()
-	}
-	go func() {
-		defer close(done)
-		t := time.NewTicker(2 * time.Millisecond)
-		defer t.Stop()
-		for {
-			read()
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() uint64 {
-		close(quit)
-		<-done
-		read()
-		mu.Lock()
-		defer mu.Unlock()
-		return peak
-	}
-}
-
 // TestSubmitMemoryIsFlat: both passes of submit over 1M small lines
 // (generated on the fly, 9 of them repeats) keep the heap flat: the ids
 // go to disk, not into a map that grows with the file. The GC runs at a
@@ -137,12 +75,12 @@ func TestSubmitMemoryIsFlat(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 1_000_000
-	src := func() (io.ReadCloser, error) { return io.NopCloser(&linesReader{n: n}), nil }
+	src := func() (io.ReadCloser, error) { return io.NopCloser(memtest.Lines(n)), nil }
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
-	stop := peakHeap()
+	stop := memtest.PeakHeap()
 
 	jc := NewJobCheck(reg, 1<<20)
 	defer jc.Close()
