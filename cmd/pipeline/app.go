@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
@@ -59,7 +58,7 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		// have none (demo, which builds a report).
 		args = []string{args[0], "version"}
 	}
-	err := runApp(ctx, app, args)
+	err := clikit.Run(ctx, app, args)
 	if err == nil {
 		return exitOK
 	}
@@ -74,39 +73,6 @@ func mainContext(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	// provider's message): no control character reaches the terminal.
 	fmt.Fprintf(stderr, "pipeline: %s\n", escape.Text(err.Error()))
 	return code
-}
-
-// setup serializes urfave/cli's setup and flag parsing across the runs of
-// one process: they write to its package-level --help flag and help
-// command. A process runs one command; the tests run many at once.
-var setup sync.Mutex
-
-// runApp runs app with args, holding setup until a command's action starts.
-func runApp(ctx context.Context, app *cli.App, args []string) error {
-	setup.Lock()
-	var once sync.Once
-	unlock := func() { once.Do(setup.Unlock) }
-	defer unlock()
-	app.Action = unlockFirst(app.Action, unlock)
-	var wrap func(cmds []*cli.Command)
-	wrap = func(cmds []*cli.Command) {
-		for _, c := range cmds {
-			c.Action = unlockFirst(c.Action, unlock)
-			wrap(c.Subcommands)
-		}
-	}
-	wrap(app.Commands)
-	return app.RunContext(ctx, args)
-}
-
-func unlockFirst(action cli.ActionFunc, unlock func()) cli.ActionFunc {
-	if action == nil {
-		return nil
-	}
-	return func(c *cli.Context) error {
-		unlock()
-		return action(c)
-	}
 }
 
 // plural is "1 finding", "2 findings".
@@ -217,7 +183,7 @@ know: 404, 405, 501; no job dead-lettered); 4 the model provider rejected the cr
 			}
 			c.App.Writer = e.stderr
 			defer func() { c.App.Writer = e.stdout }()
-			if err := cli.ShowAppHelp(c); err != nil {
+			if err := clikit.Help(func() error { return cli.ShowAppHelp(c) }); err != nil {
 				return err
 			}
 			return fail(exitUsage, "no command given")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,7 +11,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/llmpipeline/pipeline/internal/clikit"
 )
+
+// runApp runs app as Main does (clikit.Run: urfave/cli's parsing is
+// serialised across the tests' commands).
+func runApp(ctx context.Context, app *cli.App, args []string) error {
+	return clikit.Run(ctx, app, args)
+}
 
 // cli runs the pipeline command in-process and returns stdout, stderr and
 // the exit code.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -71,7 +72,7 @@ func HelpCommand() *cli.Command {
 		Action: func(c *cli.Context) error {
 			names := c.Args().Slice()
 			if len(names) == 0 {
-				return cli.ShowAppHelp(c)
+				return Help(func() error { return cli.ShowAppHelp(c) })
 			}
 			cmds := c.App.Commands
 			for _, n := range names {
@@ -86,7 +87,7 @@ func HelpCommand() *cli.Command {
 				}
 				cmds = found.Subcommands
 			}
-			return c.App.RunContext(c.Context, append(append([]string{c.App.Name}, names...), "--help"))
+			return Run(c.Context, c.App, append(append([]string{c.App.Name}, names...), "--help"))
 		},
 	}
 }
@@ -99,7 +100,7 @@ func groupAction(c *cli.Context, stdout, stderr io.Writer) error {
 	}
 	c.App.Writer = stderr
 	defer func() { c.App.Writer = stdout }()
-	if err := cli.ShowSubcommandHelp(c); err != nil {
+	if err := Help(func() error { return cli.ShowSubcommandHelp(c) }); err != nil {
 		return err
 	}
 	return exit.Fail(exit.Usage, "%s needs a subcommand", c.Command.HelpName)
@@ -165,4 +166,49 @@ func setUsageErrors(cmds []*cli.Command) {
 		c.OnUsageError = usageError
 		setUsageErrors(c.Subcommands)
 	}
+}
+
+// setup serializes urfave/cli's setup and flag parsing across the runs of
+// one process: they write to its package-level --help flag and help
+// command. A process runs one command; the tests run many at once, and
+// the help command runs the app again from its action.
+var setup sync.Mutex
+
+// Run runs app with args (app.RunContext), holding setup until a
+// command's action starts. Every run of an app goes through it, the help
+// command's included.
+func Run(ctx context.Context, app *cli.App, args []string) error {
+	setup.Lock()
+	var once sync.Once
+	unlock := func() { once.Do(setup.Unlock) }
+	defer unlock()
+	app.Action = unlockFirst(app.Action, unlock)
+	var wrap func(cmds []*cli.Command)
+	wrap = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.Action = unlockFirst(c.Action, unlock)
+			wrap(c.Subcommands)
+		}
+	}
+	wrap(app.Commands)
+	return app.RunContext(ctx, args)
+}
+
+func unlockFirst(action cli.ActionFunc, unlock func()) cli.ActionFunc {
+	if action == nil {
+		return nil
+	}
+	return func(c *cli.Context) error {
+		unlock()
+		return action(c)
+	}
+}
+
+// Help prints a help text (show) holding setup: the text reads the flags
+// that another run's parsing writes. It is for the actions that print
+// help themselves; --help is printed during parsing, under Run's hold.
+func Help(show func() error) error {
+	setup.Lock()
+	defer setup.Unlock()
+	return show()
 }
