@@ -34,16 +34,27 @@ func TestMetricsEndpoint(t *testing.T) {
 		done <- code
 	}()
 
+	wants := []string{
+		"pipeline_jobs_total{", "pipeline_attempts_per_job", "pipeline_model_latency_seconds",
+		"pipeline_model_tokens_total{", `pipeline_breaker_state{provider="sim",state="closed"} 1`,
+		"pipeline_jobs_in_flight 1", "pipeline_consumer_pending", "pipeline_dlq_rows",
+	}
 	var body string
-	// Wait for a job counted while another is still in flight; past 30s
-	// the checks below say what the last scrape lacks.
+	// Wait for a scrape with every family while a job is in flight (a
+	// family appears with its first observation, which under load may
+	// come after another's); past 30s the checks below say what the last
+	// scrape lacks.
 	_ = poll.Wait(t, 30*time.Second, func() error {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			body = string(b)
-			if strings.Contains(body, "pipeline_jobs_total{") && strings.Contains(body, "pipeline_jobs_in_flight 1") {
+			all := true
+			for _, want := range wants {
+				all = all && strings.Contains(body, want)
+			}
+			if all {
 				return nil
 			}
 		}
@@ -54,11 +65,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		return errors.New("not counted yet")
 	})
-	for _, want := range []string{
-		"pipeline_jobs_total{", "pipeline_attempts_per_job", "pipeline_model_latency_seconds",
-		"pipeline_model_tokens_total{", `pipeline_breaker_state{provider="sim",state="closed"} 1`,
-		"pipeline_jobs_in_flight 1", "pipeline_consumer_pending", "pipeline_dlq_rows",
-	} {
+	for _, want := range wants {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
