@@ -58,10 +58,11 @@ func (r *runner) prepare(d *Delivery, h nats.Header, data []byte, seq uint64, ea
 	}
 	if d.JobErr != nil && d.Job.Chunk == nil {
 		// Unreadable, but its message says which document's chunk it
-		// is: its dead letter still ends its place in the document.
-		if c, schema, ok := chunkFromHeader(h); ok {
+		// is (and its subject, the schema): its dead letter still ends
+		// its place in the document.
+		if c, ok := chunkFromHeader(h); ok {
 			d.Job.Chunk = c
-			d.Job.Schema = cmp.Or(d.Job.Schema, schema)
+			d.Job.Schema = cmp.Or(d.Job.Schema, d.SchemaToken)
 		}
 	}
 	if d.MsgID == "" {

@@ -24,8 +24,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// HeaderChunk is set on a chunk job's message: its document, its place
-// and its schema, as JSON ({"document","k","n","schema"}). A chunk whose
+// HeaderChunk is set on a chunk job's message: its document and its
+// place, as JSON ({"document","k","n"}). A chunk whose
 // body cannot be read (its object gone or tampered with, over
 // --max-job-bytes) is dead-lettered as invalid_job like any job, and
 // this header still records its end in its document, which then ends
@@ -36,11 +36,10 @@ type chunkHeader struct {
 	Document string `json:"document"`
 	K        int    `json:"k"`
 	N        int    `json:"n"`
-	Schema   string `json:"schema,omitempty"`
 }
 
-func setChunkHeader(h nats.Header, schema string, c *job.ChunkOf) {
-	v, err := json.Marshal(chunkHeader{Document: c.Document, K: c.K, N: c.N, Schema: schema})
+func setChunkHeader(h nats.Header, c *job.ChunkOf) {
+	v, err := json.Marshal(chunkHeader{Document: c.Document, K: c.K, N: c.N})
 	if err != nil {
 		return // strings and integers always encode
 	}
@@ -49,16 +48,16 @@ func setChunkHeader(h nats.Header, schema string, c *job.ChunkOf) {
 
 // chunkFromHeader reads HeaderChunk: false when there is none or it does
 // not name a place in a document.
-func chunkFromHeader(h nats.Header) (*job.ChunkOf, string, bool) {
+func chunkFromHeader(h nats.Header) (*job.ChunkOf, bool) {
 	v := h.Get(HeaderChunk)
 	if v == "" {
-		return nil, "", false
+		return nil, false
 	}
 	var c chunkHeader
 	if err := json.Unmarshal([]byte(v), &c); err != nil || c.Document == "" || c.K < 1 || c.K > c.N {
-		return nil, "", false
+		return nil, false
 	}
-	return &job.ChunkOf{Document: c.Document, K: c.K, N: c.N}, c.Schema, true
+	return &job.ChunkOf{Document: c.Document, K: c.K, N: c.N}, true
 }
 
 // chunkRunOf is the run of a chunk delivery as its document counts it:

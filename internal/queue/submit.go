@@ -88,7 +88,7 @@ func Submit(ctx context.Context, c *broker.Conn, jobs []SubmitItem, progress fun
 			msg.Header.Set(payload.HeaderFiles, strings.Join(it.Files, ","))
 		}
 		if it.Chunk != nil {
-			setChunkHeader(msg.Header, it.Schema, it.Chunk)
+			setChunkHeader(msg.Header, it.Chunk)
 		}
 		object, err := c.Payloads().Offload(ctx, msg, payload.KindJobs)
 		if err != nil {
