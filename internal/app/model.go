@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,6 +112,34 @@ func ShareLimit(ctx context.Context, conn *broker.Conn, bm BuiltModel, log *slog
 			log.Warn("leaving the rate-limit fleet (the key expires on its own)", "err", err)
 		}
 	}, nil
+}
+
+// ShareLimits shares the rate limit of every model of the stack that has
+// a limiter, --model's and the fallbacks' (ShareLimit: limits apply per
+// model), and returns what gives the shares back.
+func (s *Stack) ShareLimits(ctx context.Context, conn *broker.Conn, log *slog.Logger) (leave func(), err error) {
+	var leaves []func()
+	leave = func() {
+		for _, l := range slices.Backward(leaves) {
+			l()
+		}
+	}
+	var limited []BuiltModel
+	if s.Chain != nil {
+		limited = s.Chain.Limited
+	}
+	if s.Model.Limiter != nil {
+		limited = append([]BuiltModel{s.Model}, limited...)
+	}
+	for _, m := range limited {
+		l, err := ShareLimit(ctx, conn, m, log)
+		if err != nil {
+			leave()
+			return nil, err
+		}
+		leaves = append(leaves, l)
+	}
+	return leave, nil
 }
 
 // RememberLimits gives the model's limiter the fleet's memory of what the

@@ -96,19 +96,11 @@ func Run(ctx context.Context, cfg *config.Config, rt Runtime) error {
 	h.UseFiles(conn.Payloads())
 	ShareParams(ctx, conn, log, append([]BuiltModel{bm}, models.Limited...))
 	if cfg.Workers.Concurrency > 0 {
-		// Limits apply per model: the fleet shares each model's, the
-		// fallbacks' too.
-		limited := models.Limited
-		if bm.Limiter != nil {
-			limited = append([]BuiltModel{bm}, limited...)
+		leave, err := stack.ShareLimits(ctx, conn, log)
+		if err != nil {
+			return err
 		}
-		for _, m := range limited {
-			leave, err := ShareLimit(ctx, conn, m, log)
-			if err != nil {
-				return err
-			}
-			defer leave()
-		}
+		defer leave()
 	}
 	if !cfg.Store.Sink {
 		if err := WarnStreamLoss(ctx, cfg, conn, log); err != nil {

@@ -255,15 +255,13 @@ func runPipeline(ctx context.Context, spec caseSpec, log *slog.Logger) (res case
 	if err != nil {
 		return res, err
 	}
-	if stack.Model.Limiter != nil {
-		// As run: the limiter joins its fleet and reads what the
-		// provider said of its limits before (a warm-up's answer).
-		leave, err := app.ShareLimit(ctx, conn, stack.Model, log)
-		if err != nil {
-			return res, err
-		}
-		defer leave()
+	// As run: the limiter joins its fleet and reads what the provider
+	// said of its limits before (a warm-up's answer).
+	leave, err := stack.ShareLimits(ctx, conn, log)
+	if err != nil {
+		return res, err
 	}
+	defer leave()
 	stopProfile, err := startProfiles(spec)
 	if err != nil {
 		return res, err
@@ -389,13 +387,11 @@ func warmUp(ctx context.Context, spec caseSpec, cfg *config.Config, reg *schemas
 	if err != nil {
 		return fmt.Errorf("building the warm-up's stack: %w", err)
 	}
-	if stack.Model.Limiter != nil {
-		leave, err := app.ShareLimit(ctx, conn, stack.Model, log)
-		if err != nil {
-			return err
-		}
-		defer leave()
+	leave, err := stack.ShareLimits(ctx, conn, log)
+	if err != nil {
+		return err
 	}
+	defer leave()
 	items, _, err := benchJobs("warm", spec.Warm)
 	if err != nil {
 		return err
