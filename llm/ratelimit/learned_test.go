@@ -179,3 +179,27 @@ func TestUnreadableMemoryKeepsTheProbe(t *testing.T) {
 		t.Errorf("second call before any answer: %v, want it held by the probe", err)
 	}
 }
+
+// Anthropic's families (anthropic-ratelimit-*, resets as RFC 3339 times)
+// are remembered as OpenAI's: the requests limit and the combined tokens
+// limit.
+func TestAnthropicAnswersAreRemembered(t *testing.T) {
+	t.Parallel()
+	l, err := New(Config{Provider: "anthropic"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &mapMemory{}
+	if err := l.Remember(t.Context(), mem, "k"); err != nil {
+		t.Fatal(err)
+	}
+	reset := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+	l.Observe(http.StatusOK, hdr(
+		"anthropic-ratelimit-requests-limit", "50", "anthropic-ratelimit-requests-remaining", "49", "anthropic-ratelimit-requests-reset", reset,
+		"anthropic-ratelimit-tokens-limit", "90000", "anthropic-ratelimit-tokens-remaining", "89000", "anthropic-ratelimit-tokens-reset", reset,
+		"anthropic-ratelimit-input-tokens-limit", "50000", "anthropic-ratelimit-input-tokens-remaining", "49500", "anthropic-ratelimit-input-tokens-reset", reset))
+	want := Learned{Headers: true, RequestsPerMinute: 50, TokensPerMinute: 90000}
+	if k, ok := mem.learned(t, "k"); !ok || k != want {
+		t.Errorf("memory holds %+v (%v), want %+v", k, ok, want)
+	}
+}
