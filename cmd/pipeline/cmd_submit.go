@@ -27,9 +27,11 @@ or data URLs) must be PNG, JPEG, WebP, GIF or PDF by their content and at most -
 are stored once by digest in the object store and the job references them (docs/files.md). A leading UTF-8 byte order mark and CRLF
 line ends are accepted, and a line that is not UTF-8 (a Latin-1 export) is refused at its first such
 byte. Bad lines are reported as FILE:LINE: reason and nothing is published, unless --skip-invalid. The input is read twice, to check it and then to
-publish it, so submit's own memory stays flat whatever its size (when submit starts the embedded
-server itself, that server's duplicate index, about 94 bytes per job id published within
---duplicate-window, lives in its process: start run first, or use --nats-url, to keep it out); stdin
+publish it, so submit's own memory stays flat whatever its size. When submit starts the embedded
+server itself, that server's duplicate index (about 94 bytes per job id published within
+--duplicate-window) lives in its process: submit then publishes at most 120,000 jobs per window, so
+it stays under 100 MB; past that it waits, and says so once (start run first, or use --nats-url, to
+publish at full speed); stdin
 is first copied to a temporary file
 (in $TMPDIR, removed at the end). A job id whose run already ended (the job ledger,
 bucket ` + broker.BucketLedger + `, remembers every ended job id on the cluster, beyond the duplicate
@@ -114,6 +116,10 @@ rejected without --skip-invalid.`,
 				if conn.Embedded() {
 					// The server's duplicate index lives in this process.
 					defer app.LimitSubmitMemory()()
+					jc.OnPace = func() {
+						log.Warn("pacing: the embedded nats server in this process remembers every job id for the duplicate window; to stay under 100 MB, submit lets it hold at most the budget at once (start 'pipeline run' on the data dir first, or use --nats-url, to publish at full speed)",
+							"budget_ids", app.EmbeddedDedupeBudget, "duplicate_window", conn.DuplicateWindow())
+					}
 				}
 				if err := app.WarnStreamLoss(c.Context, conf(c), conn, log); err != nil {
 					return err

@@ -73,6 +73,11 @@ type JobCheck struct {
 	// MaxFileBytes bounds each file of a job (0: DefaultMaxFileBytes).
 	MaxFileBytes int64
 
+	// OnPace, if set, is called once when the publish pass first waits
+	// for the embedded server in this process to forget the oldest job ids
+	// (EmbeddedDedupeBudget).
+	OnPace func()
+
 	stored fileCache // the files the publish pass read and stored
 }
 
@@ -306,14 +311,25 @@ func (jc *JobCheck) itemsFrom(ctx context.Context, store *payload.Store, open Op
 
 // SubmitChecked publishes what the first pass accepted, reading the input
 // again, submitBatch jobs at a time. progress, if not nil, gets the count
-// published so far, and -1 at the end.
+// published so far, and -1 at the end. When conn hosts the embedded server
+// in this process, it publishes at most EmbeddedDedupeBudget jobs per
+// duplicate window (dedupePace).
 func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Opener, rerun RerunMode, progress func(int)) (queue.SubmitStats, error) {
 	var total queue.SubmitStats
 	var batch []queue.SubmitItem
 	done, size := 0, 0
+	var pace *dedupePace
+	if conn.Embedded() {
+		pace = newDedupePace(dedupeBudget, conn.DuplicateWindow(), jc.OnPace)
+	}
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
+		}
+		if pace != nil {
+			if err := pace.wait(ctx, len(batch)); err != nil {
+				return err
+			}
 		}
 		var prog func(int)
 		if progress != nil {
@@ -321,6 +337,9 @@ func SubmitChecked(ctx context.Context, conn *broker.Conn, jc *JobCheck, open Op
 			prog = func(n int) { progress(base + n) }
 		}
 		s, err := queue.Submit(ctx, conn, batch, prog)
+		if pace != nil {
+			pace.stored(s.Published)
+		}
 		total.Published += s.Published
 		total.Duplicates += s.Duplicates
 		total.AlreadyDone += s.AlreadyDone
