@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/llmpipeline/pipeline/internal/ctxwait"
 	"github.com/llmpipeline/pipeline/model"
 )
 
@@ -133,7 +134,7 @@ func (r *retrier) next(ctx context.Context, f *failure) error {
 		c.cfg.Logger.Debug("provider asked to wait: holding the request",
 			slog.String("provider", c.provider), slog.Int("status", f.status),
 			slog.Duration("wait", f.retryAfter), slog.String("error", f.message))
-		if err := sleep(ctx, f.retryAfter); err != nil {
+		if err := ctxwait.Sleep(ctx, f.retryAfter); err != nil {
 			return fmt.Errorf("%s: waiting %s as the provider asked: %w", c.provider, f.retryAfter, err)
 		}
 		return nil
@@ -152,7 +153,7 @@ func (r *retrier) next(ctx context.Context, f *failure) error {
 	c.cfg.Logger.Debug("llm transport retry",
 		slog.String("provider", c.provider), slog.Int("status", f.status),
 		slog.Int("retry", n+1), slog.Duration("delay", delay), slog.String("error", f.message))
-	if err := sleep(ctx, delay); err != nil {
+	if err := ctxwait.Sleep(ctx, delay); err != nil {
 		return fmt.Errorf("%s: waiting to retry: %w", c.provider, err)
 	}
 	return nil
@@ -428,21 +429,6 @@ func backoff(base, max time.Duration, n int) time.Duration {
 		return 0
 	}
 	return time.Duration(rand.Int64N(int64(ceil) + 1))
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // normaliseFinish maps a provider's finish or stop reason to the words of

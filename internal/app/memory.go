@@ -18,8 +18,8 @@ import (
 // under EmbeddedDedupeBudget ids (dedupePace), so about 35 MB is live at
 // most. With the default GC (GOGC=100) the heap grows to twice what is live
 // before a collection; at 56 MiB, with the binary's own 35 MB of mapped
-// pages beside it, a 1M-line submit peaks at 91 MB of RSS (118 MB with a
-// limit of 100 MiB).
+// pages beside it, a 1M-line submit peaks at 85 to 99 MB of RSS (118 MB
+// with a limit of 100 MiB).
 const submitMemoryLimit = 56 << 20
 
 // LimitSubmitMemory keeps the heap near what is live while submit hosts

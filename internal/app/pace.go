@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"time"
+
+	"github.com/llmpipeline/pipeline/internal/ctxwait"
 )
 
 // EmbeddedDedupeBudget is how many job ids a submit that hosts the
@@ -45,7 +47,7 @@ type dedupePace struct {
 	// onWait, if set, is called before the first wait.
 	onWait func()
 
-	held    int         // ids in stored, not yet forgotten
+	held    int         // ids in batches, not yet forgotten
 	batches []paceBatch // oldest first
 }
 
@@ -55,7 +57,7 @@ type paceBatch struct {
 }
 
 func newDedupePace(budget int, window time.Duration, onWait func()) *dedupePace {
-	return &dedupePace{budget: budget, window: window, now: time.Now, sleep: sleepCtx, onWait: onWait}
+	return &dedupePace{budget: budget, window: window, now: time.Now, sleep: ctxwait.Sleep, onWait: onWait}
 }
 
 // wait returns once n more ids fit in the budget, or ctx's error. A batch
@@ -85,15 +87,4 @@ func (p *dedupePace) stored(n int) {
 	}
 	p.batches = append(p.batches, paceBatch{at: p.now(), n: n})
 	p.held += n
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

@@ -124,17 +124,3 @@ func TestPaceStopsWithItsContext(t *testing.T) {
 		t.Fatalf("wait = %v, want the context's error", err)
 	}
 }
-
-// TestSleepCtxEndsWithTheContext: the real sleep returns the context's
-// cause at once when it is cancelled.
-func TestSleepCtxEndsWithTheContext(t *testing.T) {
-	stop := errors.New("interrupted")
-	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(stop)
-	if err := sleepCtx(ctx, time.Hour); !errors.Is(err, stop) {
-		t.Fatalf("sleepCtx = %v, want %v", err, stop)
-	}
-	if err := sleepCtx(context.Background(), time.Millisecond); err != nil {
-		t.Fatalf("sleepCtx of 1ms = %v", err)
-	}
-}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmpipeline/pipeline/internal/ctxwait"
 	"github.com/llmpipeline/pipeline/model"
 )
 
@@ -157,7 +158,7 @@ func (s *Model) schema(raw []byte) (*snode, error) {
 // Complete answers one request. See Model for what it does.
 func (s *Model) Complete(ctx context.Context, req model.Request) (model.Response, error) {
 	start := time.Now()
-	if err := sleep(ctx, s.cfg.Latency); err != nil {
+	if err := ctxwait.Sleep(ctx, s.cfg.Latency); err != nil {
 		return model.Response{}, fmt.Errorf("sim: waiting for the simulated latency: %w", err)
 	}
 	switch s.cfg.Force {
@@ -198,21 +199,6 @@ func (s *Model) Complete(ctx context.Context, req model.Request) (model.Response
 	resp.Usage = model.Usage{PromptTokens: tokens(prompt) + model.FileTokens(req.Messages), CompletionTokens: tokens(len(resp.Content))}
 	resp.Latency = time.Since(start)
 	return resp, nil
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // readFiles reads the files of msgs as a provider receives them: each
